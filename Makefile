@@ -1,0 +1,50 @@
+# Tollgate — `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+NPM_INSTALL := npm install --no-audit --no-fund
+
+.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+node_modules/.package-lock.json: package.json package-lock.json
+	$(NPM_INSTALL)
+	@touch $@
+
+install: node_modules/.package-lock.json ## Install dependencies from the lockfile (builds better-sqlite3 from source)
+
+build: install ## Compile TypeScript to dist/
+	tsc -p tsconfig.build.json
+
+generate: install ## Regenerate src/gen from proto/ with buf + protoc-gen-es
+	buf generate
+
+checkgenerate: generate ## Fail when regeneration changes src/gen (generated code is committed)
+	@test -z "$$(git status --porcelain -- src/gen)" || { git status --porcelain -- src/gen; echo "src/gen is stale: run 'make generate' and commit"; exit 1; }
+
+lint: install ## buf lint, Biome (format + lint)
+	buf lint
+	biome ci .
+
+format: install ## Format the sources in place
+	biome format --write .
+
+typecheck: install ## tsc --noEmit over src, test and bench
+	tsc --noEmit
+
+test: install checkgenerate lint typecheck build ## Everything CI checks: generation, lint, types, then all tests
+	vitest run
+
+test-only: build ## Only the tests (skips generation and lint checks)
+	vitest run
+
+run: build ## Run the gateway on its embedded defaults (facade :8787, core :8788, ./data)
+	node dist/src/cli/main.js serve
+
+clean: ## Remove build output (keeps ./data)
+	rm -rf dist

@@ -1,0 +1,70 @@
+import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { FastifyInstance } from "fastify";
+import type { Config } from "./config.js";
+import { createCore } from "./core/core.js";
+import { buildCoreServer, type CoreServer } from "./core/server.js";
+import { buildFacade } from "./facade/facade.js";
+import { type Db, openDatabase } from "./store/database.js";
+
+/** A built gateway: the facade, and (unless facade-only) the core server and its database. */
+export interface App {
+  readonly facade: FastifyInstance;
+  /** Absent in facade-only mode. */
+  readonly core: CoreServer | undefined;
+  /** Absent in facade-only mode. */
+  readonly db: Db | undefined;
+}
+
+/** Extra knobs for building an app, mostly for tests. */
+export interface BuildOptions {
+  readonly logger?: boolean | { readonly level: string };
+  readonly now?: () => number;
+}
+
+/**
+ * Builds the gateway from its configuration: opens the store and builds the core unless
+ * `coreUrl` points at a remote one, then the facade over a typed client to that core. Never
+ * listens (see main.ts).
+ */
+export async function buildApp(config: Config, { logger = false, now }: BuildOptions = {}): Promise<App> {
+  if (config.coreUrl !== undefined) {
+    const transport = remoteCoreTransport(config.coreUrl);
+    return {
+      facade: await buildFacade({ transport, coreLocation: config.coreUrl, logger }),
+      core: undefined,
+      db: undefined,
+    };
+  }
+  const db = openDatabase(config.dataDir);
+  try {
+    const core = createCore({
+      db,
+      adminToken: config.adminToken,
+      now,
+      onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
+    });
+    const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
+    const facade = await buildFacade({ transport, coreLocation: "in-process", logger });
+    const coreServer = await buildCoreServer(core, { logger });
+    return { facade, core: coreServer, db };
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/**
+ * A gRPC transport to a core elsewhere (facade-only mode, and the CLI with TOLLGATE_CORE_URL).
+ * With `bearer`, every call presents it (the CLI's operator token).
+ */
+export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport {
+  const interceptors: Interceptor[] = [];
+  if (bearer !== undefined) {
+    interceptors.push((next) => (req) => {
+      req.header.set("authorization", `Bearer ${bearer}`);
+      return next(req);
+    });
+  }
+  return createGrpcTransport({ baseUrl, interceptors });
+}

@@ -1,0 +1,104 @@
+import { resolve } from "node:path";
+
+/** Thrown for invalid configuration; the message always names the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Everything the process is configured with; built once by {@link loadConfig}. */
+export interface Config {
+  /** Address the public facade binds to. */
+  readonly host: string;
+  /** Public HTTP/1.1 port of the facade; 0 picks a free port. */
+  readonly port: number;
+  /** Address the core binds to. */
+  readonly coreHost: string;
+  /** HTTP/2 cleartext port of the core (gRPC, gRPC-Web, Connect); 0 picks a free port. */
+  readonly corePort: number;
+  /** Directory holding the SQLite database (absolute). */
+  readonly dataDir: string;
+  /** When set, this process runs only the facade and calls the core at this URL. */
+  readonly coreUrl: string | undefined;
+  /** Operator bearer token for account management over the network; unset disables it. */
+  readonly adminToken: string | undefined;
+  /** How long SIGTERM waits for in-flight requests before closing connections. */
+  readonly shutdownTimeoutMs: number;
+  /** Fastify/pino log level. */
+  readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/**
+ * Reads and validates the configuration. The only place in the project that reads the
+ * environment; everything else receives a {@link Config}.
+ */
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const coreUrl = optional(env, "TOLLGATE_CORE_URL");
+  if (coreUrl !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(coreUrl);
+    } catch {
+      throw new ConfigError("TOLLGATE_CORE_URL", `not a URL: ${JSON.stringify(coreUrl)}`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new ConfigError("TOLLGATE_CORE_URL", "must be an http:// or https:// URL");
+    }
+  }
+  const adminToken = optional(env, "TOLLGATE_ADMIN_TOKEN");
+  if (adminToken !== undefined && adminToken.length < 32) {
+    throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
+  }
+  return {
+    host: optional(env, "TOLLGATE_HOST") ?? "127.0.0.1",
+    port: port(env, "TOLLGATE_PORT", 8787),
+    coreHost: optional(env, "TOLLGATE_CORE_HOST") ?? "127.0.0.1",
+    corePort: port(env, "TOLLGATE_CORE_PORT", 8788),
+    dataDir: resolve(cwd, optional(env, "TOLLGATE_DATA_DIR") ?? "data"),
+    coreUrl,
+    adminToken,
+    shutdownTimeoutMs: integer(env, "TOLLGATE_SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
+    logLevel: oneOf(env, "TOLLGATE_LOG_LEVEL", LOG_LEVELS, "info"),
+  };
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === "" ? undefined : value.trim();
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  return integer(env, name, fallback, 0, 65_535);
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = optional(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `expected a whole number, got ${JSON.stringify(raw)}`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function oneOf<const T extends readonly string[]>(
+  env: Env,
+  name: string,
+  allowed: T,
+  fallback: T[number],
+): T[number] {
+  const raw = optional(env, name);
+  if (raw === undefined) return fallback;
+  if (!allowed.includes(raw))
+    throw new ConfigError(name, `must be one of ${allowed.join(", ")}, got ${JSON.stringify(raw)}`);
+  return raw as T[number];
+}

@@ -1,0 +1,166 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  type Account,
+  AccountSchema,
+  AccountStatus,
+  type ApiKey,
+  ApiKeySchema,
+  type AuthService,
+  KeyStatus,
+} from "../../gen/tollgate/auth/v1/auth_pb.js";
+import type { AccountRow, AuthRepository, KeyRow } from "../../store/auth-repository.js";
+import { callerKey, requireOperator, scopedAccount } from "../caller.js";
+import { accountNotFound, invalidField, keyNotFound } from "../errors.js";
+import { newId } from "../ids.js";
+import type { Authenticator } from "./authenticator.js";
+import { generateKey } from "./keys.js";
+
+/** What the AuthService implementation needs. */
+export interface AuthServiceDeps {
+  readonly repo: AuthRepository;
+  readonly authenticator: Authenticator;
+  readonly now: () => number;
+}
+
+const MAX_NAME = 200;
+const MAX_REASON = 500;
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+/** The AuthService RPCs over the auth repository. */
+export function createAuthService({
+  repo,
+  authenticator,
+  now,
+}: AuthServiceDeps): ServiceImpl<typeof AuthService> {
+  const account = (id: string): AccountRow => {
+    const row = repo.getAccount(id);
+    if (row === undefined) throw accountNotFound(id);
+    return row;
+  };
+
+  return {
+    createAccount(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      const name = text("name", req.name, MAX_NAME);
+      return { account: toAccount(repo.createAccount(newId("acct"), name, now())) };
+    },
+
+    getAccount(req, ctx) {
+      return { account: toAccount(account(scopedAccount(ctx.values.get(callerKey), req.accountId))) };
+    },
+
+    listAccounts(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
+        throw invalidField("page_size", `page_size must be between 0 and ${MAX_PAGE}.`);
+      }
+      const size = req.pageSize === 0 ? DEFAULT_PAGE : req.pageSize;
+      const { rows, lastSeq } = repo.listAccounts(decodePageToken(req.pageToken), size);
+      return {
+        accounts: rows.map(toAccount),
+        nextPageToken: rows.length === size && lastSeq !== undefined ? encodePageToken(lastSeq) : "",
+      };
+    },
+
+    suspendAccount(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      const reason = text("reason", req.reason, MAX_REASON);
+      const row = account(required("account_id", req.accountId));
+      if (row.status !== "suspended") repo.setAccountStatus(row.id, "suspended", reason);
+      return { account: toAccount(account(row.id)) };
+    },
+
+    reactivateAccount(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      const row = account(required("account_id", req.accountId));
+      if (row.status !== "active") repo.setAccountStatus(row.id, "active", "");
+      return { account: toAccount(account(row.id)) };
+    },
+
+    createKey(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const name = text("name", req.name, MAX_NAME);
+      account(accountId);
+      const key = generateKey();
+      const row = repo.createKey(newId("key"), accountId, name, key.prefix, key.digest, now());
+      return { key: toApiKey(row), secret: key.secret };
+    },
+
+    listKeys(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      account(accountId);
+      return { keys: repo.listKeys(accountId).map(toApiKey) };
+    },
+
+    revokeKey(req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      const owner = caller.kind === "operator" ? undefined : scopedAccount(caller, "");
+      const id = required("key_id", req.keyId);
+      const row = repo.getKey(id);
+      // Another account's key is reported as missing, so key ids cannot be probed.
+      if (row === undefined || (owner !== undefined && row.account_id !== owner)) throw keyNotFound(id);
+      repo.revokeKey(id, now());
+      return { key: toApiKey(repo.getKey(id)!) };
+    },
+
+    authenticate(req) {
+      const key = authenticator.authenticate(req.key.trim());
+      return {
+        principal: {
+          accountId: key.accountId,
+          keyId: key.keyId,
+          accountStatus: AccountStatus.ACTIVE,
+          keyStatus: KeyStatus.ACTIVE,
+        },
+      };
+    },
+  };
+}
+
+function toAccount(row: AccountRow): Account {
+  return create(AccountSchema, {
+    id: row.id,
+    name: row.name,
+    status: row.status === "active" ? AccountStatus.ACTIVE : AccountStatus.SUSPENDED,
+    createdAt: timestampFromMs(row.created_at),
+    suspendedReason: row.suspended_reason,
+  });
+}
+
+function toApiKey(row: KeyRow): ApiKey {
+  return create(ApiKeySchema, {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    status: row.revoked_at === null ? KeyStatus.ACTIVE : KeyStatus.REVOKED,
+    createdAt: timestampFromMs(row.created_at),
+    lastUsedAt: row.last_used_at === null ? undefined : timestampFromMs(row.last_used_at),
+    revokedAt: row.revoked_at === null ? undefined : timestampFromMs(row.revoked_at),
+  });
+}
+
+function required(field: string, value: string): string {
+  if (value.trim() === "") throw invalidField(field, `${field} is required.`);
+  return value.trim();
+}
+
+function text(field: string, value: string, max: number): string {
+  const trimmed = value.trim();
+  if (trimmed.length > max) throw invalidField(field, `${field} must be at most ${max} characters.`);
+  return trimmed;
+}
+
+function encodePageToken(seq: number): string {
+  return Buffer.from(`a:${seq}`).toString("base64url");
+}
+
+function decodePageToken(token: string): number {
+  if (token === "") return 0;
+  const match = /^a:(\d+)$/.exec(Buffer.from(token, "base64url").toString());
+  if (match === null) throw invalidField("page_token", "page_token is not one this service issued.");
+  return Number(match[1]);
+}

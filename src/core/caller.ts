@@ -1,0 +1,75 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
+import { presentedCredential } from "./auth/credentials.js";
+import { KEY_PREFIX } from "./auth/keys.js";
+import { invalidField, keyMissing, operatorOnly, otherAccount } from "./errors.js";
+
+/** Who is calling the core: nobody in particular, the operator, or the holder of an API key. */
+export type Caller =
+  | { readonly kind: "anonymous" }
+  | { readonly kind: "operator" }
+  | { readonly kind: "key"; readonly key: AuthenticatedKey };
+
+/** The caller of the current RPC, set by {@link callerInterceptor}. */
+export const callerKey = createContextKey<Caller>({ kind: "anonymous" }, { description: "caller" });
+
+/** Resolves the caller of one RPC from its request metadata. */
+export type CallerResolver = (header: Headers) => Caller;
+
+/** A server interceptor that resolves the caller once and puts it in the context values. */
+export function callerInterceptor(resolve: CallerResolver): Interceptor {
+  return (next) => async (req) => {
+    req.contextValues.set(callerKey, resolve(req.header));
+    return await next(req);
+  };
+}
+
+/**
+ * The network resolver: an API key (`tg_…`) authenticates as its account; the operator token
+ * (when configured) as the operator; no credential is anonymous. A presented credential that
+ * is neither fails the call, so a typo never silently downgrades to anonymous.
+ */
+export function headerCallerResolver(
+  authenticator: Authenticator,
+  adminToken: string | undefined,
+): CallerResolver {
+  const adminDigest = adminToken === undefined ? undefined : sha256(adminToken);
+  return (header) => {
+    const credential = presentedCredential((name) => header.get(name));
+    if (credential === undefined) return { kind: "anonymous" };
+    if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
+      if (timingSafeEqual(sha256(credential), adminDigest)) return { kind: "operator" };
+    }
+    return { kind: "key", key: authenticator.authenticate(credential) };
+  };
+}
+
+/** The in-process resolver for the operator CLI, which owns the database it opened. */
+export const operatorCallerResolver: CallerResolver = () => ({ kind: "operator" });
+
+/** Fails unless the caller is the operator. */
+export function requireOperator(caller: Caller): void {
+  if (caller.kind !== "operator") throw caller.kind === "anonymous" ? keyMissing() : operatorOnly();
+}
+
+/**
+ * The account an RPC acts on: a key holder's own (an explicit other id is refused), or the one
+ * the operator names.
+ */
+export function scopedAccount(caller: Caller, requested: string): string {
+  switch (caller.kind) {
+    case "operator":
+      if (requested === "") throw invalidField("account_id", "account_id is required for operator calls.");
+      return requested;
+    case "key":
+      if (requested !== "" && requested !== caller.key.accountId) throw otherAccount();
+      return caller.key.accountId;
+    case "anonymous":
+      throw keyMissing();
+  }
+}
+
+function sha256(value: string): Buffer {
+  return createHash("sha256").update(value).digest();
+}

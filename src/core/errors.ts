@@ -1,0 +1,63 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { type ErrorInfo, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+
+/** The `ErrorInfo.domain` of every reason the core attaches. */
+export const ERROR_DOMAIN = "tollgate.dev";
+
+/** An expected failure: a code, a machine-readable reason, and optional metadata. */
+export function reasonError(
+  code: Code,
+  reason: string,
+  message: string,
+  metadata: Record<string, string> = {},
+): ConnectError {
+  return new ConnectError(message, code, undefined, [
+    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata }) },
+  ]);
+}
+
+/** The ErrorInfo attached by {@link reasonError}, if any. */
+export function errorInfo(error: ConnectError): ErrorInfo | undefined {
+  return error.findDetails(ErrorInfoSchema)[0];
+}
+
+/** Bad input: names the offending field. */
+export function invalidField(field: string, message: string): ConnectError {
+  return reasonError(Code.InvalidArgument, "INVALID_FIELD", message, { field });
+}
+
+export const keyMissing = () =>
+  reasonError(
+    Code.Unauthenticated,
+    "KEY_MISSING",
+    "No API key: send it as x-api-key or Authorization: Bearer.",
+  );
+export const keyMalformed = () =>
+  reasonError(
+    Code.Unauthenticated,
+    "KEY_MALFORMED",
+    "The API key is malformed (check for a typo or truncation).",
+  );
+export const keyUnknown = () => reasonError(Code.Unauthenticated, "KEY_UNKNOWN", "The API key is not valid.");
+export const keyRevoked = () =>
+  reasonError(Code.PermissionDenied, "KEY_REVOKED", "The API key has been revoked.");
+export const accountSuspended = () =>
+  reasonError(Code.PermissionDenied, "ACCOUNT_SUSPENDED", "The account is suspended.");
+export const operatorOnly = () =>
+  reasonError(Code.PermissionDenied, "OPERATOR_ONLY", "This call needs the operator token.");
+export const otherAccount = () =>
+  reasonError(Code.PermissionDenied, "OTHER_ACCOUNT", "A key may only act on its own account.");
+export const accountNotFound = (id: string) =>
+  reasonError(Code.NotFound, "ACCOUNT_NOT_FOUND", `No account ${JSON.stringify(id)}.`, { account_id: id });
+export const keyNotFound = (id: string) =>
+  reasonError(Code.NotFound, "KEY_NOT_FOUND", `No key ${JSON.stringify(id)}.`, { key_id: id });
+
+/**
+ * Any thrown value as a ConnectError: expected failures pass through, anything else becomes a
+ * masked Internal that keeps the original as `cause` for the logs.
+ */
+export function toConnectError(error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  return new ConnectError("internal error", Code.Internal, undefined, undefined, error);
+}

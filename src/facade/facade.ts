@@ -1,0 +1,70 @@
+import { randomBytes } from "node:crypto";
+import { createClient, type Transport } from "@connectrpc/connect";
+import Fastify, { type FastifyInstance } from "fastify";
+import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
+import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
+import { anthropicRoutes } from "./anthropic/routes.js";
+import { healthRoutes } from "./health.js";
+import { openaiRoutes } from "./openai/routes.js";
+
+/** What the facade is built from: only a transport to the core, never the store or upstreams. */
+export interface FacadeDeps {
+  readonly transport: Transport;
+  /** Shown by the health route: "in-process" or the core's URL. */
+  readonly coreLocation: string;
+  readonly logger?: boolean | { readonly level: string };
+}
+
+/** A request id: `req_` + 24 base64url characters (144 random bits). */
+export function newRequestId(): string {
+  return `req_${randomBytes(18).toString("base64url")}`;
+}
+
+/** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
+export async function buildFacade({
+  transport,
+  coreLocation,
+  logger = false,
+}: FacadeDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger,
+    // Ids are always the gateway's own: a client-chosen id must never collide with a billing id.
+    genReqId: newRequestId,
+    requestIdHeader: false,
+    // Anthropic's documented request limit (PROTOCOLS.md §1.1).
+    bodyLimit: 32 * 1024 * 1024,
+    return503OnClosing: true,
+  });
+  app.decorateRequest("principal", null);
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
+
+  const auth = createClient(AuthService, transport);
+  const health = createClient(HealthService, transport);
+
+  // Anything outside the two format scopes answers in the Anthropic envelope, the primary format.
+  app.setErrorHandler(anthropicErrorHandler);
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(
+      anthropicErrorBody(
+        {
+          status: 404,
+          message: `No route ${request.method} ${request.url}.`,
+          reason: undefined,
+          field: undefined,
+        },
+        request.id,
+      ),
+    ),
+  );
+
+  // The warm-up probe Claude Code sends to the origin (`HEAD /`) must answer at once.
+  app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
+
+  await app.register(healthRoutes, { health, coreLocation });
+  await app.register(anthropicRoutes, { auth });
+  await app.register(openaiRoutes, { auth, prefix: "/v1/images" });
+  return app;
+}

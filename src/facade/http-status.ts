@@ -1,0 +1,68 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorInfo } from "../core/errors.js";
+
+/** A core error as the facade reports it, before a format wraps it in its envelope. */
+export interface FacadeError {
+  readonly status: number;
+  readonly message: string;
+  /** The core's machine-readable reason (ErrorInfo), when it gave one. */
+  readonly reason: string | undefined;
+  /** The request field at fault, for InvalidArgument. */
+  readonly field: string | undefined;
+}
+
+/**
+ * Maps any error to an HTTP status and a message that is safe to show. ConnectErrors map by
+ * code (and reason, for billing); Fastify's own 4xx errors keep their status; anything else is
+ * a masked 500.
+ */
+export function toFacadeError(error: unknown): FacadeError {
+  if (error instanceof ConnectError) {
+    const info = errorInfo(error);
+    const reason = info?.reason;
+    return {
+      status: statusOf(error.code, reason),
+      message: error.rawMessage,
+      reason,
+      field: info?.metadata.field,
+    };
+  }
+  const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
+  if (typeof statusCode === "number" && statusCode >= 400 && statusCode < 500) {
+    return { status: statusCode, message: (error as Error).message, reason: undefined, field: undefined };
+  }
+  return { status: 500, message: "Internal server error.", reason: undefined, field: undefined };
+}
+
+function statusOf(code: Code, reason: string | undefined): number {
+  switch (code) {
+    case Code.InvalidArgument:
+    case Code.OutOfRange:
+      return 400;
+    case Code.Unauthenticated:
+      return 401;
+    case Code.FailedPrecondition:
+      return reason === "INSUFFICIENT_FUNDS" ? 402 : 400;
+    case Code.PermissionDenied:
+      return 403;
+    case Code.NotFound:
+      return 404;
+    case Code.AlreadyExists:
+    case Code.Aborted:
+      return 409;
+    case Code.ResourceExhausted:
+      return 429;
+    case Code.Canceled:
+      return 499;
+    case Code.Unimplemented:
+      return 501;
+    case Code.Unavailable:
+      return 503;
+    case Code.DeadlineExceeded:
+      return 504;
+    case Code.Unknown:
+    case Code.Internal:
+    case Code.DataLoss:
+      return 500;
+  }
+}

@@ -1,0 +1,53 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { type App, buildApp } from "./app.js";
+import type { Config } from "./config.js";
+
+/**
+ * Runs the gateway: builds it from `config`, listens on the facade port (and the core port
+ * unless facade-only), prints one ready line, and shuts down gracefully on SIGTERM or SIGINT.
+ * Resolves once listening.
+ */
+export async function serve(config: Config): Promise<App> {
+  const app = await buildApp(config, { logger: { level: config.logLevel } });
+  const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
+  let coreUrl = config.coreUrl ?? "";
+  if (app.core !== undefined) {
+    coreUrl = await app.core.server.listen({ host: config.coreHost, port: config.corePort });
+  }
+  const mode = app.core === undefined ? "facade-only" : "facade+core";
+  // One plain line that scripts and tests can wait for.
+  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode})\n`);
+
+  let stopping: Promise<void> | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stopping ??= shutdown(app, config.shutdownTimeoutMs, signal).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error("tollgate: shutdown failed:", error);
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+  return app;
+}
+
+/**
+ * Stops accepting, lets in-flight requests finish for at most `timeoutMs`, then closes every
+ * connection and the database.
+ */
+export async function shutdown(app: App, timeoutMs: number, reason = "shutdown"): Promise<void> {
+  app.facade.log.info({ reason, timeoutMs }, "shutting down: draining in-flight requests");
+  const deadline = Date.now() + timeoutMs;
+  const force = setTimeout(() => app.facade.server.closeAllConnections(), timeoutMs);
+  force.unref();
+  app.core?.stopAccepting();
+  // Fastify's close stops the listener, answers 503 on kept-alive connections and waits for
+  // in-flight requests; the timer above bounds that wait.
+  await app.facade.close();
+  while (app.core !== undefined && app.core.inFlight() > 0 && Date.now() < deadline) await sleep(10);
+  await app.core?.server.close();
+  clearTimeout(force);
+  app.db?.close();
+}

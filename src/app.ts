@@ -2,6 +2,7 @@ import { createRouterTransport, type Interceptor, type Transport } from "@connec
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
+import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
@@ -14,6 +15,8 @@ export interface App {
   readonly core: CoreServer | undefined;
   /** Absent in facade-only mode. */
   readonly db: Db | undefined;
+  /** Voids orphaned holds; started by buildApp (it sweeps once at start-up), stopped by shutdown. */
+  readonly sweeper: HoldSweeper | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
@@ -34,6 +37,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       facade: await buildFacade({ transport, coreLocation: config.coreUrl, logger }),
       core: undefined,
       db: undefined,
+      sweeper: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
@@ -42,12 +46,18 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       db,
       adminToken: config.adminToken,
       now,
+      chains: config.chains,
+      catalog: config.catalog,
+      maxCallMs: config.maxCallMs,
+      holdSweepIntervalMs: config.holdSweepIntervalMs,
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
     const facade = await buildFacade({ transport, coreLocation: "in-process", logger });
     const coreServer = await buildCoreServer(core, { logger });
-    return { facade, core: coreServer, db };
+    // Holds orphaned by a crash are voided before the first request is served.
+    core.sweeper.start();
+    return { facade, core: coreServer, db, sweeper: core.sweeper };
   } catch (error) {
     db.close();
     throw error;

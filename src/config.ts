@@ -1,4 +1,9 @@
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { type ChainRegistry, parseChainRegistry } from "./core/billing/chain-registry.js";
+import { defaultPriceCatalog } from "./core/billing/default-catalog.js";
+import { defaultChainRegistry } from "./core/billing/default-chains.js";
+import { type PriceCatalog, parsePriceCatalog } from "./core/billing/price-catalog.js";
 
 /** Thrown for invalid configuration; the message always names the variable. */
 export class ConfigError extends Error {
@@ -31,6 +36,14 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** Fastify/pino log level. */
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Chains callers may pay on (TOLLGATE_CHAINS file, else the shipped registry). */
+  readonly chains: ChainRegistry;
+  /** Prices (TOLLGATE_CATALOG file, else the shipped catalog). */
+  readonly catalog: PriceCatalog;
+  /** The longest a call may run; the sweeper voids holds older than this. */
+  readonly maxCallMs: number;
+  /** How often the hold sweeper runs after its start-up sweep. */
+  readonly holdSweepIntervalMs: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -68,7 +81,35 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     adminToken,
     shutdownTimeoutMs: integer(env, "TOLLGATE_SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     logLevel: oneOf(env, "TOLLGATE_LOG_LEVEL", LOG_LEVELS, "info"),
+    chains: jsonFile(env, cwd, "TOLLGATE_CHAINS", parseChainRegistry) ?? defaultChainRegistry(),
+    catalog: jsonFile(env, cwd, "TOLLGATE_CATALOG", parsePriceCatalog) ?? defaultPriceCatalog(),
+    maxCallMs: integer(env, "TOLLGATE_MAX_CALL_MS", 900_000, 1_000, 86_400_000),
+    holdSweepIntervalMs: integer(env, "TOLLGATE_HOLD_SWEEP_INTERVAL_MS", 60_000, 100, 3_600_000),
   };
+}
+
+/** Reads and validates the JSON file named by variable `name` (relative to `cwd`), if set. */
+function jsonFile<T>(env: Env, cwd: string, name: string, parse: (json: unknown) => T): T | undefined {
+  const raw = optional(env, name);
+  if (raw === undefined) return undefined;
+  const path = resolve(cwd, raw);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(name, `cannot read ${path}: ${(error as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(name, `${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  try {
+    return parse(json);
+  } catch (error) {
+    throw new ConfigError(name, `${path}: ${(error as Error).message}`);
+  }
 }
 
 function optional(env: Env, name: string): string | undefined {

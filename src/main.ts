@@ -18,9 +18,11 @@ export async function serve(config: Config): Promise<App> {
   // One plain line that scripts and tests can wait for.
   process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode})\n`);
 
-  let stopping: Promise<void> | undefined;
+  let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
-    stopping ??= shutdown(app, config.shutdownTimeoutMs, signal).then(
+    if (stopping) return;
+    stopping = true;
+    void shutdown(app, config.shutdownTimeoutMs, signal).then(
       () => process.exit(0),
       (error: unknown) => {
         console.error("tollgate: shutdown failed:", error);
@@ -28,8 +30,8 @@ export async function serve(config: Config): Promise<App> {
       },
     );
   };
-  process.once("SIGTERM", onSignal);
-  process.once("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
   return app;
 }
 
@@ -42,12 +44,16 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   const deadline = Date.now() + timeoutMs;
   const force = setTimeout(() => app.facade.server.closeAllConnections(), timeoutMs);
   force.unref();
+  // A connection whose request finishes during the drain turns idle but stays kept alive;
+  // close those as they appear instead of waiting for the client's keep-alive to lapse.
+  const reap = setInterval(() => app.facade.server.closeIdleConnections(), 25);
   app.core?.stopAccepting();
   // Fastify's close stops the listener, answers 503 on kept-alive connections and waits for
   // in-flight requests; the timer above bounds that wait.
-  await app.facade.close();
+  await app.facade.close().finally(() => clearInterval(reap));
   while (app.core !== undefined && app.core.inFlight() > 0 && Date.now() < deadline) await sleep(10);
   await app.core?.server.close();
   clearTimeout(force);
+  app.sweeper?.stop();
   app.db?.close();
 }

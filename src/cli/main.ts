@@ -6,10 +6,12 @@ import { type Config, ConfigError, loadConfig } from "../config.js";
 import { operatorCallerResolver } from "../core/caller.js";
 import { createCore } from "../core/core.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { serve } from "../main.js";
 import { openDatabase } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
-import { type Command, type CommandContext, UsageError } from "./command.js";
+import { type BillingCommandContext, balanceCommand, creditCommand } from "./billing-commands.js";
+import { type Command, UsageError } from "./command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -22,6 +24,10 @@ Commands:
   key create --account ID [--name NAME]   create an API key (the secret is shown once)
   key list --account ID                   list an account's keys (never secrets)
   key revoke KEY_ID                       revoke a key (it fails on its very next request)
+  credit --account ID --chain CHAIN --amount 12.50 --reason TEXT [--credit-id ID]
+                                          credit an account by hand, in the chain asset's units
+                                          (exact decimals; --credit-id makes a retry credit once)
+  balance --account ID                    an account's balances on every chain
 
 Options:
   --json        machine-readable output
@@ -34,6 +40,12 @@ is set, on that core over gRPC with TOLLGATE_ADMIN_TOKEN as the operator token.
 const commands: Record<string, Record<string, Command>> = {
   account: accountCommands,
   key: keyCommands,
+};
+
+/** Commands without a sub-command. */
+const topLevelCommands: Record<string, Command> = {
+  credit: creditCommand,
+  balance: balanceCommand,
 };
 
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
@@ -51,13 +63,15 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       await serve(config);
       return -1;
     }
-    const command = commands[group]?.[action ?? ""];
+    const topLevel = topLevelCommands[group];
+    const command = topLevel ?? commands[group]?.[action ?? ""];
     if (command === undefined) throw new UsageError(`unknown command: ${argv.slice(0, 2).join(" ")}`);
-    const parsed = parse(command, argv.slice(2));
+    const parsed = parse(command, argv.slice(topLevel === undefined ? 2 : 1));
     const { transport, close } = operatorTransport(config);
     try {
-      const context: CommandContext = {
+      const context: BillingCommandContext = {
         auth: createClient(AuthService, transport),
+        billing: createClient(BillingService, transport),
         json: parsed.values.json === true,
         out: (text) => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`),
       };
@@ -93,7 +107,7 @@ function operatorTransport(config: Config): { transport: Transport; close: () =>
     return { transport: remoteCoreTransport(config.coreUrl, config.adminToken), close: () => {} };
   }
   const db = openDatabase(config.dataDir);
-  const core = createCore({ db });
+  const core = createCore({ db, chains: config.chains, catalog: config.catalog });
   const transport = createRouterTransport(core.routes, {
     router: core.routerOptionsFor(operatorCallerResolver),
   });

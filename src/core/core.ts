@@ -1,10 +1,19 @@
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
+import { LedgerRepository } from "../store/ledger-repository.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
+import { Billing } from "./billing/billing.js";
+import { createBillingService } from "./billing/billing-service.js";
+import type { ChainRegistry } from "./billing/chain-registry.js";
+import { defaultPriceCatalog } from "./billing/default-catalog.js";
+import { defaultChainRegistry } from "./billing/default-chains.js";
+import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
+import type { PriceCatalog } from "./billing/price-catalog.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
 import { createHealthService } from "./health-service.js";
@@ -17,6 +26,14 @@ export interface CoreDeps {
   readonly now?: () => number;
   /** Told about every failure that is masked as Internal, with its original cause. */
   readonly onInternalError?: (error: unknown, procedure: string) => void;
+  /** Chains callers may pay on; the shipped registry when absent. */
+  readonly chains?: ChainRegistry | undefined;
+  /** Prices; the shipped catalog when absent. */
+  readonly catalog?: PriceCatalog | undefined;
+  /** The longest a call may run (hold expiry); 15 minutes when absent. */
+  readonly maxCallMs?: number | undefined;
+  /** How often the hold sweeper runs once started; a minute when absent. */
+  readonly holdSweepIntervalMs?: number | undefined;
 }
 
 /** The core services, ready to be mounted on a server or an in-process transport. */
@@ -27,6 +44,10 @@ export interface Core {
   readonly routerOptions: ConnectRouterOptions;
   /** Router options with another caller resolver (the operator CLI). */
   routerOptionsFor(resolve: CallerResolver): ConnectRouterOptions;
+  /** The billing core, for in-process callers (the Inference service). */
+  readonly billing: Billing;
+  /** Voids orphaned holds; not started here: the serving process starts and stops it. */
+  readonly sweeper: HoldSweeper;
 }
 
 /** Builds the core's services over an open database. Never listens. */
@@ -34,6 +55,17 @@ export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const repo = new AuthRepository(deps.db);
   const authenticator = new Authenticator(repo, now);
+  const billing = new Billing({
+    ledger: new LedgerRepository(deps.db),
+    chains: deps.chains ?? defaultChainRegistry(),
+    catalog: deps.catalog ?? defaultPriceCatalog(),
+    now,
+  });
+  const sweeper = createHoldSweeper(billing, {
+    maxCallMs: deps.maxCallMs ?? 15 * 60_000,
+    intervalMs: deps.holdSweepIntervalMs ?? 60_000,
+    onError: (error) => deps.onInternalError?.(error, "hold sweeper"),
+  });
   const ping = deps.db.prepare("SELECT 1");
   const probes = [
     {
@@ -47,6 +79,7 @@ export function createCore(deps: CoreDeps): Core {
   ];
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, now }));
+    router.service(BillingService, createBillingService(billing));
     router.service(HealthService, createHealthService(probes));
   };
   const masking: Interceptor = (next) => async (req) => {
@@ -65,5 +98,7 @@ export function createCore(deps: CoreDeps): Core {
     routes,
     routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken)),
     routerOptionsFor,
+    billing,
+    sweeper,
   };
 }

@@ -34,7 +34,7 @@ const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, rev
 export class AuthRepository {
   private readonly statements;
 
-  constructor(private readonly db: Db) {
+  constructor(db: Db) {
     this.statements = {
       insertAccount: db.prepare<[string, string, number]>(
         "INSERT INTO accounts (id, name, status, created_at) VALUES (?, ?, 'active', ?)",

@@ -1,0 +1,90 @@
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { reasonError } from "../errors.js";
+import type { ChainConfig } from "./chain-registry.js";
+import { formatUnits } from "./money.js";
+
+/** The header (and RPC field) that picks the chain a call bills on. */
+export const CHAIN_FIELD = "x-gateway-billing-chain";
+
+/** The account cannot cover the call on `chain`; the facade answers 402. Metadata in smallest units. */
+export const insufficientFunds = (chain: ChainConfig, needed: bigint, available: bigint): ConnectError => {
+  const { symbol, decimals } = chain.asset;
+  return reasonError(
+    Code.FailedPrecondition,
+    "INSUFFICIENT_FUNDS",
+    `Insufficient funds on ${chain.id}: this call needs up to ${formatUnits(needed, decimals)} ${symbol}, ` +
+      `${formatUnits(available, decimals)} ${symbol} is available.`,
+    {
+      chain: chain.id,
+      needed: needed.toString(),
+      available: available.toString(),
+      symbol,
+      decimals: `${decimals}`,
+    },
+  );
+};
+
+/** The requested chain is not one callers may bill on. */
+export const chainUnknown = (value: string, allowed: readonly string[], field = CHAIN_FIELD): ConnectError =>
+  reasonError(
+    Code.InvalidArgument,
+    "CHAIN_UNKNOWN",
+    `${field} must be one of ${allowed.join(", ")}; got ${JSON.stringify(value)}.`,
+    { field, value, allowed: allowed.join(",") },
+  );
+
+/** The account's default chain was disabled or removed by the operator since it was chosen. */
+export const defaultChainUnavailable = (chain: string): ConnectError =>
+  reasonError(
+    Code.FailedPrecondition,
+    "DEFAULT_CHAIN_UNAVAILABLE",
+    `The account's default chain ${JSON.stringify(chain)} is no longer available: pick another ` +
+      `with SetDefaultChain or name one in ${CHAIN_FIELD}.`,
+    { chain },
+  );
+
+export const holdNotFound = (holdId: string): ConnectError =>
+  reasonError(Code.NotFound, "HOLD_NOT_FOUND", `No hold ${JSON.stringify(holdId)}.`, { hold_id: holdId });
+
+/** A hold resolves exactly once; a second Settle or Release changes nothing. */
+export const holdAlreadyResolved = (holdId: string, status: string, chain: string): ConnectError =>
+  reasonError(Code.FailedPrecondition, "HOLD_ALREADY_RESOLVED", `Hold ${holdId} is already ${status}.`, {
+    hold_id: holdId,
+    status,
+    chain,
+  });
+
+/** The delivered usage costs more than was held; nothing is posted. */
+export const settleExceedsHold = (
+  holdId: string,
+  chain: string,
+  charge: bigint,
+  held: bigint,
+): ConnectError =>
+  reasonError(
+    Code.FailedPrecondition,
+    "SETTLE_EXCEEDS_HOLD",
+    `Hold ${holdId} reserved ${held} base units on ${chain}; the charge of ${charge} exceeds it.`,
+    { hold_id: holdId, chain, charge: charge.toString(), held: held.toString() },
+  );
+
+/** A request id (or credit id) reused for a different call. */
+export const idConflict = (id: string): ConnectError =>
+  reasonError(
+    Code.AlreadyExists,
+    "HOLD_CONFLICT",
+    `${id} already exists for a different call; request ids must be unique per call.`,
+    { id },
+  );
+
+/** A credit that would push a balance past the ledger's int64 range. */
+export const amountOutOfRange = (chain: string): ConnectError =>
+  reasonError(
+    Code.OutOfRange,
+    "AMOUNT_OUT_OF_RANGE",
+    `The balance on ${chain} would exceed the ledger's int64 range.`,
+    {
+      field: "amount",
+      chain,
+    },
+  );

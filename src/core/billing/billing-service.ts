@@ -1,0 +1,105 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { callerKey, requireOperator, scopedAccount } from "../caller.js";
+import { invalidField } from "../errors.js";
+import type { Billing } from "./billing.js";
+import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from "./billing-messages.js";
+import { INT64_MAX } from "./money.js";
+
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+/**
+ * The BillingService RPCs over the billing core. Reads are scoped to the caller's account;
+ * Credit and the internal Quote/Hold/Settle/Release are operator-only over the network (the
+ * Inference service calls {@link Billing} in-process instead).
+ */
+export function createBillingService(billing: Billing): ServiceImpl<typeof BillingService> {
+  return {
+    getPricing() {
+      return toPricing(billing.catalog, billing.chains);
+    },
+
+    getBalances(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const { defaultChain, balances } = billing.balances(accountId);
+      return { accountId, defaultChain, balances: balances.map(toBalance) };
+    },
+
+    setDefaultChain(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      return { accountId, defaultChain: billing.setDefaultChain(accountId, req.chain) };
+    },
+
+    listUsage(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
+        throw invalidField("page_size", `page_size must be between 0 and ${MAX_PAGE}.`);
+      }
+      const size = req.pageSize === 0 ? DEFAULT_PAGE : req.pageSize;
+      const rows = billing.usage(accountId, decodePageToken(req.pageToken), size);
+      const last = rows.at(-1);
+      return {
+        rows: rows.map(toUsageRow),
+        nextPageToken: rows.length === size && last !== undefined ? encodePageToken(last.hold.seq) : "",
+      };
+    },
+
+    credit(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      const { entryId, balance } = billing.credit({
+        accountId: req.accountId,
+        chain: req.chain,
+        amount: req.amount,
+        reason: req.reason,
+        creditId: req.creditId,
+      });
+      return { entryId, balance: toBalance(balance) };
+    },
+
+    quote(req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      requireOperator(caller);
+      const { chain, amount } = billing.quote(
+        scopedAccount(caller, req.accountId),
+        req.chain,
+        fromCall(req.call),
+      );
+      return { chain: chain.id, amount };
+    },
+
+    hold(req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      requireOperator(caller);
+      const state = billing.hold({
+        accountId: scopedAccount(caller, req.accountId),
+        requestId: req.requestId,
+        keyId: req.keyId,
+        chain: req.chain,
+        call: fromCall(req.call),
+      });
+      return { hold: toHold(state) };
+    },
+
+    settle(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      return { hold: toHold(billing.settle(req.holdId, fromUsage(req.usage))) };
+    },
+
+    release(req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      return { hold: toHold(billing.release(req.holdId)) };
+    },
+  };
+}
+
+function encodePageToken(seq: number): string {
+  return Buffer.from(`u:${seq}`).toString("base64url");
+}
+
+function decodePageToken(token: string): bigint {
+  if (token === "") return INT64_MAX;
+  const match = /^u:(\d{1,18})$/.exec(Buffer.from(token, "base64url").toString());
+  if (match === null) throw invalidField("page_token", "page_token is not one this service issued.");
+  return BigInt(match[1]!);
+}

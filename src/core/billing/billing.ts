@@ -1,0 +1,272 @@
+import {
+  availableOf,
+  type BalanceRow,
+  type HoldState,
+  type LedgerRepository,
+  SYSTEM_MANUAL_CREDIT,
+} from "../../store/ledger-repository.js";
+import { accountNotFound, invalidField } from "../errors.js";
+import { newId } from "../ids.js";
+import {
+  amountOutOfRange,
+  holdAlreadyResolved,
+  holdNotFound,
+  idConflict,
+  insufficientFunds,
+  settleExceedsHold,
+} from "./billing-errors.js";
+import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
+import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
+import { creditIdFor, holdIdFor } from "./hold-ids.js";
+import { INT64_MAX, picoToUnits } from "./money.js";
+import type { PriceCatalog } from "./price-catalog.js";
+import {
+  type CallSpec,
+  chargePico,
+  checkUsage,
+  type DeliveredUsage,
+  priceCall,
+  quotePico,
+} from "./pricing.js";
+
+/** What the billing core is built from. */
+export interface BillingDeps {
+  readonly ledger: LedgerRepository;
+  readonly chains: ChainRegistry;
+  readonly catalog: PriceCatalog;
+  readonly now: () => number;
+}
+
+/** A call to reserve funds for. */
+export interface HoldInput {
+  readonly accountId: string;
+  /** The gateway's request id; the hold id is derived from it. */
+  readonly requestId: string;
+  /** The API key making the call, for usage rows; "" when none. */
+  readonly keyId: string;
+  /** The `x-gateway-billing-chain` value: a chain id, `auto`, or empty. */
+  readonly chain: string | undefined;
+  readonly call: CallSpec;
+}
+
+/** An operator credit. */
+export interface CreditInput {
+  readonly accountId: string;
+  readonly chain: string;
+  readonly amount: bigint;
+  readonly reason: string;
+  /** Optional idempotency key; "" credits unconditionally. */
+  readonly creditId: string;
+}
+
+/** One account's funds on one chain. */
+export interface ChainBalance {
+  readonly chain: ChainConfig;
+  readonly row: BalanceRow;
+}
+
+const MAX_REQUEST_ID = 200;
+const MAX_REASON = 500;
+/** Holds expired per sweeper transaction: keeps each write-lock hold short. */
+const SWEEP_BATCH = 500;
+
+/**
+ * The money core, in-process: quotes, holds, settlements, credits and balances. The
+ * BillingService RPCs and the Inference service both call it; it does no caller checks (the
+ * RPC layer does). Expected failures are ConnectErrors with a reason.
+ */
+export class Billing {
+  constructor(private readonly deps: BillingDeps) {}
+
+  get chains(): ChainRegistry {
+    return this.deps.chains;
+  }
+
+  get catalog(): PriceCatalog {
+    return this.deps.catalog;
+  }
+
+  /** The chain a call would bill on: the named one, or the account's default for `auto`. */
+  chainFor(accountId: string, requested: string | undefined): ChainConfig {
+    return selectChain(this.deps.chains, requested, this.deps.ledger.defaultChain(accountId));
+  }
+
+  /** The worst-case price of a call on the selected chain, in the asset's smallest unit. */
+  quote(
+    accountId: string,
+    requested: string | undefined,
+    call: CallSpec,
+  ): { chain: ChainConfig; amount: bigint } {
+    const priced = priceCall(this.deps.catalog, call);
+    const chain = this.chainFor(accountId, requested);
+    const amount = picoToUnits(quotePico(priced), chain.asset.decimals);
+    if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
+    return { chain, amount };
+  }
+
+  /**
+   * Reserves the call's worst-case price on the selected chain, or fails with
+   * INSUFFICIENT_FUNDS having written nothing. The same request id returns the same hold.
+   */
+  hold(input: HoldInput): HoldState {
+    const requestId = input.requestId.trim();
+    if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
+      throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
+    }
+    this.requireAccount(input.accountId);
+    const { chain, amount } = this.quote(input.accountId, input.chain, input.call);
+    const { call } = input;
+    const result = this.deps.ledger.placeHold({
+      id: holdIdFor(input.accountId, requestId),
+      accountId: input.accountId,
+      requestId,
+      keyId: input.keyId,
+      chain: chain.id,
+      amount,
+      callKind: call.kind,
+      model: call.model,
+      inputTokens: call.kind === "text" ? call.inputTokens : 0n,
+      maxTokens: call.kind === "text" ? call.maxTokens : 0n,
+      imageSize: call.kind === "image" ? call.size : "",
+      imageCount: call.kind === "image" ? call.count : 0,
+      createdAt: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "placed":
+      case "existing":
+        return result.state;
+      case "conflict":
+        throw idConflict(`request_id ${JSON.stringify(requestId)}`);
+      case "insufficient":
+        throw insufficientFunds(chain, amount, result.available);
+    }
+  }
+
+  /**
+   * Posts what the call delivered (priced exactly, rounded up once) and releases the rest of
+   * the hold. Fails, changing nothing, if the hold is resolved or the charge exceeds it.
+   */
+  settle(holdId: string, usage: DeliveredUsage): HoldState {
+    checkUsage(usage);
+    const state = this.deps.ledger.getHold(holdId);
+    if (state === undefined) throw holdNotFound(holdId);
+    const { hold } = state;
+    if (state.resolution !== undefined)
+      throw holdAlreadyResolved(holdId, state.resolution.status, hold.chain);
+    const call: CallSpec =
+      hold.callKind === "text"
+        ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
+        : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
+    const chain = configuredChain(this.deps.chains, hold.chain);
+    const charge = picoToUnits(chargePico(priceCall(this.deps.catalog, call), usage), chain.asset.decimals);
+    return this.resolved(holdId, this.deps.ledger.settle(holdId, charge, usage, this.deps.now()), charge);
+  }
+
+  /** Voids a pending hold: nothing is charged. Fails, changing nothing, if already resolved. */
+  release(holdId: string): HoldState {
+    return this.resolved(holdId, this.deps.ledger.void(holdId, "released", this.deps.now()), 0n);
+  }
+
+  /** Expires every hold placed more than `maxCallMs` ago; returns how many it voided. */
+  expireHolds(maxCallMs: number): number {
+    const now = this.deps.now();
+    let total = 0;
+    for (;;) {
+      const n = this.deps.ledger.expireHolds(now - maxCallMs, now, SWEEP_BATCH);
+      total += n;
+      if (n < SWEEP_BATCH) return total;
+    }
+  }
+
+  /** Credits an account by hand from the manual-credit system account, keeping the reason. */
+  credit(input: CreditInput): { entryId: string; balance: ChainBalance } {
+    const chain = configuredChain(this.deps.chains, input.chain);
+    if (input.amount <= 0n || input.amount > INT64_MAX) {
+      throw invalidField("amount", "amount must be a positive whole number of the asset's smallest unit.");
+    }
+    const reason = input.reason.trim();
+    if (reason === "" || reason.length > MAX_REASON) {
+      throw invalidField("reason", `reason is required, at most ${MAX_REASON} characters.`);
+    }
+    this.requireAccount(input.accountId);
+    const creditId = input.creditId.trim();
+    const entryId = creditId === "" ? newId("credit") : creditIdFor(input.accountId, creditId);
+    const result = this.deps.ledger.credit({
+      entryId,
+      accountId: input.accountId,
+      chain: chain.id,
+      amount: input.amount,
+      from: SYSTEM_MANUAL_CREDIT,
+      memo: reason,
+      createdAt: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "credited":
+      case "existing":
+        return { entryId, balance: { chain, row: result.balance } };
+      case "conflict":
+        throw idConflict(`credit_id ${JSON.stringify(creditId)}`);
+      case "overflow":
+        throw amountOutOfRange(chain.id);
+    }
+  }
+
+  /**
+   * An account's balances: every enabled chain (zero if never funded) plus any other chain
+   * where it has moved money, in registry order, and its default chain.
+   */
+  balances(accountId: string): { defaultChain: string; balances: ChainBalance[] } {
+    this.requireAccount(accountId);
+    const rows = new Map(this.deps.ledger.balances(accountId).map((r) => [r.chain, r]));
+    const balances: ChainBalance[] = [];
+    for (const chain of this.deps.chains.chains) {
+      const row = rows.get(chain.id);
+      if (row !== undefined || chain.enabled)
+        balances.push({ chain, row: row ?? this.deps.ledger.balance(accountId, chain.id) });
+    }
+    return {
+      defaultChain: this.deps.ledger.defaultChain(accountId) ?? this.deps.chains.defaultChain,
+      balances,
+    };
+  }
+
+  /** Sets the chain `auto` bills for this account; it must be an enabled chain. */
+  setDefaultChain(accountId: string, requested: string): string {
+    this.requireAccount(accountId);
+    const chain = enabledChain(this.deps.chains, requested, "chain");
+    this.deps.ledger.setDefaultChain(accountId, chain.id, this.deps.now());
+    return chain.id;
+  }
+
+  /** Funds the account may spend now on a chain. */
+  available(accountId: string, chainId: string): bigint {
+    return availableOf(this.deps.ledger.balance(accountId, chainId));
+  }
+
+  /** An account's calls, newest first, before the cursor `beforeSeq`. */
+  usage(accountId: string, beforeSeq: bigint, limit: number): HoldState[] {
+    this.requireAccount(accountId);
+    return this.deps.ledger.listHolds(accountId, beforeSeq, limit);
+  }
+
+  private requireAccount(accountId: string): void {
+    if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
+  }
+
+  private resolved(
+    holdId: string,
+    result: ReturnType<LedgerRepository["settle"]>,
+    charge: bigint,
+  ): HoldState {
+    switch (result.kind) {
+      case "resolved":
+        return result.state;
+      case "not-found":
+        throw holdNotFound(holdId);
+      case "already-resolved":
+        throw holdAlreadyResolved(holdId, result.state.resolution!.status, result.state.hold.chain);
+      case "exceeds":
+        throw settleExceedsHold(holdId, result.state.hold.chain, charge, result.state.hold.amount);
+    }
+  }
+}

@@ -1,0 +1,151 @@
+import {
+  readArray,
+  readBoolean,
+  readInteger,
+  readObject,
+  readString,
+  rejectUnknownKeys,
+} from "./json-reader.js";
+
+/** How a chain's deposits and settlements are secured. */
+export type ChainFamily = "evm" | "solana";
+
+/** When a deposit counts: a confirmation depth (EVM) or a commitment level (Solana). */
+export type FinalityRule =
+  | { readonly confirmations: number }
+  | { readonly commitment: "finalized" | "confirmed" };
+
+/** The dollar stablecoin a chain settles in. */
+export interface AssetConfig {
+  readonly symbol: string;
+  /** Onchain decimals: amounts on this chain are integers in units of 10^-decimals. */
+  readonly decimals: number;
+  /** ERC-20 contract (EVM) or SPL mint (Solana). */
+  readonly address: string;
+}
+
+/** One chain of the registry. */
+export interface ChainConfig {
+  /** The value of `x-gateway-billing-chain`, and the ledger's chain key. */
+  readonly id: string;
+  readonly family: ChainFamily;
+  /** EIP-155 chain id (EVM only). */
+  readonly chainId: number | undefined;
+  readonly asset: AssetConfig;
+  readonly rpcUrl: string;
+  readonly finality: FinalityRule;
+  /** A disabled chain takes no new holds; its balances stay readable and creditable. */
+  readonly enabled: boolean;
+}
+
+/** The configured chains and the default an account bills until it picks its own. */
+export interface ChainRegistry {
+  readonly chains: readonly ChainConfig[];
+  readonly defaultChain: string;
+  readonly byId: ReadonlyMap<string, ChainConfig>;
+}
+
+/**
+ * Decimals are capped at 18 because amounts are int64 in the asset's smallest unit: at 18
+ * decimals one balance already tops out near 9.22 whole tokens (see docs/billing.md).
+ */
+export const MAX_DECIMALS = 18;
+
+/** The header value (and RPC value) meaning "the account's default chain". */
+export const AUTO_CHAIN = "auto";
+
+const CHAIN_ID = /^[a-z][a-z0-9-]{0,31}$/;
+const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const SOLANA_ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+
+/** Builds a registry from already-validated chains, checking the cross-chain rules. */
+export function chainRegistry(chains: readonly ChainConfig[], defaultChain: string): ChainRegistry {
+  const byId = new Map<string, ChainConfig>();
+  for (const chain of chains) {
+    if (byId.has(chain.id)) throw new Error(`chain id ${JSON.stringify(chain.id)} appears twice`);
+    byId.set(chain.id, chain);
+  }
+  const fallback = byId.get(defaultChain);
+  if (fallback === undefined)
+    throw new Error(`default_chain ${JSON.stringify(defaultChain)} is not a configured chain`);
+  if (!fallback.enabled) throw new Error(`default_chain ${JSON.stringify(defaultChain)} is disabled`);
+  return { chains, defaultChain, byId };
+}
+
+/** The ids of the enabled chains, in registry order. */
+export function enabledChainIds(registry: ChainRegistry): string[] {
+  return registry.chains.filter((c) => c.enabled).map((c) => c.id);
+}
+
+/**
+ * Parses and validates a chain registry file:
+ * `{"default_chain": "base", "chains": [{"id", "family", "chain_id"?, "asset": {"symbol",
+ * "decimals", "address"}, "rpc_url", "finality": {"confirmations"} | {"commitment"},
+ * "enabled"?}]}`. Throws an Error naming the offending entry.
+ */
+export function parseChainRegistry(json: unknown): ChainRegistry {
+  const root = readObject(json, "$");
+  rejectUnknownKeys(root, ["default_chain", "chains"], "$");
+  const chains = readArray(root.chains, "$.chains").map((entry, i) => parseChain(entry, `$.chains[${i}]`));
+  if (chains.length === 0) throw new Error("$.chains must list at least one chain");
+  return chainRegistry(chains, readString(root, "default_chain", "$"));
+}
+
+function parseChain(value: unknown, path: string): ChainConfig {
+  const obj = readObject(value, path);
+  rejectUnknownKeys(obj, ["id", "family", "chain_id", "asset", "rpc_url", "finality", "enabled"], path);
+  const id = readString(obj, "id", path);
+  if (!CHAIN_ID.test(id) || id === AUTO_CHAIN) {
+    throw new Error(`${path}.id must be 1–32 of [a-z0-9-], start with a letter, and not be "auto"`);
+  }
+  const family = readString(obj, "family", path);
+  if (family !== "evm" && family !== "solana") throw new Error(`${path}.family must be "evm" or "solana"`);
+  const assetObj = readObject(obj.asset, `${path}.asset`);
+  rejectUnknownKeys(assetObj, ["symbol", "decimals", "address"], `${path}.asset`);
+  const asset: AssetConfig = {
+    symbol: readString(assetObj, "symbol", `${path}.asset`),
+    decimals: readInteger(assetObj, "decimals", `${path}.asset`, 0, MAX_DECIMALS),
+    address: readString(assetObj, "address", `${path}.asset`),
+  };
+  if (!/^[A-Za-z0-9.]{1,16}$/.test(asset.symbol))
+    throw new Error(`${path}.asset.symbol must be 1–16 letters or digits`);
+  const addressOk = family === "evm" ? EVM_ADDRESS.test(asset.address) : SOLANA_ADDRESS.test(asset.address);
+  if (!addressOk) {
+    throw new Error(
+      `${path}.asset.address is not a valid ${family === "evm" ? "0x… contract" : "base58 mint"} address`,
+    );
+  }
+  const rpcUrl = readString(obj, "rpc_url", path);
+  let protocol: string;
+  try {
+    protocol = new URL(rpcUrl).protocol;
+  } catch {
+    throw new Error(`${path}.rpc_url is not a URL`);
+  }
+  if (!["http:", "https:", "ws:", "wss:"].includes(protocol)) {
+    throw new Error(`${path}.rpc_url must be an http(s):// or ws(s):// URL`);
+  }
+  return {
+    id,
+    family,
+    chainId: family === "evm" ? readInteger(obj, "chain_id", path, 1, Number.MAX_SAFE_INTEGER) : undefined,
+    asset,
+    rpcUrl,
+    finality: parseFinality(obj.finality, family, `${path}.finality`),
+    enabled: readBoolean(obj, "enabled", path, true),
+  };
+}
+
+function parseFinality(value: unknown, family: ChainFamily, path: string): FinalityRule {
+  const obj = readObject(value, path);
+  if (family === "evm") {
+    rejectUnknownKeys(obj, ["confirmations"], path);
+    return { confirmations: readInteger(obj, "confirmations", path, 0, 100_000) };
+  }
+  rejectUnknownKeys(obj, ["commitment"], path);
+  const commitment = readString(obj, "commitment", path);
+  if (commitment !== "finalized" && commitment !== "confirmed") {
+    throw new Error(`${path}.commitment must be "finalized" or "confirmed"`);
+  }
+  return { commitment };
+}

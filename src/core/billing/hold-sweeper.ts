@@ -1,0 +1,48 @@
+import type { Billing } from "./billing.js";
+
+/** How the sweeper runs. */
+export interface HoldSweeperOptions {
+  /** The longest a call may run: a hold older than this belongs to a call that died. */
+  readonly maxCallMs: number;
+  /** How often to sweep after the first sweep at start. */
+  readonly intervalMs: number;
+  /** Told about a sweep that failed (e.g. the database was busy past its timeout); it retries next tick. */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** Voids holds orphaned by a crash or a lost settle: at start-up, then periodically. */
+export interface HoldSweeper {
+  /** Sweeps once now (synchronously), then every interval; returns how many holds the first sweep voided. */
+  start(): number;
+  /** Stops the periodic sweeps. Safe to call twice. */
+  stop(): void;
+  /** One sweep; returns how many holds it voided. */
+  sweep(): number;
+}
+
+/** A sweeper over the billing core. Its timer is unref'd: it never keeps the process alive. */
+export function createHoldSweeper(billing: Billing, options: HoldSweeperOptions): HoldSweeper {
+  let timer: NodeJS.Timeout | undefined;
+  const sweep = () => billing.expireHolds(options.maxCallMs);
+  return {
+    sweep,
+    start() {
+      const first = sweep();
+      if (timer === undefined) {
+        timer = setInterval(() => {
+          try {
+            sweep();
+          } catch (error) {
+            options.onError?.(error);
+          }
+        }, options.intervalMs);
+        timer.unref();
+      }
+      return first;
+    },
+    stop() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}

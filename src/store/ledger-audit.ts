@@ -1,0 +1,148 @@
+import type { Db } from "./database.js";
+import { isSystem } from "./ledger-repository.js";
+
+interface Totals {
+  debitsPending: bigint;
+  debitsPosted: bigint;
+  creditsPending: bigint;
+  creditsPosted: bigint;
+}
+
+const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPending: 0n, creditsPosted: 0n });
+
+/**
+ * Checks the ledger's invariants from first principles and returns every violation found
+ * (empty when sound): each running balance equals the replay of its entries; per chain,
+ * Σdebits = Σcredits for pending and posted alike; no user balance is overdrawn; every hold
+ * has the pending entry it should, a charge no larger than itself, and an open-list row
+ * exactly while unresolved. Reads in one transaction, so it sees a consistent snapshot.
+ */
+export function auditLedger(db: Db): string[] {
+  return db.transaction(() => audit(db))();
+}
+
+function audit(db: Db): string[] {
+  const problems: string[] = [];
+  const replay = new Map<string, Totals>();
+  const at = (account: string, chain: string): Totals => {
+    const key = `${account}\u0000${chain}`;
+    const totals = replay.get(key) ?? zero();
+    replay.set(key, totals);
+    return totals;
+  };
+  const entries = db
+    .prepare(
+      `SELECT e.id, e.chain, e.debit_account, e.credit_account, e.amount, e.pending, e.kind, e.hold_id,
+              r.status AS resolution
+         FROM ledger_entries e LEFT JOIN hold_resolutions r ON r.hold_id = e.hold_id`,
+    )
+    .safeIntegers(true)
+    .all() as {
+    id: string;
+    chain: string;
+    debit_account: string;
+    credit_account: string;
+    amount: bigint;
+    pending: bigint;
+    kind: string;
+    hold_id: string | null;
+    resolution: string | null;
+  }[];
+  for (const e of entries) {
+    if (e.pending === 1n) {
+      // A pending entry counts only until its hold resolves (either way).
+      if (e.resolution !== null) continue;
+      at(e.debit_account, e.chain).debitsPending += e.amount;
+      at(e.credit_account, e.chain).creditsPending += e.amount;
+    } else {
+      at(e.debit_account, e.chain).debitsPosted += e.amount;
+      at(e.credit_account, e.chain).creditsPosted += e.amount;
+    }
+  }
+
+  const stored = db.prepare("SELECT * FROM ledger_balances").safeIntegers(true).all() as {
+    account: string;
+    chain: string;
+    debits_pending: bigint;
+    debits_posted: bigint;
+    credits_pending: bigint;
+    credits_posted: bigint;
+  }[];
+  const perChain = new Map<string, Totals>();
+  const seen = new Set<string>();
+  for (const row of stored) {
+    const key = `${row.account}\u0000${row.chain}`;
+    seen.add(key);
+    const expected = replay.get(key) ?? zero();
+    const actual: Totals = {
+      debitsPending: row.debits_pending,
+      debitsPosted: row.debits_posted,
+      creditsPending: row.credits_pending,
+      creditsPosted: row.credits_posted,
+    };
+    for (const field of Object.keys(actual) as (keyof Totals)[]) {
+      if (actual[field] !== expected[field]) {
+        problems.push(
+          `${row.account} on ${row.chain}: ${field} is ${actual[field]}, replay gives ${expected[field]}`,
+        );
+      }
+    }
+    if (!isSystem(row.account) && actual.creditsPosted - actual.debitsPosted - actual.debitsPending < 0n) {
+      problems.push(`${row.account} on ${row.chain} is overdrawn`);
+    }
+    const sum = perChain.get(row.chain) ?? zero();
+    sum.debitsPending += actual.debitsPending;
+    sum.debitsPosted += actual.debitsPosted;
+    sum.creditsPending += actual.creditsPending;
+    sum.creditsPosted += actual.creditsPosted;
+    perChain.set(row.chain, sum);
+  }
+  for (const [key, totals] of replay) {
+    const moved = totals.debitsPending + totals.debitsPosted + totals.creditsPending + totals.creditsPosted;
+    if (!seen.has(key) && moved !== 0n)
+      problems.push(`no running balance for ${key.replace("\u0000", " on ")}`);
+  }
+  for (const [chain, sum] of perChain) {
+    if (sum.debitsPending !== sum.creditsPending) {
+      problems.push(`${chain}: pending debits ${sum.debitsPending} ≠ pending credits ${sum.creditsPending}`);
+    }
+    if (sum.debitsPosted !== sum.creditsPosted) {
+      problems.push(`${chain}: posted debits ${sum.debitsPosted} ≠ posted credits ${sum.creditsPosted}`);
+    }
+  }
+
+  const holds = db
+    .prepare(
+      `SELECT h.id, h.amount, r.status, r.amount AS charged,
+              (SELECT amount FROM ledger_entries WHERE id = h.id || '/hold') AS held_entry,
+              (SELECT amount FROM ledger_entries WHERE id = h.id || '/charge') AS charge_entry,
+              (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open
+         FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`,
+    )
+    .safeIntegers(true)
+    .all() as {
+    id: string;
+    amount: bigint;
+    status: string | null;
+    charged: bigint | null;
+    held_entry: bigint | null;
+    charge_entry: bigint | null;
+    open: bigint | null;
+  }[];
+  for (const h of holds) {
+    if ((h.held_entry ?? 0n) !== h.amount)
+      problems.push(`hold ${h.id}: pending entry ${h.held_entry} ≠ ${h.amount}`);
+    if ((h.open !== null) !== (h.status === null))
+      problems.push(`hold ${h.id}: open list disagrees with its state`);
+    if (h.status === null) {
+      if (h.charge_entry !== null) problems.push(`hold ${h.id}: charged while pending`);
+      continue;
+    }
+    const charged = h.charged ?? 0n;
+    if (charged > h.amount) problems.push(`hold ${h.id}: charged ${charged} above its hold ${h.amount}`);
+    if (h.status !== "settled" && charged !== 0n) problems.push(`hold ${h.id}: ${h.status} but charged`);
+    if ((h.charge_entry ?? 0n) !== charged)
+      problems.push(`hold ${h.id}: charge entry ${h.charge_entry} ≠ ${charged}`);
+  }
+  return problems;
+}

@@ -1,0 +1,474 @@
+import type { Db } from "./database.js";
+
+/** The counterpart of every charge: what callers paid, per chain. */
+export const SYSTEM_REVENUE = "system:revenue";
+/** The counterpart of operator credits: money the operator vouched for off-chain. */
+export const SYSTEM_MANUAL_CREDIT = "system:manual-credit";
+/** The counterpart of onchain deposits (used by the deposit watcher). */
+export const SYSTEM_DEPOSITS = "system:deposits";
+
+/** Running totals of one ledger account on one chain, in the asset's smallest unit. */
+export interface BalanceRow {
+  readonly account: string;
+  readonly chain: string;
+  readonly debitsPending: bigint;
+  readonly debitsPosted: bigint;
+  readonly creditsPending: bigint;
+  readonly creditsPosted: bigint;
+}
+
+/** What a call delivered, as recorded with its settlement. */
+export interface UsageCounts {
+  readonly inputTokens: bigint;
+  readonly outputTokens: bigint;
+  readonly cacheWrite5mTokens: bigint;
+  readonly cacheWrite1hTokens: bigint;
+  readonly cacheReadTokens: bigint;
+  readonly images: number;
+}
+
+/** A hold as placed: what was reserved, and the call it was reserved for. */
+export interface HoldRow {
+  readonly seq: number;
+  readonly id: string;
+  readonly accountId: string;
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly chain: string;
+  readonly amount: bigint;
+  readonly callKind: "text" | "image";
+  readonly model: string;
+  readonly inputTokens: bigint;
+  readonly maxTokens: bigint;
+  readonly imageSize: string;
+  readonly imageCount: number;
+  readonly createdAt: number;
+}
+
+export type ResolutionStatus = "settled" | "released" | "expired";
+
+/** How a hold ended. */
+export interface ResolutionRow {
+  readonly holdId: string;
+  readonly status: ResolutionStatus;
+  /** Charged: zero unless settled. */
+  readonly amount: bigint;
+  readonly usage: UsageCounts;
+  readonly resolvedAt: number;
+}
+
+/** A hold with its outcome, if it has one. */
+export interface HoldState {
+  readonly hold: HoldRow;
+  readonly resolution: ResolutionRow | undefined;
+}
+
+/** A hold to place; `amount` is the worst case in the chain's smallest unit. */
+export type NewHold = Omit<HoldRow, "seq">;
+
+/** The outcome of {@link LedgerRepository.placeHold}. */
+export type PlaceHoldResult =
+  | { readonly kind: "placed" | "existing"; readonly state: HoldState }
+  /** The id exists for a different call. */
+  | { readonly kind: "conflict" }
+  | { readonly kind: "insufficient"; readonly available: bigint };
+
+/** The outcome of settling or voiding a hold. */
+export type ResolveResult =
+  | { readonly kind: "resolved"; readonly state: HoldState }
+  | { readonly kind: "not-found" }
+  | { readonly kind: "already-resolved"; readonly state: HoldState }
+  | { readonly kind: "exceeds"; readonly state: HoldState };
+
+/** A credit to post. */
+export interface NewCredit {
+  readonly entryId: string;
+  readonly accountId: string;
+  readonly chain: string;
+  readonly amount: bigint;
+  /** The system account the money comes from. */
+  readonly from: string;
+  readonly memo: string;
+  readonly createdAt: number;
+}
+
+/** The outcome of {@link LedgerRepository.credit}. */
+export type CreditResult =
+  | { readonly kind: "credited" | "existing"; readonly balance: BalanceRow }
+  | { readonly kind: "conflict" }
+  /** The balance would leave the int64 range. */
+  | { readonly kind: "overflow" };
+
+const INT64_MAX = 9_223_372_036_854_775_807n;
+const ZERO_USAGE: UsageCounts = {
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cacheWrite5mTokens: 0n,
+  cacheWrite1hTokens: 0n,
+  cacheReadTokens: 0n,
+  images: 0,
+};
+
+/** Funds a user account may spend now: credits_posted − debits_posted − debits_pending. */
+export function availableOf(balance: BalanceRow): bigint {
+  return balance.creditsPosted - balance.debitsPosted - balance.debitsPending;
+}
+
+type Raw = Record<string, unknown>;
+
+/**
+ * The ledger in SQLite. Statements are prepared once; statements that read money return
+ * bigints (`safeIntegers`). Every write runs in a `BEGIN IMMEDIATE` transaction, so two
+ * processes sharing the file serialise on the write lock and never both spend one balance.
+ */
+export class LedgerRepository {
+  private readonly s;
+  private readonly tx;
+
+  constructor(db: Db) {
+    const money = <T extends unknown[] = unknown[]>(sql: string) =>
+      db.prepare<T, Raw>(sql).safeIntegers(true);
+    this.s = {
+      accountExists: db.prepare<[string], Raw>("SELECT 1 FROM accounts WHERE id = ?"),
+      getDefaultChain: db.prepare<[string], { default_chain: string }>(
+        "SELECT default_chain FROM billing_accounts WHERE account_id = ?",
+      ),
+      setDefaultChain: db.prepare<[string, string, number]>(
+        `INSERT INTO billing_accounts (account_id, default_chain, updated_at) VALUES (?, ?, ?)
+         ON CONFLICT (account_id) DO UPDATE SET default_chain = excluded.default_chain, updated_at = excluded.updated_at`,
+      ),
+      balance: money<[string, string]>("SELECT * FROM ledger_balances WHERE account = ? AND chain = ?"),
+      balances: money<[string]>("SELECT * FROM ledger_balances WHERE account = ? ORDER BY chain"),
+      // Two steps, not an upsert: SQLite checks CHECK constraints on the would-be inserted row
+      // before it notices the conflict, so an upsert of a bare debit would trip the overdraft check.
+      ensureBalance: db.prepare<[string, string, number]>(
+        "INSERT INTO ledger_balances (account, chain, may_overdraw) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+      ),
+      addToBalance: db.prepare<[bigint, bigint, bigint, bigint, string, string]>(
+        `UPDATE ledger_balances SET
+           debits_pending  = debits_pending  + ?,
+           debits_posted   = debits_posted   + ?,
+           credits_pending = credits_pending + ?,
+           credits_posted  = credits_posted  + ?
+         WHERE account = ? AND chain = ?`,
+      ),
+      insertEntry: db.prepare<
+        [string, string, string, string, bigint, number, string, string | null, string, number]
+      >(
+        `INSERT INTO ledger_entries
+           (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      getEntry: money<[string]>("SELECT * FROM ledger_entries WHERE id = ?"),
+      insertHold: db.prepare<Raw>(
+        `INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model,
+                            input_tokens, max_tokens, image_size, image_count, created_at)
+         VALUES (@id, @accountId, @requestId, @keyId, @chain, @amount, @callKind, @model,
+                 @inputTokens, @maxTokens, @imageSize, @imageCount, @createdAt)`,
+      ),
+      getHold: money<[string]>(
+        `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.resolved_at
+           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+          WHERE h.id = ?`,
+      ),
+      listHolds: money<[string, bigint, number]>(
+        `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.resolved_at
+           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+          WHERE h.account_id = ? AND h.seq < ?
+          ORDER BY h.seq DESC LIMIT ?`,
+      ),
+      insertResolution: db.prepare<
+        [string, ResolutionStatus, bigint, bigint, bigint, bigint, bigint, bigint, number, number]
+      >(
+        `INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                       cache_write_1h_tokens, cache_read_tokens, images, resolved_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      openHold: db.prepare<[string, number]>("INSERT INTO open_holds (hold_id, created_at) VALUES (?, ?)"),
+      closeHold: db.prepare<[string]>("DELETE FROM open_holds WHERE hold_id = ?"),
+      expiredHolds: db.prepare<[number, number], { hold_id: string }>(
+        "SELECT hold_id FROM open_holds WHERE created_at < ? ORDER BY created_at LIMIT ?",
+      ),
+    };
+    this.tx = {
+      placeHold: db.transaction((hold: NewHold) => this.placeHoldTx(hold)),
+      resolve: db.transaction(
+        (holdId: string, status: ResolutionStatus, charge: bigint, usage: UsageCounts, now: number) =>
+          this.resolveTx(holdId, status, charge, usage, now),
+      ),
+      credit: db.transaction((credit: NewCredit) => this.creditTx(credit)),
+      sweep: db.transaction((cutoff: number, now: number, limit: number) => {
+        const ids = this.s.expiredHolds.all(cutoff, limit).map((r) => r.hold_id);
+        for (const id of ids) this.resolveTx(id, "expired", 0n, ZERO_USAGE, now);
+        return ids.length;
+      }),
+    };
+  }
+
+  /** Whether an account with this id exists. */
+  accountExists(accountId: string): boolean {
+    return this.s.accountExists.get(accountId) !== undefined;
+  }
+
+  /** The chain the account picked, or undefined when it never picked one. */
+  defaultChain(accountId: string): string | undefined {
+    return this.s.getDefaultChain.get(accountId)?.default_chain;
+  }
+
+  setDefaultChain(accountId: string, chain: string, now: number): void {
+    this.s.setDefaultChain.run(accountId, chain, now);
+  }
+
+  /** One ledger account's totals on one chain (all zero if it never moved money there). */
+  balance(account: string, chain: string): BalanceRow {
+    const row = this.s.balance.get(account, chain);
+    return row === undefined ? emptyBalance(account, chain) : toBalance(row);
+  }
+
+  /** Every chain on which the ledger account has ever moved money. */
+  balances(account: string): BalanceRow[] {
+    return this.s.balances.all(account).map(toBalance);
+  }
+
+  /** A hold and its outcome. */
+  getHold(holdId: string): HoldState | undefined {
+    const row = this.s.getHold.get(holdId);
+    return row === undefined ? undefined : toHoldState(row);
+  }
+
+  /** An account's holds, newest first, with seq below `beforeSeq`. */
+  listHolds(accountId: string, beforeSeq: bigint, limit: number): HoldState[] {
+    return this.s.listHolds.all(accountId, beforeSeq, limit).map(toHoldState);
+  }
+
+  /**
+   * Reserves `hold.amount` on the account's chain, atomically with the funds check: a pending
+   * entry from the account to revenue. An existing hold with the same id is returned as it
+   * is (idempotent retry) if it is for the same call, refused otherwise. Writes nothing when
+   * funds are short.
+   */
+  placeHold(hold: NewHold): PlaceHoldResult {
+    return this.tx.placeHold.immediate(hold);
+  }
+
+  /**
+   * Settles a pending hold: posts `charge` (≤ the hold) from the account to revenue and voids
+   * the pending entry, in one transaction. Changes nothing unless the hold is pending.
+   */
+  settle(holdId: string, charge: bigint, usage: UsageCounts, now: number): ResolveResult {
+    return this.tx.resolve.immediate(holdId, "settled", charge, usage, now);
+  }
+
+  /** Voids a pending hold (`released` by the caller, `expired` by the sweeper); nothing is charged. */
+  void(holdId: string, status: "released" | "expired", now: number): ResolveResult {
+    return this.tx.resolve.immediate(holdId, status, 0n, ZERO_USAGE, now);
+  }
+
+  /** Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many. */
+  expireHolds(cutoff: number, now: number, limit: number): number {
+    return this.tx.sweep.immediate(cutoff, now, limit);
+  }
+
+  /**
+   * Posts a credit from a system account to a user account. An entry id seen before returns
+   * the first credit if it matches, and a conflict if it does not.
+   */
+  credit(credit: NewCredit): CreditResult {
+    return this.tx.credit.immediate(credit);
+  }
+
+  private placeHoldTx(hold: NewHold): PlaceHoldResult {
+    const existing = this.getHold(hold.id);
+    if (existing !== undefined) {
+      return sameCall(existing.hold, hold) ? { kind: "existing", state: existing } : { kind: "conflict" };
+    }
+    const available = availableOf(this.balance(hold.accountId, hold.chain));
+    if (hold.amount > available) return { kind: "insufficient", available };
+    this.s.insertHold.run({ ...hold });
+    this.s.openHold.run(hold.id, hold.createdAt);
+    if (hold.amount > 0n) {
+      this.s.insertEntry.run(
+        `${hold.id}/hold`,
+        hold.chain,
+        hold.accountId,
+        SYSTEM_REVENUE,
+        hold.amount,
+        1,
+        "hold",
+        hold.id,
+        "",
+        hold.createdAt,
+      );
+      this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: hold.amount });
+    }
+    return { kind: "placed", state: this.getHold(hold.id)! };
+  }
+
+  private resolveTx(
+    holdId: string,
+    status: ResolutionStatus,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+  ): ResolveResult {
+    const state = this.getHold(holdId);
+    if (state === undefined) return { kind: "not-found" };
+    if (state.resolution !== undefined) return { kind: "already-resolved", state };
+    const { hold } = state;
+    if (charge < 0n || charge > hold.amount) return { kind: "exceeds", state };
+    this.s.insertResolution.run(
+      holdId,
+      status,
+      charge,
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.cacheWrite5mTokens,
+      usage.cacheWrite1hTokens,
+      usage.cacheReadTokens,
+      usage.images,
+      now,
+    );
+    this.s.closeHold.run(holdId);
+    if (hold.amount > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -hold.amount });
+    if (charge > 0n) {
+      this.s.insertEntry.run(
+        `${holdId}/charge`,
+        hold.chain,
+        hold.accountId,
+        SYSTEM_REVENUE,
+        charge,
+        0,
+        "charge",
+        holdId,
+        "",
+        now,
+      );
+      this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { posted: charge });
+    }
+    return { kind: "resolved", state: this.getHold(holdId)! };
+  }
+
+  private creditTx(credit: NewCredit): CreditResult {
+    const existing = this.s.getEntry.get(credit.entryId);
+    if (existing !== undefined) {
+      const same =
+        existing.kind === "credit" &&
+        existing.credit_account === credit.accountId &&
+        existing.chain === credit.chain &&
+        existing.amount === credit.amount;
+      return same
+        ? { kind: "existing", balance: this.balance(credit.accountId, credit.chain) }
+        : { kind: "conflict" };
+    }
+    // SQLite would turn an overflowing sum into a REAL (refused by STRICT); refuse it by name instead.
+    const before = this.balance(credit.accountId, credit.chain);
+    const source = this.balance(credit.from, credit.chain);
+    if (before.creditsPosted + credit.amount > INT64_MAX || source.debitsPosted + credit.amount > INT64_MAX) {
+      return { kind: "overflow" };
+    }
+    this.s.insertEntry.run(
+      credit.entryId,
+      credit.chain,
+      credit.from,
+      credit.accountId,
+      credit.amount,
+      0,
+      "credit",
+      null,
+      credit.memo,
+      credit.createdAt,
+    );
+    this.move(credit.chain, credit.from, credit.accountId, { posted: credit.amount });
+    return { kind: "credited", balance: this.balance(credit.accountId, credit.chain) };
+  }
+
+  /** Applies one entry's effect to both sides' running totals. */
+  private move(
+    chain: string,
+    debit: string,
+    credit: string,
+    delta: { pending?: bigint; posted?: bigint },
+  ): void {
+    const pending = delta.pending ?? 0n;
+    const posted = delta.posted ?? 0n;
+    this.s.ensureBalance.run(debit, chain, isSystem(debit) ? 1 : 0);
+    this.s.addToBalance.run(pending, posted, 0n, 0n, debit, chain);
+    this.s.ensureBalance.run(credit, chain, isSystem(credit) ? 1 : 0);
+    this.s.addToBalance.run(0n, 0n, pending, posted, credit, chain);
+  }
+}
+
+/** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
+export function isSystem(account: string): boolean {
+  return account.startsWith("system:");
+}
+
+function sameCall(a: HoldRow, b: NewHold): boolean {
+  return (
+    a.accountId === b.accountId &&
+    a.chain === b.chain &&
+    a.amount === b.amount &&
+    a.callKind === b.callKind &&
+    a.model === b.model &&
+    a.inputTokens === b.inputTokens &&
+    a.maxTokens === b.maxTokens &&
+    a.imageSize === b.imageSize &&
+    a.imageCount === b.imageCount
+  );
+}
+
+function emptyBalance(account: string, chain: string): BalanceRow {
+  return { account, chain, debitsPending: 0n, debitsPosted: 0n, creditsPending: 0n, creditsPosted: 0n };
+}
+
+function toBalance(row: Raw): BalanceRow {
+  return {
+    account: row.account as string,
+    chain: row.chain as string,
+    debitsPending: row.debits_pending as bigint,
+    debitsPosted: row.debits_posted as bigint,
+    creditsPending: row.credits_pending as bigint,
+    creditsPosted: row.credits_posted as bigint,
+  };
+}
+
+function toHoldState(row: Raw): HoldState {
+  const hold: HoldRow = {
+    seq: Number(row.seq),
+    id: row.id as string,
+    accountId: row.account_id as string,
+    requestId: row.request_id as string,
+    keyId: row.key_id as string,
+    chain: row.chain as string,
+    amount: row.amount as bigint,
+    callKind: row.call_kind as "text" | "image",
+    model: row.model as string,
+    inputTokens: row.input_tokens as bigint,
+    maxTokens: row.max_tokens as bigint,
+    imageSize: row.image_size as string,
+    imageCount: Number(row.image_count),
+    createdAt: Number(row.created_at),
+  };
+  if (row.status === null) return { hold, resolution: undefined };
+  return {
+    hold,
+    resolution: {
+      holdId: hold.id,
+      status: row.status as ResolutionStatus,
+      amount: row.settled_amount as bigint,
+      usage: {
+        inputTokens: row.u_input as bigint,
+        outputTokens: row.u_output as bigint,
+        cacheWrite5mTokens: row.u_cw5m as bigint,
+        cacheWrite1hTokens: row.u_cw1h as bigint,
+        cacheReadTokens: row.u_read as bigint,
+        images: Number(row.u_images),
+      },
+      resolvedAt: Number(row.resolved_at),
+    },
+  };
+}

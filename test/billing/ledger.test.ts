@@ -1,0 +1,525 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Billing } from "../../src/core/billing/billing.js";
+import { holdIdFor } from "../../src/core/billing/hold-ids.js";
+import { createHoldSweeper } from "../../src/core/billing/hold-sweeper.js";
+import { type DeliveredUsage, NO_USAGE } from "../../src/core/billing/pricing.js";
+import { errorInfo } from "../../src/core/errors.js";
+import type { Db } from "../../src/store/database.js";
+import {
+  eighteenDecimalChains,
+  expectSoundLedger,
+  type LedgerFixture,
+  ledgerCounts,
+  ledgerFixture,
+  SMALL_TEXT_CALL,
+} from "./fixtures.js";
+
+const usage = (over: Partial<DeliveredUsage>): DeliveredUsage => ({ ...NO_USAGE, ...over });
+
+/** The ConnectError `fn` throws, asserting nothing in the ledger changed meanwhile. */
+function failsWithoutWriting(db: Db, fn: () => unknown): ConnectError {
+  const before = ledgerCounts(db);
+  const balances = db.prepare("SELECT * FROM ledger_balances ORDER BY account, chain").all();
+  try {
+    fn();
+  } catch (error) {
+    expect(ledgerCounts(db)).toEqual(before);
+    expect(db.prepare("SELECT * FROM ledger_balances ORDER BY account, chain").all()).toEqual(balances);
+    if (error instanceof ConnectError) return error;
+    throw error;
+  }
+  throw new Error("expected a failure");
+}
+
+function funded(f: LedgerFixture, chain = "base", amount = 1_000_000n): string {
+  const account = f.account();
+  f.billing.credit({ accountId: account, chain, amount, reason: "test funds", creditId: "" });
+  return account;
+}
+
+let f: LedgerFixture;
+let billing: Billing;
+let clock: number;
+
+beforeEach(() => {
+  clock = 1_700_000_000_000;
+  f = ledgerFixture({ now: () => clock });
+  billing = f.billing;
+});
+
+afterEach(() => {
+  expectSoundLedger(f.db);
+  f.db.close();
+});
+
+describe("credits and balances", () => {
+  it("a manual credit is a ledger entry with its reason, from the manual-credit account", () => {
+    const account = f.account();
+    const { balance, entryId } = billing.credit({
+      accountId: account,
+      chain: "solana",
+      amount: 12_500_000n,
+      reason: "promo",
+      creditId: "",
+    });
+    expect(balance.row.creditsPosted).toBe(12_500_000n);
+    const entry = f.db.prepare("SELECT * FROM ledger_entries WHERE id = ?").get(entryId);
+    expect(entry).toMatchObject({
+      debit_account: "system:manual-credit",
+      credit_account: account,
+      memo: "promo",
+    });
+    const { balances, defaultChain } = billing.balances(account);
+    expect(defaultChain).toBe("base");
+    expect(balances.map((b) => [b.chain.id, b.row.creditsPosted])).toEqual([
+      ["base", 0n],
+      ["arbitrum", 0n],
+      ["robinhood", 0n],
+      ["solana", 12_500_000n],
+    ]);
+  });
+
+  it("a credit id credits once", () => {
+    const account = f.account();
+    const credit = { accountId: account, chain: "base", amount: 5n, reason: "r", creditId: "ticket-1" };
+    const first = billing.credit(credit);
+    const again = billing.credit(credit);
+    expect(again.entryId).toBe(first.entryId);
+    expect(again.balance.row.creditsPosted).toBe(5n);
+    const error = failsWithoutWriting(f.db, () => billing.credit({ ...credit, amount: 6n }));
+    expect(error.code).toBe(Code.AlreadyExists);
+  });
+
+  it.each([
+    ["zero", { amount: 0n }, "amount"],
+    ["negative", { amount: -1n }, "amount"],
+    ["no reason", { reason: " " }, "reason"],
+    ["unknown chain", { chain: "ethereum" }, "chain"],
+  ])("refuses a bad credit (%s)", (_name, over, field) => {
+    const account = f.account();
+    const error = failsWithoutWriting(f.db, () =>
+      billing.credit({ accountId: account, chain: "base", amount: 1n, reason: "r", creditId: "", ...over }),
+    );
+    expect(errorInfo(error)?.metadata.field).toBe(field);
+  });
+
+  it("refuses an unknown account", () => {
+    const error = failsWithoutWriting(f.db, () =>
+      billing.credit({ accountId: "acct_nobody", chain: "base", amount: 1n, reason: "r", creditId: "" }),
+    );
+    expect(error.code).toBe(Code.NotFound);
+  });
+
+  it("the default chain can be changed to an enabled chain only", () => {
+    const account = f.account();
+    expect(billing.setDefaultChain(account, "solana")).toBe("solana");
+    expect(billing.balances(account).defaultChain).toBe("solana");
+    const error = failsWithoutWriting(f.db, () => billing.setDefaultChain(account, "auto"));
+    expect(errorInfo(error)?.reason).toBe("CHAIN_UNKNOWN");
+  });
+});
+
+describe("hold → settle", () => {
+  it("holds the worst case, posts the actual charge and releases the rest in one step", () => {
+    const account = funded(f);
+    const state = billing.hold({
+      accountId: account,
+      requestId: "req-1",
+      keyId: "key_1",
+      chain: "auto",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(state.hold.id).toBe(holdIdFor(account, "req-1"));
+    expect(state.hold.amount).toBe(7000n); // 1000 in × $2/MTok + 1000 out × $5/MTok
+    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    // 100 input + 10 output + 800 cache read: 100 + 50 + 80 = 230 µ$... in pico: 1e8 + 5e7 + 8e7.
+    const settled = billing.settle(
+      state.hold.id,
+      usage({ inputTokens: 100n, outputTokens: 10n, cacheReadTokens: 800n }),
+    );
+    expect(settled.resolution).toMatchObject({ status: "settled", amount: 230n });
+    expect(billing.available(account, "base")).toBe(1_000_000n - 230n);
+    const balance = f.billing.balances(account).balances[0]!.row;
+    expect(balance).toMatchObject({ debitsPending: 0n, debitsPosted: 230n, creditsPosted: 1_000_000n });
+  });
+
+  it("rounds a fraction of a unit up, once per call", () => {
+    const account = funded(f);
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    // One haiku input token is $0.000001 exactly; one cache-read token is a tenth of a unit.
+    const settled = billing.settle(hold.id, usage({ cacheReadTokens: 1n }));
+    expect(settled.resolution?.amount).toBe(1n);
+  });
+
+  it("settling with no usage charges nothing; releasing charges nothing", () => {
+    const account = funded(f);
+    const a = billing.hold({
+      accountId: account,
+      requestId: "a",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    const b = billing.hold({
+      accountId: account,
+      requestId: "b",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(billing.settle(a.hold.id, NO_USAGE).resolution).toMatchObject({ status: "settled", amount: 0n });
+    expect(billing.release(b.hold.id).resolution).toMatchObject({ status: "released", amount: 0n });
+    expect(billing.available(account, "base")).toBe(1_000_000n);
+  });
+
+  it("a retried Hold with the same request id returns the same hold, and holds once", () => {
+    const account = funded(f);
+    const input = { accountId: account, requestId: "same", keyId: "", chain: "base", call: SMALL_TEXT_CALL };
+    const first = billing.hold(input);
+    const second = billing.hold(input);
+    expect(second.hold).toEqual(first.hold);
+    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    billing.settle(first.hold.id, NO_USAGE);
+    expect(billing.hold(input).resolution?.status).toBe("settled");
+    // The same request id for a different call is refused.
+    const error = failsWithoutWriting(f.db, () =>
+      billing.hold({
+        ...input,
+        call: { kind: "text", model: "model-haiku-4-5", inputTokens: 1000n, maxTokens: 2000n },
+      }),
+    );
+    expect(errorInfo(error)?.reason).toBe("HOLD_CONFLICT");
+  });
+
+  it("request ids of different accounts never collide", () => {
+    const a = funded(f);
+    const b = funded(f);
+    const ha = billing.hold({
+      accountId: a,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    const hb = billing.hold({
+      accountId: b,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(ha.hold.id).not.toBe(hb.hold.id);
+  });
+
+  it("double settle is a deterministic error that changes nothing", () => {
+    const account = funded(f);
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    billing.settle(hold.id, usage({ outputTokens: 10n }));
+    for (let i = 0; i < 2; i++) {
+      const error = failsWithoutWriting(f.db, () => billing.settle(hold.id, usage({ outputTokens: 20n })));
+      expect(error.code).toBe(Code.FailedPrecondition);
+      expect(errorInfo(error)).toMatchObject({
+        reason: "HOLD_ALREADY_RESOLVED",
+        metadata: { hold_id: hold.id, status: "settled", chain: "base" },
+      });
+    }
+  });
+
+  it("settle after release, and release after settle, are deterministic errors that change nothing", () => {
+    const account = funded(f);
+    const a = billing.hold({
+      accountId: account,
+      requestId: "a",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    billing.release(a.hold.id);
+    const e1 = failsWithoutWriting(f.db, () => billing.settle(a.hold.id, NO_USAGE));
+    expect(errorInfo(e1)?.metadata.status).toBe("released");
+    const e2 = failsWithoutWriting(f.db, () => billing.release(a.hold.id));
+    expect(errorInfo(e2)?.metadata.status).toBe("released");
+    const b = billing.hold({
+      accountId: account,
+      requestId: "b",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    billing.settle(b.hold.id, NO_USAGE);
+    const e3 = failsWithoutWriting(f.db, () => billing.release(b.hold.id));
+    expect(errorInfo(e3)?.reason).toBe("HOLD_ALREADY_RESOLVED");
+  });
+
+  it("a charge above the hold is a deterministic error that changes nothing", () => {
+    const account = funded(f);
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    for (let i = 0; i < 2; i++) {
+      // More output than max_tokens allowed: 1001 × $5/MTok + ... exceeds the 7000-unit hold.
+      const error = failsWithoutWriting(f.db, () =>
+        billing.settle(
+          hold.id,
+          usage({ inputTokens: 1000n, cacheWrite1hTokens: 1000n, outputTokens: 1000n }),
+        ),
+      );
+      expect(errorInfo(error)).toMatchObject({
+        reason: "SETTLE_EXCEEDS_HOLD",
+        metadata: { hold_id: hold.id, chain: "base", held: "7000", charge: "8000" },
+      });
+    }
+    expect(billing.settle(hold.id, usage({ outputTokens: 1000n })).resolution?.amount).toBe(5000n);
+  });
+
+  it("an unknown hold is NotFound", () => {
+    const error = failsWithoutWriting(f.db, () => billing.settle("hold_nope", NO_USAGE));
+    expect(error.code).toBe(Code.NotFound);
+  });
+
+  it("an unknown chain is InvalidArgument naming the allowed values, nothing written", () => {
+    const account = funded(f);
+    const error = failsWithoutWriting(f.db, () =>
+      billing.hold({
+        accountId: account,
+        requestId: "r",
+        keyId: "",
+        chain: "ethereum",
+        call: SMALL_TEXT_CALL,
+      }),
+    );
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(errorInfo(error)?.metadata).toMatchObject({
+      field: "x-gateway-billing-chain",
+      allowed: "auto,base,arbitrum,robinhood,solana",
+    });
+  });
+
+  it("an explicit chain with no funds fails INSUFFICIENT_FUNDS naming that chain, nothing written", () => {
+    const account = funded(f, "base");
+    for (let i = 0; i < 2; i++) {
+      const error = failsWithoutWriting(f.db, () =>
+        billing.hold({
+          accountId: account,
+          requestId: "r",
+          keyId: "",
+          chain: "solana",
+          call: SMALL_TEXT_CALL,
+        }),
+      );
+      expect(error.code).toBe(Code.FailedPrecondition);
+      expect(errorInfo(error)).toMatchObject({
+        reason: "INSUFFICIENT_FUNDS",
+        metadata: { chain: "solana", needed: "7000", available: "0" },
+      });
+      expect(error.rawMessage).toContain("solana");
+      expect(error.rawMessage).toContain("0.007000 USDC");
+    }
+    expect(billing.available(account, "base")).toBe(1_000_000n);
+  });
+
+  it("auto follows the account's default chain", () => {
+    const account = funded(f, "solana");
+    billing.setDefaultChain(account, "solana");
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: undefined,
+      call: SMALL_TEXT_CALL,
+    });
+    expect(hold.chain).toBe("solana");
+  });
+
+  it("holds exactly as many calls as the balance covers", () => {
+    const account = funded(f, "base", 7000n * 5n + 6999n);
+    const results = Array.from({ length: 8 }, (_, i) => {
+      try {
+        billing.hold({
+          accountId: account,
+          requestId: `r${i}`,
+          keyId: "",
+          chain: "base",
+          call: SMALL_TEXT_CALL,
+        });
+        return "held";
+      } catch (error) {
+        return errorInfo(error as ConnectError)?.reason;
+      }
+    });
+    expect(results).toEqual([
+      "held",
+      "held",
+      "held",
+      "held",
+      "held",
+      "INSUFFICIENT_FUNDS",
+      "INSUFFICIENT_FUNDS",
+      "INSUFFICIENT_FUNDS",
+    ]);
+    expect(billing.available(account, "base")).toBe(6999n);
+  });
+
+  it("bills images per delivered image at the requested size", () => {
+    const account = funded(f);
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "img",
+      keyId: "",
+      chain: "base",
+      call: { kind: "image", model: "image-pro", size: "4K", count: 3 },
+    });
+    expect(hold.amount).toBe(720_000n);
+    expect(billing.settle(hold.id, usage({ images: 2 })).resolution?.amount).toBe(480_000n);
+  });
+});
+
+describe("the append-only ledger", () => {
+  it("refuses UPDATE and DELETE of entries, holds and resolutions", () => {
+    const account = funded(f);
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    billing.settle(hold.id, usage({ outputTokens: 1n }));
+    for (const table of ["ledger_entries", "holds", "hold_resolutions"]) {
+      expect(() =>
+        f.db.exec(
+          `UPDATE ${table} SET created_at = 0`.replace(
+            "created_at",
+            table === "hold_resolutions" ? "resolved_at" : "created_at",
+          ),
+        ),
+      ).toThrow(/append-only/);
+      expect(() => f.db.exec(`DELETE FROM ${table}`)).toThrow(/append-only/);
+    }
+  });
+
+  it("refuses an overdraft even from raw SQL", () => {
+    const account = funded(f, "base", 10n);
+    expect(() =>
+      f.db
+        .prepare("UPDATE ledger_balances SET debits_posted = 11 WHERE account = ? AND chain = 'base'")
+        .run(account),
+    ).toThrow(/CHECK constraint failed/);
+  });
+});
+
+describe("the sweeper", () => {
+  it("voids holds older than the longest call, and only those", () => {
+    const account = funded(f);
+    const old = billing.hold({
+      accountId: account,
+      requestId: "old",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    clock += 10 * 60_000;
+    const young = billing.hold({
+      accountId: account,
+      requestId: "young",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    clock += 5 * 60_000 + 1;
+    const sweeper = createHoldSweeper(billing, { maxCallMs: 15 * 60_000, intervalMs: 60_000 });
+    expect(sweeper.start()).toBe(1);
+    sweeper.stop();
+    expect(f.billing.usage(account, 2n ** 62n, 10).map((s) => [s.hold.id, s.resolution?.status])).toEqual([
+      [young.hold.id, undefined],
+      [old.hold.id, "expired"],
+    ]);
+    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    const late = failsWithoutWriting(f.db, () => billing.settle(old.hold.id, NO_USAGE));
+    expect(errorInfo(late)?.metadata.status).toBe("expired");
+  });
+
+  it("sweeps in batches until every expired hold is voided", () => {
+    const account = funded(f, "base", 10_000_000n);
+    for (let i = 0; i < 1200; i++) {
+      billing.hold({
+        accountId: account,
+        requestId: `r${i}`,
+        keyId: "",
+        chain: "base",
+        call: SMALL_TEXT_CALL,
+      });
+    }
+    clock += 60 * 60_000;
+    expect(billing.expireHolds(15 * 60_000)).toBe(1200);
+    expect(billing.available(account, "base")).toBe(10_000_000n);
+  });
+});
+
+describe("an 18-decimal asset", () => {
+  it("credits, holds and settles exactly in 10^-18 units", () => {
+    f.db.close();
+    f = ledgerFixture({ chains: eighteenDecimalChains(), now: () => clock });
+    billing = f.billing;
+    const account = f.account();
+    billing.credit({
+      accountId: account,
+      chain: "robinhood",
+      amount: 5n * 10n ** 18n,
+      reason: "r",
+      creditId: "",
+    });
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "robinhood",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(hold.amount).toBe(7000n * 10n ** 12n);
+    // One cache-read token of haiku is $0.0000001 = 10^11 units: exact, nothing to round.
+    expect(billing.settle(hold.id, usage({ cacheReadTokens: 1n })).resolution?.amount).toBe(10n ** 11n);
+    expect(billing.available(account, "robinhood")).toBe(5n * 10n ** 18n - 10n ** 11n);
+  });
+
+  it("refuses a balance beyond int64 by name, writing nothing", () => {
+    f.db.close();
+    f = ledgerFixture({ chains: eighteenDecimalChains(), now: () => clock });
+    billing = f.billing;
+    const account = f.account();
+    billing.credit({
+      accountId: account,
+      chain: "robinhood",
+      amount: 9n * 10n ** 18n,
+      reason: "r",
+      creditId: "",
+    });
+    const error = failsWithoutWriting(f.db, () =>
+      billing.credit({
+        accountId: account,
+        chain: "robinhood",
+        amount: 10n ** 18n,
+        reason: "r",
+        creditId: "",
+      }),
+    );
+    expect(errorInfo(error)?.reason).toBe("AMOUNT_OUT_OF_RANGE");
+  });
+});

@@ -1,0 +1,41 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { shutdown } from "../../src/main.js";
+import { startTestGateway } from "../helpers/app.js";
+
+describe("graceful shutdown", () => {
+  it("lets an in-flight request finish, then stops accepting and closes the database", async () => {
+    const gw = await startTestGateway({}, (app) => {
+      // A test-only slow route standing in for a long model call.
+      app.facade.get("/test/slow", async () => {
+        await sleep(400);
+        return { done: true };
+      });
+    });
+    const inFlight = fetch(`${gw.facadeUrl}/test/slow`).then(async (r) => ({
+      status: r.status,
+      body: await r.json(),
+    }));
+    await sleep(50);
+    const stopped = shutdown(gw.app, 5_000);
+    expect(await inFlight).toEqual({ status: 200, body: { done: true } });
+    await stopped;
+    await expect(fetch(`${gw.facadeUrl}/v1/health`)).rejects.toThrow();
+    expect(gw.app.db!.open).toBe(false);
+  });
+
+  it("is bounded: a request that never ends is cut at the timeout", async () => {
+    const gw = await startTestGateway({}, (app) => {
+      app.facade.get("/test/hang", () => new Promise(() => {}));
+    });
+    const hanging = fetch(`${gw.facadeUrl}/test/hang`).then(
+      () => "answered",
+      () => "cut",
+    );
+    await sleep(50);
+    const started = Date.now();
+    await shutdown(gw.app, 300);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(await hanging).toBe("cut");
+  });
+});

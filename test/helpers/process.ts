@@ -1,0 +1,113 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+/** The compiled CLI; `make test` builds it before the tests run. */
+export const CLI = resolve(import.meta.dirname, "../../dist/src/cli/main.js");
+
+/** A fresh directory under the OS temp dir, removed by the returned cleanup. */
+export function tempDir(prefix = "tollgate-test-"): { path: string; cleanup: () => void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Environment for a child gateway or CLI: ephemeral ports, quiet logs, no inherited TOLLGATE_*. */
+export function childEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!name.startsWith("TOLLGATE_")) env[name] = value;
+  }
+  return { ...env, TOLLGATE_PORT: "0", TOLLGATE_CORE_PORT: "0", TOLLGATE_LOG_LEVEL: "warn", ...overrides };
+}
+
+/** The result of one CLI run. */
+export interface CliResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `tollgate ARGS` as a child process and collects its output. */
+export function runCli(args: readonly string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: childEnv(env),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** Runs the CLI, fails on a non-zero exit, and parses its `--json` output. */
+export async function cliJson<T = Record<string, unknown>>(
+  args: readonly string[],
+  env: Record<string, string>,
+): Promise<T> {
+  const result = await runCli([...args, "--json"], env);
+  if (result.code !== 0)
+    throw new Error(`tollgate ${args.join(" ")} exited ${result.code}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+/** A gateway running as a child process (`tollgate serve`). */
+export interface GatewayProcess {
+  readonly child: ChildProcess;
+  /** e.g. http://127.0.0.1:40123 */
+  readonly facadeUrl: string;
+  /** e.g. http://127.0.0.1:40124; in facade-only mode, the remote core's URL. */
+  readonly coreUrl: string;
+  /** Everything the child wrote to stderr so far. */
+  stderr(): string;
+  /** Sends `signal` and resolves with the exit code once the child has exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `tollgate serve` and resolves once it prints its ready line. */
+export function startGateway(env: Record<string, string>, timeoutMs = 20_000): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [CLI, "serve"], {
+    env: childEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stderr!.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.on("exit", (code) => resolveExit(code)));
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`gateway did not become ready in ${timeoutMs} ms: ${stderr}`));
+    }, timeoutMs);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited early with ${code}: ${stderr}`));
+    });
+    child.stdout!.on("data", (chunk) => {
+      stdout += chunk;
+      const match = /tollgate ready: facade (\S+) core (\S*)/.exec(stdout);
+      if (match === null) return;
+      clearTimeout(timer);
+      resolvePromise({
+        child,
+        facadeUrl: match[1]!,
+        coreUrl: match[2]!,
+        stderr: () => stderr,
+        stop: async (signal = "SIGTERM") => {
+          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+          return await exited;
+        },
+      });
+    });
+  });
+}

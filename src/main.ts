@@ -14,10 +14,6 @@ export async function serve(config: Config): Promise<App> {
   if (app.core !== undefined) {
     coreUrl = await app.core.server.listen({ host: config.coreHost, port: config.corePort });
   }
-  const mode = app.core === undefined ? "facade-only" : "facade+core";
-  // One plain line that scripts and tests can wait for.
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode})\n`);
-
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) return;
@@ -30,8 +26,13 @@ export async function serve(config: Config): Promise<App> {
       },
     );
   };
+  // Before the ready line: whoever reads it may signal at once.
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  const mode = app.core === undefined ? "facade-only" : "facade+core";
+  // One plain line that scripts and tests can wait for.
+  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode})\n`);
+
   return app;
 }
 

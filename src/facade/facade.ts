@@ -54,6 +54,7 @@ export async function buildFacade({
           message: `No route ${request.method} ${request.url}.`,
           reason: undefined,
           field: undefined,
+          chain: undefined,
         },
         request.id,
       ),

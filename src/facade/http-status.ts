@@ -9,6 +9,8 @@ export interface FacadeError {
   readonly reason: string | undefined;
   /** The request field at fault, for InvalidArgument. */
   readonly field: string | undefined;
+  /** The billing chain a 402 is about; answered in `x-gateway-billing-chain`. */
+  readonly chain: string | undefined;
 }
 
 /**
@@ -20,18 +22,27 @@ export function toFacadeError(error: unknown): FacadeError {
   if (error instanceof ConnectError) {
     const info = errorInfo(error);
     const reason = info?.reason;
-    return {
-      status: statusOf(error.code, reason),
-      message: error.rawMessage,
-      reason,
-      field: info?.metadata.field,
-    };
+    const status = statusOf(error.code, reason);
+    const chain = status === 402 ? info?.metadata.chain : undefined;
+    return { status, message: error.rawMessage, reason, field: info?.metadata.field, chain };
   }
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
   if (typeof statusCode === "number" && statusCode >= 400 && statusCode < 500) {
-    return { status: statusCode, message: (error as Error).message, reason: undefined, field: undefined };
+    return {
+      status: statusCode,
+      message: (error as Error).message,
+      reason: undefined,
+      field: undefined,
+      chain: undefined,
+    };
   }
-  return { status: 500, message: "Internal server error.", reason: undefined, field: undefined };
+  return {
+    status: 500,
+    message: "Internal server error.",
+    reason: undefined,
+    field: undefined,
+    chain: undefined,
+  };
 }
 
 function statusOf(code: Code, reason: string | undefined): number {
@@ -42,7 +53,8 @@ function statusOf(code: Code, reason: string | undefined): number {
     case Code.Unauthenticated:
       return 401;
     case Code.FailedPrecondition:
-      return reason === "INSUFFICIENT_FUNDS" ? 402 : 400;
+      // A call the wallet cannot pay for, on the chain it must be paid on, is a billing error.
+      return reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE" ? 402 : 400;
     case Code.PermissionDenied:
       return 403;
     case Code.NotFound:
@@ -65,4 +77,9 @@ function statusOf(code: Code, reason: string | undefined): number {
     case Code.DataLoss:
       return 500;
   }
+}
+
+/** Headers every format adds for a mapped error: the billing chain of a 402. */
+export function errorHeaders(error: FacadeError): Record<string, string> {
+  return error.chain === undefined ? {} : { "x-gateway-billing-chain": error.chain };
 }

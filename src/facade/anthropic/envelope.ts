@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { type FacadeError, toFacadeError } from "../http-status.js";
+import { errorHeaders, type FacadeError, toFacadeError } from "../http-status.js";
 
 /** The Anthropic `error.type` for a status (PROTOCOLS.md §1.5). */
 function errorType(status: number): string {
@@ -42,5 +42,5 @@ export function anthropicErrorBody(error: FacadeError, requestId: string) {
 export function anthropicErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
   const mapped = toFacadeError(error);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
-  return reply.code(mapped.status).send(anthropicErrorBody(mapped, request.id));
+  return reply.code(mapped.status).headers(errorHeaders(mapped)).send(anthropicErrorBody(mapped, request.id));
 }

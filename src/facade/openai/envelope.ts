@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { type FacadeError, toFacadeError } from "../http-status.js";
+import { errorHeaders, type FacadeError, toFacadeError } from "../http-status.js";
 
 /** The OpenAI `error.type` for a status. */
 function errorType(status: number): string {
@@ -37,5 +37,5 @@ export function openaiErrorBody(error: FacadeError) {
 export function openaiErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
   const mapped = toFacadeError(error);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
-  return reply.code(mapped.status).send(openaiErrorBody(mapped));
+  return reply.code(mapped.status).headers(errorHeaders(mapped)).send(openaiErrorBody(mapped));
 }

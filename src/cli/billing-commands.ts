@@ -1,6 +1,6 @@
 import { toJson } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
-import { formatUnits, parseDecimalAmount } from "../core/billing/money.js";
+import { formatUnits, INT64_MAX, ledgerDecimals, parseDecimalAmount } from "../core/billing/money.js";
 import {
   type Balance,
   type BillingService,
@@ -22,7 +22,9 @@ function billingOf(context: CommandContext): Client<typeof BillingService> {
 
 function amountText(units: bigint, balance: Balance | undefined): string {
   const asset = balance?.chain?.asset;
-  return asset === undefined ? `${units}` : `${formatUnits(units, asset.decimals)} ${asset.symbol}`;
+  return asset === undefined
+    ? `${units}`
+    : `${formatUnits(units, ledgerDecimals(asset.decimals))} ${asset.symbol}`;
 }
 
 /** `tollgate credit`: a manual credit, parsed exactly from a decimal amount of the chain's asset. */
@@ -41,7 +43,8 @@ export const creditCommand: Command = {
     const chainId = option(args, "chain", true);
     const amountRaw = option(args, "amount", true);
     const reason = option(args, "reason", true);
-    // The asset's decimals decide how "12.50" becomes base units, so ask the core, not a guess.
+    // The asset's decimals decide the chain's ledger scale (min(decimals, 9)) and so how "12.50"
+    // becomes ledger units: ask the core, not a guess.
     const { chains } = await billing.getPricing({});
     const chain = chains.find((c) => c.id === chainId);
     if (chain === undefined) {
@@ -49,14 +52,21 @@ export const creditCommand: Command = {
         `--chain must be one of ${chains.map((c) => c.id).join(", ")}; got ${JSON.stringify(chainId)}`,
       );
     }
-    const decimals = chain.asset?.decimals ?? 0;
+    const decimals = ledgerDecimals(chain.asset?.decimals ?? 0);
     let amount: bigint;
     try {
       amount = parseDecimalAmount(amountRaw, decimals);
     } catch (error) {
-      throw new UsageError(`--amount: ${(error as Error).message} (${chain.id} has ${decimals} decimals)`);
+      throw new UsageError(
+        `--amount: ${(error as Error).message} (the ledger counts ${chain.id} to ${decimals} decimals)`,
+      );
     }
     if (amount <= 0n) throw new UsageError("--amount must be more than zero");
+    if (amount > INT64_MAX) {
+      throw new UsageError(
+        `--amount is beyond the ledger's int64 range (${formatUnits(INT64_MAX, decimals)})`,
+      );
+    }
     const response = await billing.credit({
       accountId,
       chain: chain.id,
@@ -81,7 +91,8 @@ export const balanceCommand: Command = {
     if (context.json) return context.out(JSON.stringify(toJson(GetBalancesResponseSchema, response)));
     const rows = response.balances.map((b) => {
       const asset = b.chain?.asset;
-      const fmt = (units: bigint) => (asset === undefined ? `${units}` : formatUnits(units, asset.decimals));
+      const fmt = (units: bigint) =>
+        asset === undefined ? `${units}` : formatUnits(units, ledgerDecimals(asset.decimals));
       return [
         `${b.chain?.id ?? "?"}${b.chain?.id === response.defaultChain ? " (default)" : ""}${b.chain?.enabled === false ? " (disabled)" : ""}`,
         asset?.symbol ?? "",

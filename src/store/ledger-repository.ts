@@ -7,7 +7,7 @@ export const SYSTEM_MANUAL_CREDIT = "system:manual-credit";
 /** The counterpart of onchain deposits (used by the deposit watcher). */
 export const SYSTEM_DEPOSITS = "system:deposits";
 
-/** Running totals of one ledger account on one chain, in the asset's smallest unit. */
+/** Running totals of one ledger account on one chain, in the chain's ledger units (see money.ts). */
 export interface BalanceRow {
   readonly account: string;
   readonly chain: string;
@@ -63,7 +63,7 @@ export interface HoldState {
   readonly resolution: ResolutionRow | undefined;
 }
 
-/** A hold to place; `amount` is the worst case in the chain's smallest unit. */
+/** A hold to place; `amount` is the worst case in the chain's ledger units. */
 export type NewHold = Omit<HoldRow, "seq">;
 
 /** The outcome of {@link LedgerRepository.placeHold}. */

@@ -48,7 +48,7 @@ export const migrations: readonly Migration[] = [
       ) STRICT;
 
       -- Double-entry and append-only: every row moves amount from debit_account to
-      -- credit_account on one chain, in the chain asset's smallest unit. A pending row (a hold)
+      -- credit_account on one chain, in ledger units (10^-L of the asset, L = min(decimals, 9)). A pending row (a hold)
       -- counts until its hold is resolved in hold_resolutions; corrections are new rows.
       -- Ledger accounts are accounts.id or system accounts ('system:revenue', ...).
       CREATE TABLE ledger_entries (

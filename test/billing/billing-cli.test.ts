@@ -67,28 +67,29 @@ describe("tollgate credit and balance", () => {
     expect(human.stdout).toMatch(/base \(default\)\s+USDC\s+12\.500000/);
   });
 
-  it("parses amounts with the chain asset's own decimals (18 here)", async () => {
+  it("parses amounts with the chain's ledger scale (9 digits for an 18-decimal asset)", async () => {
     const credit = await cliJson<{ balance: { available: string } }>(
       ["credit", "--account", accountId, "--chain", "robinhood", "--amount", "0.5", "--reason", "r"],
       env,
     );
-    expect(credit.balance.available).toBe("500000000000000000");
+    expect(credit.balance.available).toBe("500000000");
     const human = await runCli(
-      [
-        "credit",
-        "--account",
-        accountId,
-        "--chain",
-        "robinhood",
-        "--amount",
-        "0.000000000000000001",
-        "--reason",
-        "r",
-      ],
+      ["credit", "--account", accountId, "--chain", "robinhood", "--amount", "0.000000001", "--reason", "r"],
       env,
     );
     expect(human.code).toBe(0);
-    expect(human.stdout).toContain("Credited 0.000000000000000001 DAI on robinhood");
+    expect(human.stdout).toContain("Credited 0.000000001 DAI on robinhood");
+    expect(human.stdout).toContain("Available on robinhood: 0.500000001 DAI.");
+  });
+
+  it("credits 1,000,000,000 whole tokens of an 18-decimal asset", async () => {
+    const credit = await cliJson<{ balance: { available: string } }>(
+      ["credit", "--account", accountId, "--chain", "robinhood", "--amount", "1000000000", "--reason", "r"],
+      env,
+    );
+    expect(credit.balance.available).toBe("1000000000500000001");
+    const human = await runCli(["balance", "--account", accountId], env);
+    expect(human.stdout).toMatch(/robinhood\s+DAI\s+1000000000\.500000001/);
   });
 
   it("credits once per --credit-id", async () => {
@@ -113,6 +114,8 @@ describe("tollgate credit and balance", () => {
 
   it.each([
     [["--amount", "12.1234567", "--chain", "base"], /more than 6 decimal places/],
+    [["--amount", "0.0000000001", "--chain", "robinhood"], /more than 9 decimal places.*to 9 decimals/],
+    [["--amount", "9223372037", "--chain", "robinhood"], /beyond the ledger's int64 range/],
     [["--amount=-1", "--chain", "base"], /not a plain decimal amount/],
     [["--amount", "1e3", "--chain", "base"], /not a plain decimal amount/],
     [["--amount", "0", "--chain", "base"], /more than zero/],

@@ -473,16 +473,45 @@ describe("the sweeper", () => {
   });
 });
 
-describe("an 18-decimal asset", () => {
-  it("credits, holds and settles exactly in 10^-18 units", () => {
+describe("an 18-decimal asset (ledger scale L = 9)", () => {
+  /** One whole token in ledger units: 10^9 (L = min(18, 9)). */
+  const TOKEN = 10n ** 9n;
+
+  function eighteenDecimalAccount(): string {
     f.db.close();
     f = ledgerFixture({ chains: eighteenDecimalChains(), now: () => clock });
     billing = f.billing;
-    const account = f.account();
+    return f.account();
+  }
+
+  it("holds 1,000,000,000 whole tokens in one balance", () => {
+    const account = eighteenDecimalAccount();
+    const { balance } = billing.credit({
+      accountId: account,
+      chain: "robinhood",
+      amount: 1_000_000_000n * TOKEN,
+      reason: "r",
+      creditId: "",
+    });
+    expect(balance.row.creditsPosted).toBe(10n ** 18n);
+    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN);
+    // Another billion on top still fits: the cap is ~9.22 × 10^9 whole tokens.
     billing.credit({
       accountId: account,
       chain: "robinhood",
-      amount: 5n * 10n ** 18n,
+      amount: 1_000_000_000n * TOKEN,
+      reason: "r",
+      creditId: "",
+    });
+    expect(billing.available(account, "robinhood")).toBe(2_000_000_000n * TOKEN);
+  });
+
+  it("credits, holds and settles exactly in 10^-9 ledger units", () => {
+    const account = eighteenDecimalAccount();
+    billing.credit({
+      accountId: account,
+      chain: "robinhood",
+      amount: 1_000_000_000n * TOKEN + 1n, // one billion tokens and one ledger unit
       reason: "r",
       creditId: "",
     });
@@ -493,21 +522,45 @@ describe("an 18-decimal asset", () => {
       chain: "robinhood",
       call: SMALL_TEXT_CALL,
     });
-    expect(hold.amount).toBe(7000n * 10n ** 12n);
-    // One cache-read token of haiku is $0.0000001 = 10^11 units: exact, nothing to round.
-    expect(billing.settle(hold.id, usage({ cacheReadTokens: 1n })).resolution?.amount).toBe(10n ** 11n);
-    expect(billing.available(account, "robinhood")).toBe(5n * 10n ** 18n - 10n ** 11n);
+    // 7000 µ$ = 7 × 10^9 pico-dollars = 7 × 10^6 units of 10^-9.
+    expect(hold.amount).toBe(7_000_000n);
+    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 7_000_000n);
+    // One cache-read token of haiku is $0.0000001 = 100 units of 10^-9: exact, nothing to round.
+    expect(billing.settle(hold.id, usage({ cacheReadTokens: 1n })).resolution?.amount).toBe(100n);
+    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 100n);
+    const robinhood = billing.balances(account).balances.find((b) => b.chain.id === "robinhood");
+    expect(robinhood?.row).toMatchObject({
+      creditsPosted: 1_000_000_000n * TOKEN + 1n,
+      debitsPosted: 100n,
+      debitsPending: 0n,
+    });
   });
 
-  it("refuses a balance beyond int64 by name, writing nothing", () => {
-    f.db.close();
-    f = ledgerFixture({ chains: eighteenDecimalChains(), now: () => clock });
-    billing = f.billing;
-    const account = f.account();
+  it("charges mixed token kinds exactly (every catalog price is whole 10^-9 units)", () => {
+    const account = eighteenDecimalAccount();
+    billing.credit({ accountId: account, chain: "robinhood", amount: TOKEN, reason: "r", creditId: "" });
+    const { hold } = billing.hold({
+      accountId: account,
+      requestId: "r",
+      keyId: "",
+      chain: "robinhood",
+      call: SMALL_TEXT_CALL,
+    });
+    // 3 haiku cache-read tokens + 1 input + 1 output: 3 × 10^5 + 10^6 + 5 × 10^6 pico = 6300 units.
+    const settled = billing.settle(
+      hold.id,
+      usage({ cacheReadTokens: 3n, inputTokens: 1n, outputTokens: 1n }),
+    );
+    expect(settled.resolution?.amount).toBe(6300n);
+    expect(billing.available(account, "robinhood")).toBe(TOKEN - 6300n);
+  });
+
+  it("refuses a balance beyond int64 in ledger units by name, writing nothing", () => {
+    const account = eighteenDecimalAccount();
     billing.credit({
       accountId: account,
       chain: "robinhood",
-      amount: 9n * 10n ** 18n,
+      amount: 9_000_000_000n * TOKEN,
       reason: "r",
       creditId: "",
     });
@@ -515,11 +568,22 @@ describe("an 18-decimal asset", () => {
       billing.credit({
         accountId: account,
         chain: "robinhood",
-        amount: 10n ** 18n,
+        amount: 1_000_000_000n * TOKEN,
         reason: "r",
         creditId: "",
       }),
     );
     expect(errorInfo(error)?.reason).toBe("AMOUNT_OUT_OF_RANGE");
+    const other = f.account();
+    const tooBig = failsWithoutWriting(f.db, () =>
+      billing.credit({
+        accountId: other,
+        chain: "robinhood",
+        amount: 2n ** 63n,
+        reason: "r",
+        creditId: "",
+      }),
+    );
+    expect(errorInfo(tooBig)?.reason).toBe("AMOUNT_OUT_OF_RANGE");
   });
 });

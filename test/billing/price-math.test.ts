@@ -1,7 +1,15 @@
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CATALOG_JSON, defaultPriceCatalog } from "../../src/core/billing/default-catalog.js";
-import { formatUnits, parseDecimalAmount, picoToUnits } from "../../src/core/billing/money.js";
+import {
+  formatUnits,
+  LEDGER_MAX_DECIMALS,
+  ledgerDecimals,
+  ledgerToOnchain,
+  onchainToLedger,
+  parseDecimalAmount,
+  picoToUnits,
+} from "../../src/core/billing/money.js";
 import { parsePriceCatalog, type TextPrice } from "../../src/core/billing/price-catalog.js";
 import {
   chargePico,
@@ -41,6 +49,42 @@ describe("picoToUnits", () => {
       const pico = r.big(10n ** 20n);
       const d = r.pick(DECIMALS);
       expect(picoToUnits(pico, d)).toBe(referenceUnits(pico, d));
+    }
+  });
+});
+
+describe("the ledger scale", () => {
+  it("is min(asset decimals, 9): 6-decimal chains are unchanged", () => {
+    expect(LEDGER_MAX_DECIMALS).toBe(9);
+    expect([0, 2, 6, 8, 9, 12, 15, 18].map(ledgerDecimals)).toEqual([0, 2, 6, 8, 9, 9, 9, 9]);
+  });
+
+  it("rounds a call's pico-dollars up once to ledger units: ceil(pico × 10^L / 10^12)", () => {
+    const L = ledgerDecimals(18);
+    expect(picoToUnits(1n, L)).toBe(1n); // a pico-dollar still costs one 10^-9 unit
+    expect(picoToUnits(1000n, L)).toBe(1n);
+    expect(picoToUnits(1001n, L)).toBe(2n);
+    expect(picoToUnits(7_000_000_000n, L)).toBe(7_000_000n); // 7000 µ$
+    expect(picoToUnits(7_000_000_000n, ledgerDecimals(6))).toBe(7000n);
+  });
+
+  it("converts ledger units to onchain units exactly and back, with the dust floored", () => {
+    expect(ledgerToOnchain(1n, 18)).toBe(10n ** 9n);
+    expect(ledgerToOnchain(1_000_000_000n * 10n ** 9n, 18)).toBe(10n ** 27n); // 10^9 tokens
+    expect(ledgerToOnchain(12_500_000n, 6)).toBe(12_500_000n);
+    expect(ledgerToOnchain(5n, 12)).toBe(5000n);
+    expect(onchainToLedger(10n ** 18n + 1n, 18)).toEqual({ ledger: 10n ** 9n, dust: 1n });
+    expect(onchainToLedger(999_999_999n, 18)).toEqual({ ledger: 0n, dust: 999_999_999n });
+    expect(onchainToLedger(12_500_001n, 6)).toEqual({ ledger: 12_500_001n, dust: 0n });
+    expect(() => onchainToLedger(-1n, 18)).toThrow(RangeError);
+    const r = rng(13);
+    for (let i = 0; i < 2000; i++) {
+      const d = r.pick(DECIMALS);
+      const onchain = r.big(10n ** 30n);
+      const { ledger, dust } = onchainToLedger(onchain, d);
+      expect(ledgerToOnchain(ledger, d) + dust).toBe(onchain);
+      expect(dust >= 0n && dust < 10n ** BigInt(d - ledgerDecimals(d))).toBe(true);
+      expect(onchainToLedger(ledgerToOnchain(ledger, d), d)).toEqual({ ledger, dust: 0n });
     }
   });
 });

@@ -1,14 +1,18 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
 import type { ChainConfig } from "./chain-registry.js";
-import { formatUnits } from "./money.js";
+import { formatUnits, ledgerDecimals } from "./money.js";
 
 /** The header (and RPC field) that picks the chain a call bills on. */
 export const CHAIN_FIELD = "x-gateway-billing-chain";
 
-/** The account cannot cover the call on `chain`; the facade answers 402. Metadata in smallest units. */
+/**
+ * The account cannot cover the call on `chain`; the facade answers 402. `needed` and `available`
+ * are ledger units (10^-ledger_decimals of the asset); `decimals` stays the asset's own.
+ */
 export const insufficientFunds = (chain: ChainConfig, needed: bigint, available: bigint): ConnectError => {
-  const { symbol, decimals } = chain.asset;
+  const { symbol, decimals: assetDecimals } = chain.asset;
+  const decimals = ledgerDecimals(assetDecimals);
   return reasonError(
     Code.FailedPrecondition,
     "INSUFFICIENT_FUNDS",
@@ -19,7 +23,8 @@ export const insufficientFunds = (chain: ChainConfig, needed: bigint, available:
       needed: needed.toString(),
       available: available.toString(),
       symbol,
-      decimals: `${decimals}`,
+      decimals: `${assetDecimals}`,
+      ledger_decimals: `${decimals}`,
     },
   );
 };
@@ -64,7 +69,7 @@ export const settleExceedsHold = (
   reasonError(
     Code.FailedPrecondition,
     "SETTLE_EXCEEDS_HOLD",
-    `Hold ${holdId} reserved ${held} base units on ${chain}; the charge of ${charge} exceeds it.`,
+    `Hold ${holdId} reserved ${held} ledger units on ${chain}; the charge of ${charge} exceeds it.`,
     { hold_id: holdId, chain, charge: charge.toString(), held: held.toString() },
   );
 

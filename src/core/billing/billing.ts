@@ -18,7 +18,7 @@ import {
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { creditIdFor, holdIdFor } from "./hold-ids.js";
-import { INT64_MAX, picoToUnits } from "./money.js";
+import { INT64_MAX, ledgerDecimals, picoToUnits } from "./money.js";
 import type { PriceCatalog } from "./price-catalog.js";
 import {
   type CallSpec,
@@ -91,7 +91,7 @@ export class Billing {
     return selectChain(this.deps.chains, requested, this.deps.ledger.defaultChain(accountId));
   }
 
-  /** The worst-case price of a call on the selected chain, in the asset's smallest unit. */
+  /** The worst-case price of a call on the selected chain, in the chain's ledger units. */
   quote(
     accountId: string,
     requested: string | undefined,
@@ -99,7 +99,7 @@ export class Billing {
   ): { chain: ChainConfig; amount: bigint } {
     const priced = priceCall(this.deps.catalog, call);
     const chain = this.chainFor(accountId, requested);
-    const amount = picoToUnits(quotePico(priced), chain.asset.decimals);
+    const amount = picoToUnits(quotePico(priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
     return { chain, amount };
   }
@@ -158,7 +158,10 @@ export class Billing {
         ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
         : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
     const chain = configuredChain(this.deps.chains, hold.chain);
-    const charge = picoToUnits(chargePico(priceCall(this.deps.catalog, call), usage), chain.asset.decimals);
+    const charge = picoToUnits(
+      chargePico(priceCall(this.deps.catalog, call), usage),
+      ledgerDecimals(chain.asset.decimals),
+    );
     return this.resolved(holdId, this.deps.ledger.settle(holdId, charge, usage, this.deps.now()), charge);
   }
 
@@ -181,8 +184,9 @@ export class Billing {
   /** Credits an account by hand from the manual-credit system account, keeping the reason. */
   credit(input: CreditInput): { entryId: string; balance: ChainBalance } {
     const chain = configuredChain(this.deps.chains, input.chain);
-    if (input.amount <= 0n || input.amount > INT64_MAX) {
-      throw invalidField("amount", "amount must be a positive whole number of the asset's smallest unit.");
+    if (input.amount > INT64_MAX) throw amountOutOfRange(chain.id);
+    if (input.amount <= 0n) {
+      throw invalidField("amount", "amount must be a positive whole number of the chain's ledger units.");
     }
     const reason = input.reason.trim();
     if (reason === "" || reason.length > MAX_REASON) {

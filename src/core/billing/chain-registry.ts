@@ -18,7 +18,10 @@ export type FinalityRule =
 /** The dollar stablecoin a chain settles in. */
 export interface AssetConfig {
   readonly symbol: string;
-  /** Onchain decimals: amounts on this chain are integers in units of 10^-decimals. */
+  /**
+   * Onchain decimals: onchain amounts are integers in units of 10^-decimals. The ledger counts
+   * this chain in units of 10^-min(decimals, 9) (`ledgerDecimals` in money.ts).
+   */
   readonly decimals: number;
   /** ERC-20 contract (EVM) or SPL mint (Solana). */
   readonly address: string;
@@ -46,8 +49,9 @@ export interface ChainRegistry {
 }
 
 /**
- * Decimals are capped at 18 because amounts are int64 in the asset's smallest unit: at 18
- * decimals one balance already tops out near 9.22 whole tokens (see docs/billing.md).
+ * The most onchain decimals a chain's asset may have. The ledger counts amounts in units of
+ * 10^-min(decimals, 9), so every asset up to 18 decimals holds ~9.22 × 10^9 whole tokens per
+ * int64 balance; settlement scales ledger units to onchain units exactly (see docs/billing.md).
  */
 export const MAX_DECIMALS = 18;
 

@@ -1,4 +1,5 @@
 import { Code } from "@connectrpc/connect";
+import type { UsageCounts } from "../../store/ledger-repository.js";
 import { invalidField, reasonError } from "../errors.js";
 import { PICO_PER_MICRO } from "./money.js";
 import {
@@ -22,15 +23,8 @@ export type CallSpec =
     }
   | { readonly kind: "image"; readonly model: string; readonly size: string; readonly count: number };
 
-/** What a call delivered. Image calls bill `images` only; text calls bill the token counts. */
-export interface DeliveredUsage {
-  readonly inputTokens: bigint;
-  readonly outputTokens: bigint;
-  readonly cacheWrite5mTokens: bigint;
-  readonly cacheWrite1hTokens: bigint;
-  readonly cacheReadTokens: bigint;
-  readonly images: number;
-}
+/** What a call delivered (as the ledger records it). Image calls bill `images` only; text calls the tokens. */
+export type DeliveredUsage = UsageCounts;
 
 /** A call resolved against the catalog: its prices are known and its inputs validated. */
 export type PricedCall =

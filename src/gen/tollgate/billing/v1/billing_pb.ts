@@ -28,7 +28,8 @@ export type Asset = Message<"tollgate.billing.v1.Asset"> & {
   symbol: string;
 
   /**
-   * Decimals of the onchain asset; amounts on this chain are in units of 10^-decimals.
+   * Decimals of the onchain asset; amounts on this chain are in ledger units of
+   * 10^-min(decimals, 9).
    *
    * @generated from field: int32 decimals = 2;
    */
@@ -592,7 +593,7 @@ export type CreditRequest = Message<"tollgate.billing.v1.CreditRequest"> & {
   chain: string;
 
   /**
-   * In the asset's smallest unit; positive.
+   * In the chain's ledger units; positive.
    *
    * @generated from field: int64 amount = 3;
    */
@@ -764,7 +765,7 @@ export type QuoteResponse = Message<"tollgate.billing.v1.QuoteResponse"> & {
   chain: string;
 
   /**
-   * Worst-case price, in the chain asset's smallest unit.
+   * Worst-case price, in the chain's ledger units.
    *
    * @generated from field: int64 amount = 2;
    */
@@ -807,7 +808,7 @@ export type Hold = Message<"tollgate.billing.v1.Hold"> & {
   chain: string;
 
   /**
-   * Reserved, in the asset's smallest unit.
+   * Reserved, in the chain's ledger units.
    *
    * @generated from field: int64 amount = 5;
    */
@@ -1068,10 +1069,11 @@ export const HoldStatusSchema: GenEnum<HoldStatus> = /*@__PURE__*/
  * BillingService owns the money: the price catalog, the chain registry, per-chain balances and
  * the per-call hold → settle cycle. See docs/billing.md for the formulas.
  *
- * Units. Every amount (`int64`) is an integer in the smallest unit of the chain's asset (for a
- * 6-decimal stablecoin, 1 unit = $0.000001). Prices are integer micro-dollars (µ$): per
- * 1,000,000 tokens for text, per image for images. A call's charge is computed exactly and
- * rounded up once to the asset's smallest unit.
+ * Units. Every amount (`int64`) is an integer in the chain's ledger units: 10^-L of its asset,
+ * where L = min(asset decimals, 9) (for a 6-decimal stablecoin, 1 unit = $0.000001, the asset's
+ * smallest unit; for an 18-decimal token, 1 unit = 10^-9 token). Prices are integer
+ * micro-dollars (µ$): per 1,000,000 tokens for text, per image for images. A call's charge is
+ * computed exactly and rounded up once to ledger units.
  *
  * Callers identify themselves with request metadata, as for AuthService:
  *   - an API key (`x-api-key` or `authorization: Bearer tg_…`): acts on its own account only;
@@ -1080,8 +1082,8 @@ export const HoldStatusSchema: GenEnum<HoldStatus> = /*@__PURE__*/
  * operator-only over the network; the Inference service calls the same logic in-process.
  *
  * Expected failures carry a `google.rpc.ErrorInfo` detail (domain `tollgate.dev`) whose reason is
- * one of: INSUFFICIENT_FUNDS (FailedPrecondition; metadata `chain`, `needed`, `available`, in the
- * asset's smallest unit); HOLD_ALREADY_RESOLVED (FailedPrecondition; metadata `hold_id`, `status`,
+ * one of: INSUFFICIENT_FUNDS (FailedPrecondition; metadata `chain`, `needed`, `available`, in
+ * ledger units, and `ledger_decimals` = L); HOLD_ALREADY_RESOLVED (FailedPrecondition; metadata `hold_id`, `status`,
  * `chain`); SETTLE_EXCEEDS_HOLD (FailedPrecondition; metadata `hold_id`, `chain`, `charge`, `held`);
  * DEFAULT_CHAIN_UNAVAILABLE (FailedPrecondition; metadata `chain`); CHAIN_UNKNOWN
  * (InvalidArgument; metadata `field`, `value`, `allowed`); INVALID_FIELD (InvalidArgument;

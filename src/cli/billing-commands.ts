@@ -1,24 +1,11 @@
 import { toJson } from "@bufbuild/protobuf";
-import type { Client } from "@connectrpc/connect";
 import { formatUnits, INT64_MAX, ledgerDecimals, parseDecimalAmount } from "../core/billing/money.js";
 import {
   type Balance,
-  type BillingService,
   CreditResponseSchema,
   GetBalancesResponseSchema,
 } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { type Command, type CommandContext, option, table, UsageError } from "./command.js";
-
-/** The command context with a BillingService client, as main.ts builds it. */
-export interface BillingCommandContext extends CommandContext {
-  readonly billing: Client<typeof BillingService>;
-}
-
-function billingOf(context: CommandContext): Client<typeof BillingService> {
-  const billing = (context as Partial<BillingCommandContext>).billing;
-  if (billing === undefined) throw new Error("this command needs a billing client in its context");
-  return billing;
-}
 
 function amountText(units: bigint, balance: Balance | undefined): string {
   const asset = balance?.chain?.asset;
@@ -38,7 +25,7 @@ export const creditCommand: Command = {
   },
   positionals: 0,
   async run(args, context) {
-    const billing = billingOf(context);
+    const { billing } = context;
     const accountId = option(args, "account", true);
     const chainId = option(args, "chain", true);
     const amountRaw = option(args, "amount", true);
@@ -87,7 +74,7 @@ export const balanceCommand: Command = {
   options: { account: { type: "string" } },
   positionals: 0,
   async run(args, context) {
-    const response = await billingOf(context).getBalances({ accountId: option(args, "account", true) });
+    const response = await context.billing.getBalances({ accountId: option(args, "account", true) });
     if (context.json) return context.out(JSON.stringify(toJson(GetBalancesResponseSchema, response)));
     const rows = response.balances.map((b) => {
       const asset = b.chain?.asset;

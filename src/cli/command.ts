@@ -1,6 +1,7 @@
 import type { ParseArgsConfig } from "node:util";
 import type { Client } from "@connectrpc/connect";
 import type { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import type { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 
 /** Wrong command-line arguments: reported with the usage text and exit code 2. */
 export class UsageError extends Error {}
@@ -8,6 +9,7 @@ export class UsageError extends Error {}
 /** What a command runs against. */
 export interface CommandContext {
   readonly auth: Client<typeof AuthService>;
+  readonly billing: Client<typeof BillingService>;
   /** `--json`: print one JSON document instead of human text. */
   readonly json: boolean;
   readonly out: (text: string) => void;

@@ -10,8 +10,8 @@ import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { serve } from "../main.js";
 import { openDatabase } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
-import { type BillingCommandContext, balanceCommand, creditCommand } from "./billing-commands.js";
-import { type Command, UsageError } from "./command.js";
+import { balanceCommand, creditCommand } from "./billing-commands.js";
+import { type Command, type CommandContext, UsageError } from "./command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -69,7 +69,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     const parsed = parse(command, argv.slice(topLevel === undefined ? 2 : 1));
     const { transport, close } = operatorTransport(config);
     try {
-      const context: BillingCommandContext = {
+      const context: CommandContext = {
         auth: createClient(AuthService, transport),
         billing: createClient(BillingService, transport),
         json: parsed.values.json === true,

@@ -5,7 +5,7 @@ import {
   CreditResponseSchema,
   GetBalancesResponseSchema,
 } from "../gen/tollgate/billing/v1/billing_pb.js";
-import { type Command, type CommandContext, option, table, UsageError } from "./command.js";
+import { type Command, option, table, UsageError } from "./command.js";
 
 function amountText(units: bigint, balance: Balance | undefined): string {
   const asset = balance?.chain?.asset;

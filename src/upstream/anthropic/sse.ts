@@ -1,0 +1,61 @@
+/**
+ * Server-sent-events framing of upstream streams: bytes to frames as they arrive, and frames
+ * back to wire bytes, keeping each event's data text exactly as the upstream sent it.
+ */
+import { createParser } from "eventsource-parser";
+import { UpstreamFailure } from "./client.js";
+
+/** One SSE frame as the upstream sent it. `data` is the raw data text (not re-serialised). */
+export type SseFrame =
+  | { readonly kind: "event"; readonly event: string; readonly data: string }
+  | { readonly kind: "comment"; readonly text: string };
+
+/** Largest partial frame held while waiting for its end: a stream past it is not Anthropic's. */
+const MAX_FRAME_CHARS = 16 * 1024 * 1024;
+
+/**
+ * Parses a byte stream into frames as they arrive (no buffering beyond one frame). A trailing
+ * frame without its blank line is dropped, as the SSE spec says. Stopping early ends `body`'s
+ * iteration, which destroys it.
+ */
+export async function* sseFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseFrame> {
+  const ready: SseFrame[] = [];
+  let overflow = false;
+  const parser = createParser({
+    // The SSE default event type; eventsource-parser leaves it undefined.
+    onEvent: (message) =>
+      ready.push({ kind: "event", event: message.event ?? "message", data: message.data }),
+    onComment: (text) => ready.push({ kind: "comment", text }),
+    onError: (error) => {
+      if (error.type === "max-buffer-size-exceeded") overflow = true;
+    },
+    maxBufferSize: MAX_FRAME_CHARS,
+  });
+  // Stream mode keeps a multi-byte character split across chunks whole.
+  const decoder = new TextDecoder("utf-8");
+  const feed = (text: string) => {
+    if (text === "") return;
+    parser.feed(text);
+    if (overflow)
+      throw new UpstreamFailure("broken", `upstream SSE frame exceeds ${MAX_FRAME_CHARS} characters`);
+  };
+  for await (const chunk of body) {
+    feed(decoder.decode(chunk, { stream: true }));
+    while (ready.length > 0) yield ready.shift()!;
+  }
+  feed(decoder.decode());
+  while (ready.length > 0) yield ready.shift()!;
+}
+
+/**
+ * Serialises a frame back to wire bytes: "event: X\ndata: …\n\n" (multi-line data → one data:
+ * line per line), or ": text\n\n" for a comment.
+ */
+export function encodeSseFrame(frame: SseFrame): string {
+  if (frame.kind === "comment") return `: ${frame.text}\n\n`;
+  const data = frame.data
+    .split("\n")
+    .map((line) => `data: ${line}\n`)
+    .join("");
+  return `event: ${frame.event}\n${data}\n`;
+}

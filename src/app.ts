@@ -7,6 +7,7 @@ import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
 import { type Db, openDatabase } from "./store/database.js";
+import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
 /** A built gateway: the facade, and (unless facade-only) the core server and its database. */
 export interface App {
@@ -17,6 +18,8 @@ export interface App {
   readonly db: Db | undefined;
   /** Voids orphaned holds; started by buildApp (it sweeps once at start-up), stopped by shutdown. */
   readonly sweeper: HoldSweeper | undefined;
+  /** The text provider's connection pool; absent in facade-only mode or with no provider URL. */
+  readonly textUpstream: AnthropicUpstream | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
@@ -38,9 +41,21 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       core: undefined,
       db: undefined,
       sweeper: undefined,
+      textUpstream: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
+  const { anthropic } = config;
+  const textUpstream =
+    anthropic.url === undefined
+      ? undefined
+      : new AnthropicUpstream({
+          baseUrl: anthropic.url,
+          apiKey: anthropic.apiKey,
+          connectTimeoutMs: anthropic.connectTimeoutMs,
+          headersTimeoutMs: anthropic.headersTimeoutMs,
+          idleTimeoutMs: anthropic.idleTimeoutMs,
+        });
   try {
     const core = createCore({
       db,
@@ -50,6 +65,16 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       catalog: config.catalog,
       maxCallMs: config.maxCallMs,
       holdSweepIntervalMs: config.holdSweepIntervalMs,
+      inference:
+        textUpstream === undefined
+          ? undefined
+          : {
+              textUpstream,
+              clientPolicy: config.clientPolicy,
+              messagesPerMinute: config.rateLimitPerMinute,
+              countTokensPerMinute: config.countTokensPerMinute,
+              streamPingMs: config.streamPingMs,
+            },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
@@ -57,9 +82,10 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();
-    return { facade, core: coreServer, db, sweeper: core.sweeper };
+    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream };
   } catch (error) {
     db.close();
+    await textUpstream?.close();
     throw error;
   }
 }

@@ -44,11 +44,42 @@ export interface Config {
   readonly maxCallMs: number;
   /** How often the hold sweeper runs after its start-up sweep. */
   readonly holdSweepIntervalMs: number;
+  /** The text provider (Anthropic wire format). */
+  readonly anthropic: AnthropicUpstreamConfig;
+  /** Requests per minute per key on billed endpoints. */
+  readonly rateLimitPerMinute: number;
+  /** Requests per minute per key on count_tokens. */
+  readonly countTokensPerMinute: number;
+  /** Which clients may make text calls. */
+  readonly clientPolicy: ClientPolicy;
+  /** A gateway `ping` is sent after this long without an event from a streaming provider. */
+  readonly streamPingMs: number;
+}
+
+/** Which clients may make text calls: everyone, or only the Claude Code CLI. */
+export type ClientPolicy = "any" | "coding-agent-only";
+
+/** Where text calls go, and how patiently. */
+export interface AnthropicUpstreamConfig {
+  /**
+   * The provider's base URL (without /v1). Undefined when neither TOLLGATE_ANTHROPIC_URL nor
+   * TOLLGATE_ANTHROPIC_API_KEY is set: `serve` then runs the built-in dev upstream.
+   */
+  readonly url: string | undefined;
+  /** Sent as x-api-key; "" when unset. */
+  readonly apiKey: string;
+  readonly connectTimeoutMs: number;
+  /** Longest wait for the response headers (a non-streaming answer can take minutes). */
+  readonly headersTimeoutMs: number;
+  /** Longest silence between two chunks of a response body. */
+  readonly idleTimeoutMs: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const CLIENT_POLICIES = ["any", "coding-agent-only"] as const;
+const DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com";
 
 /**
  * Reads and validates the configuration. The only place in the project that reads the
@@ -85,6 +116,38 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     catalog: jsonFile(env, cwd, "TOLLGATE_CATALOG", parsePriceCatalog) ?? defaultPriceCatalog(),
     maxCallMs: integer(env, "TOLLGATE_MAX_CALL_MS", 900_000, 1_000, 86_400_000),
     holdSweepIntervalMs: integer(env, "TOLLGATE_HOLD_SWEEP_INTERVAL_MS", 60_000, 100, 3_600_000),
+    anthropic: anthropicUpstream(env),
+    rateLimitPerMinute: integer(env, "TOLLGATE_RATE_LIMIT_RPM", 600, 1, 1_000_000),
+    countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
+    clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
+    streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
+  };
+}
+
+function anthropicUpstream(env: Env): AnthropicUpstreamConfig {
+  const apiKey = optional(env, "TOLLGATE_ANTHROPIC_API_KEY") ?? "";
+  let url = optional(env, "TOLLGATE_ANTHROPIC_URL");
+  if (url !== undefined) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new ConfigError("TOLLGATE_ANTHROPIC_URL", `not a URL: ${JSON.stringify(url)}`);
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+      throw new ConfigError("TOLLGATE_ANTHROPIC_URL", "must be an http:// or https:// URL");
+    }
+    // Clients append /v1/…; a trailing /v1 or slash in the setting would double it.
+    url = url.replace(/\/+$/, "").replace(/\/v1$/, "");
+  } else if (apiKey !== "") {
+    url = DEFAULT_ANTHROPIC_URL;
+  }
+  return {
+    url,
+    apiKey,
+    connectTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", 10_000, 1, 600_000),
+    headersTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_HEADERS_TIMEOUT_MS", 600_000, 1, 3_600_000),
+    idleTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_IDLE_TIMEOUT_MS", 300_000, 1, 3_600_000),
   };
 }
 

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type App, buildApp } from "./app.js";
 import type { Config } from "./config.js";
+import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-upstream.js";
 
 /**
  * Runs the gateway: builds it from `config`, listens on the facade port (and the core port
@@ -8,6 +9,12 @@ import type { Config } from "./config.js";
  * Resolves once listening.
  */
 export async function serve(config: Config): Promise<App> {
+  // No provider configured: text calls go to the built-in stand-in, and the ready line says so.
+  let devUpstream: DevUpstream | undefined;
+  if (config.coreUrl === undefined && config.anthropic.url === undefined) {
+    devUpstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
+    config = { ...config, anthropic: { ...config.anthropic, url: devUpstream.url } };
+  }
   const app = await buildApp(config, { logger: { level: config.logLevel } });
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
   let coreUrl = config.coreUrl ?? "";
@@ -18,20 +25,29 @@ export async function serve(config: Config): Promise<App> {
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    void shutdown(app, config.shutdownTimeoutMs, signal).then(
-      () => process.exit(0),
-      (error: unknown) => {
-        console.error("tollgate: shutdown failed:", error);
-        process.exit(1);
-      },
-    );
+    void shutdown(app, config.shutdownTimeoutMs, signal)
+      .then(() => devUpstream?.close())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          console.error("tollgate: shutdown failed:", error);
+          process.exit(1);
+        },
+      );
   };
   // Before the ready line: whoever reads it may signal at once.
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
   const mode = app.core === undefined ? "facade-only" : "facade+core";
+  const text =
+    devUpstream !== undefined
+      ? `text: built-in dev upstream ${devUpstream.url}, generated labelled text, not a model ` +
+        "(set TOLLGATE_ANTHROPIC_API_KEY for a real provider)"
+      : app.core === undefined
+        ? "text: via the core"
+        : `text: ${config.anthropic.url}`;
   // One plain line that scripts and tests can wait for.
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode})\n`);
+  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text})\n`);
 
   return app;
 }
@@ -56,5 +72,6 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   await app.core?.server.close();
   clearTimeout(force);
   app.sweeper?.stop();
+  await app.textUpstream?.close();
   app.db?.close();
 }

@@ -12,6 +12,7 @@ import { openDatabase } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
+import { runDevUpstream } from "./dev-upstream-command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -28,6 +29,9 @@ Commands:
                                           credit an account by hand, in the chain asset's units
                                           (exact decimals; --credit-id makes a retry credit once)
   balance --account ID                    an account's balances on every chain
+  dev-upstream [--host H] [--port P] [--api-key K]
+                                          run a local stand-in provider (Anthropic wire format,
+                                          generated labelled text, not a model; default 127.0.0.1:8789)
 
 Options:
   --json        machine-readable output
@@ -56,6 +60,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return group === undefined ? 2 : 0;
   }
   try {
+    // Before loadConfig: the stand-in needs none of the gateway's configuration.
+    if (group === "dev-upstream") {
+      await runDevUpstream(argv.slice(1));
+      return -1;
+    }
     const config = loadConfig();
     if (group === "serve") {
       if (argv.length > 1)

@@ -1,7 +1,9 @@
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
+import type { ClientPolicy } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
+import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
@@ -17,6 +19,10 @@ import type { PriceCatalog } from "./billing/price-catalog.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
 import { createHealthService } from "./health-service.js";
+import { createInferenceService } from "./inference/inference-service.js";
+import { buildModelCatalog } from "./inference/model-catalog.js";
+import { TextInference, type TextUpstream } from "./inference/text-inference.js";
+import { memoryRateLimiter } from "./limits/rate-limiter.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
@@ -34,6 +40,17 @@ export interface CoreDeps {
   readonly maxCallMs?: number | undefined;
   /** How often the hold sweeper runs once started; a minute when absent. */
   readonly holdSweepIntervalMs?: number | undefined;
+  /** Model calls; without it (the operator CLI) InferenceService is not served. */
+  readonly inference?: InferenceDeps | undefined;
+}
+
+/** What the Inference service needs beyond the store: the provider and the call policies. */
+export interface InferenceDeps {
+  readonly textUpstream: TextUpstream;
+  readonly clientPolicy: ClientPolicy;
+  readonly messagesPerMinute: number;
+  readonly countTokensPerMinute: number;
+  readonly streamPingMs: number;
 }
 
 /** The core services, ready to be mounted on a server or an in-process transport. */
@@ -77,10 +94,25 @@ export function createCore(deps: CoreDeps): Core {
       },
     },
   ];
+  const inference =
+    deps.inference === undefined
+      ? undefined
+      : new TextInference({
+          billing,
+          models: buildModelCatalog(billing.catalog),
+          upstream: deps.inference.textUpstream,
+          messagesLimit: memoryRateLimiter(deps.inference.messagesPerMinute, 60_000),
+          countTokensLimit: memoryRateLimiter(deps.inference.countTokensPerMinute, 60_000),
+          clientPolicy: deps.inference.clientPolicy,
+          streamPingMs: deps.inference.streamPingMs,
+          now,
+          onError: (error, context) => deps.onInternalError?.(error, context),
+        });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, now }));
     router.service(BillingService, createBillingService(billing));
     router.service(HealthService, createHealthService(probes));
+    if (inference !== undefined) router.service(InferenceService, createInferenceService(inference, now));
   };
   const masking: Interceptor = (next) => async (req) => {
     try {

@@ -9,3 +9,8 @@ export function newId(prefix: string): string {
   for (const byte of bytes) out += BASE32[byte & 31];
   return out;
 }
+
+/** A request id: `req_` + 24 base64url characters (144 random bits). */
+export function newRequestId(): string {
+  return `req_${randomBytes(18).toString("base64url")}`;
+}

@@ -93,3 +93,12 @@ export const amountOutOfRange = (chain: string): ConnectError =>
       chain,
     },
   );
+
+/** A request id that already paid for a call: each id may start one upstream call only. */
+export const requestIdReused = (requestId: string): ConnectError =>
+  reasonError(
+    Code.AlreadyExists,
+    "REQUEST_ID_REUSED",
+    `Request id ${JSON.stringify(requestId)} was already used for a call; each call needs its own.`,
+    { request_id: requestId },
+  );

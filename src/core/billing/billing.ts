@@ -13,6 +13,7 @@ import {
   holdNotFound,
   idConflict,
   insufficientFunds,
+  requestIdReused,
   settleExceedsHold,
 } from "./billing-errors.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
@@ -109,37 +110,17 @@ export class Billing {
    * INSUFFICIENT_FUNDS having written nothing. The same request id returns the same hold.
    */
   hold(input: HoldInput): HoldState {
-    const requestId = input.requestId.trim();
-    if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
-      throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
-    }
-    this.requireAccount(input.accountId);
-    const { chain, amount } = this.quote(input.accountId, input.chain, input.call);
-    const { call } = input;
-    const result = this.deps.ledger.placeHold({
-      id: holdIdFor(input.accountId, requestId),
-      accountId: input.accountId,
-      requestId,
-      keyId: input.keyId,
-      chain: chain.id,
-      amount,
-      callKind: call.kind,
-      model: call.model,
-      inputTokens: call.kind === "text" ? call.inputTokens : 0n,
-      maxTokens: call.kind === "text" ? call.maxTokens : 0n,
-      imageSize: call.kind === "image" ? call.size : "",
-      imageCount: call.kind === "image" ? call.count : 0,
-      createdAt: this.deps.now(),
-    });
-    switch (result.kind) {
-      case "placed":
-      case "existing":
-        return result.state;
-      case "conflict":
-        throw idConflict(`request_id ${JSON.stringify(requestId)}`);
-      case "insufficient":
-        throw insufficientFunds(chain, amount, result.available);
-    }
+    return this.placeHold(input).state;
+  }
+
+  /**
+   * Like {@link hold}, for a call about to run: a request id that already has a hold (in any
+   * state) is refused with REQUEST_ID_REUSED, so one id can never pay for two upstream calls.
+   */
+  holdNewCall(input: HoldInput): HoldState {
+    const { state, placed } = this.placeHold(input);
+    if (!placed) throw requestIdReused(state.hold.requestId);
+    return state;
   }
 
   /**
@@ -147,22 +128,17 @@ export class Billing {
    * the hold. Fails, changing nothing, if the hold is resolved or the charge exceeds it.
    */
   settle(holdId: string, usage: DeliveredUsage): HoldState {
-    checkUsage(usage);
-    const state = this.deps.ledger.getHold(holdId);
-    if (state === undefined) throw holdNotFound(holdId);
-    const { hold } = state;
-    if (state.resolution !== undefined)
-      throw holdAlreadyResolved(holdId, state.resolution.status, hold.chain);
-    const call: CallSpec =
-      hold.callKind === "text"
-        ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
-        : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
-    const chain = configuredChain(this.deps.chains, hold.chain);
-    const charge = picoToUnits(
-      chargePico(priceCall(this.deps.catalog, call), usage),
-      ledgerDecimals(chain.asset.decimals),
-    );
-    return this.resolved(holdId, this.deps.ledger.settle(holdId, charge, usage, this.deps.now()), charge);
+    return this.settleWith(holdId, usage, false).state;
+  }
+
+  /**
+   * Settles a call that ran: like {@link settle}, except that a charge above the hold (usage
+   * beyond the input bound the hold was quoted from) is capped at the hold. The caller never
+   * pays more than the worst case it was checked against; `capped` says the gateway absorbed
+   * the difference.
+   */
+  settleDelivered(holdId: string, usage: DeliveredUsage): { state: HoldState; capped: boolean } {
+    return this.settleWith(holdId, usage, true);
   }
 
   /** Voids a pending hold: nothing is charged. Fails, changing nothing, if already resolved. */
@@ -251,6 +227,66 @@ export class Billing {
   usage(accountId: string, beforeSeq: bigint, limit: number): HoldState[] {
     this.requireAccount(accountId);
     return this.deps.ledger.listHolds(accountId, beforeSeq, limit);
+  }
+
+  private placeHold(input: HoldInput): { state: HoldState; placed: boolean } {
+    const requestId = input.requestId.trim();
+    if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
+      throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
+    }
+    this.requireAccount(input.accountId);
+    const { chain, amount } = this.quote(input.accountId, input.chain, input.call);
+    const { call } = input;
+    const result = this.deps.ledger.placeHold({
+      id: holdIdFor(input.accountId, requestId),
+      accountId: input.accountId,
+      requestId,
+      keyId: input.keyId,
+      chain: chain.id,
+      amount,
+      callKind: call.kind,
+      model: call.model,
+      inputTokens: call.kind === "text" ? call.inputTokens : 0n,
+      maxTokens: call.kind === "text" ? call.maxTokens : 0n,
+      imageSize: call.kind === "image" ? call.size : "",
+      imageCount: call.kind === "image" ? call.count : 0,
+      createdAt: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "placed":
+      case "existing":
+        return { state: result.state, placed: result.kind === "placed" };
+      case "conflict":
+        throw idConflict(`request_id ${JSON.stringify(requestId)}`);
+      case "insufficient":
+        throw insufficientFunds(chain, amount, result.available);
+    }
+  }
+
+  private settleWith(
+    holdId: string,
+    usage: DeliveredUsage,
+    cap: boolean,
+  ): { state: HoldState; capped: boolean } {
+    checkUsage(usage);
+    const state = this.deps.ledger.getHold(holdId);
+    if (state === undefined) throw holdNotFound(holdId);
+    const { hold } = state;
+    if (state.resolution !== undefined)
+      throw holdAlreadyResolved(holdId, state.resolution.status, hold.chain);
+    const call: CallSpec =
+      hold.callKind === "text"
+        ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
+        : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
+    const chain = configuredChain(this.deps.chains, hold.chain);
+    const priced = picoToUnits(
+      chargePico(priceCall(this.deps.catalog, call), usage),
+      ledgerDecimals(chain.asset.decimals),
+    );
+    const capped = cap && priced > hold.amount;
+    const charge = capped ? hold.amount : priced;
+    const result = this.deps.ledger.settle(holdId, charge, usage, this.deps.now());
+    return { state: this.resolved(holdId, result, charge), capped };
   }
 
   private requireAccount(accountId: string): void {

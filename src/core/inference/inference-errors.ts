@@ -1,0 +1,105 @@
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { reasonError } from "../errors.js";
+import type { RateLimitDecision } from "../limits/rate-limiter.js";
+
+/** The request names a model the gateway does not serve (404 not_found_error on the facade). */
+export const modelNotFound = (model: string, allowed: readonly string[]): ConnectError =>
+  reasonError(
+    Code.NotFound,
+    "MODEL_NOT_FOUND",
+    `model: ${JSON.stringify(model)} is not served here; use one of ${allowed.join(", ")}.`,
+    { model, allowed: allowed.join(",") },
+  );
+
+/** The key is over its request rate; metadata says when to come back. */
+export const rateLimited = (decision: RateLimitDecision, now: number): ConnectError => {
+  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
+  return reasonError(
+    Code.ResourceExhausted,
+    "RATE_LIMITED",
+    `Rate limit of ${decision.limit} requests per minute for this key reached; retry in ${retryAfter} s.`,
+    {
+      limit: `${decision.limit}`,
+      remaining: "0",
+      reset: new Date(now + decision.resetMs).toISOString(),
+      retry_after: `${retryAfter}`,
+    },
+  );
+};
+
+/** The deployment admits only the Claude Code CLI for text calls. */
+export const clientNotAllowed = (): ConnectError =>
+  reasonError(
+    Code.PermissionDenied,
+    "CLIENT_NOT_ALLOWED",
+    "This gateway only admits the Claude Code CLI for text calls (client policy coding-agent-only).",
+  );
+
+/** The operator token is not an account: it cannot pay for calls. */
+export const payingCallerRequired = (): ConnectError =>
+  reasonError(
+    Code.PermissionDenied,
+    "OPERATOR_ONLY",
+    "Model calls are billed to an account: present an API key, not the operator token.",
+  );
+
+/** The provider answered 4xx: the caller gets its status and body verbatim. */
+export const upstreamRejected = (
+  status: number,
+  body: string,
+  retryAfter: string | undefined,
+): ConnectError =>
+  reasonError(rejectionCode(status), "UPSTREAM_REJECTED", upstreamMessage(body, status), {
+    status: `${status}`,
+    body,
+    ...(retryAfter === undefined ? {} : { retry_after: retryAfter }),
+  });
+
+/** The provider answered 529. */
+export const upstreamOverloaded = (): ConnectError =>
+  reasonError(
+    Code.Unavailable,
+    "UPSTREAM_OVERLOADED",
+    "The upstream provider is overloaded; nothing was charged. Retry shortly.",
+  );
+
+/** The provider failed (5xx, refused the gateway's credentials, unreachable, cut off). */
+export const upstreamError = (detail: string): ConnectError =>
+  reasonError(
+    Code.Unavailable,
+    "UPSTREAM_ERROR",
+    `The upstream provider failed (${detail}); nothing was charged.`,
+    { detail },
+  );
+
+/** The provider did not answer in time. */
+export const upstreamTimeout = (): ConnectError =>
+  reasonError(
+    Code.DeadlineExceeded,
+    "UPSTREAM_TIMEOUT",
+    "The upstream provider did not answer in time; nothing was charged.",
+  );
+
+function rejectionCode(status: number): Code {
+  switch (status) {
+    case 404:
+      return Code.NotFound;
+    case 409:
+      return Code.Aborted;
+    case 429:
+      return Code.ResourceExhausted;
+    default:
+      return Code.InvalidArgument;
+  }
+}
+
+/** The provider's own error message, for gRPC callers (REST callers get the body itself). */
+function upstreamMessage(body: string, status: number): string {
+  try {
+    const message = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === "string") return message;
+  } catch {
+    // Not the format's envelope: fall through to a generic message.
+  }
+  return `The upstream provider refused the request (HTTP ${status}).`;
+}

@@ -1,0 +1,117 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  type CreateMessageResponse,
+  CreateMessageResponseSchema,
+  type InferenceService,
+  ModelSchema,
+  type RateLimit,
+  RateLimitSchema,
+} from "../../gen/tollgate/inference/v1/inference_pb.js";
+import type { AuthenticatedKey } from "../auth/authenticator.js";
+import { callerKey } from "../caller.js";
+import { keyMissing } from "../errors.js";
+import { newRequestId } from "../ids.js";
+import type { RateLimitDecision } from "../limits/rate-limiter.js";
+import { payingCallerRequired } from "./inference-errors.js";
+import type { MessagePart, TextInference } from "./text-inference.js";
+
+/** The InferenceService RPCs over {@link TextInference}: caller, request id and proto mapping. */
+export function createInferenceService(
+  inference: TextInference,
+  now: () => number,
+): ServiceImpl<typeof InferenceService> {
+  const rateLimit = (decision: RateLimitDecision): RateLimit =>
+    create(RateLimitSchema, {
+      limit: BigInt(decision.limit),
+      remaining: BigInt(decision.remaining),
+      reset: timestampFromMs(now() + decision.resetMs),
+    });
+  const toResponse = (part: MessagePart): CreateMessageResponse => {
+    switch (part.kind) {
+      case "head": {
+        const { head } = part;
+        return create(CreateMessageResponseSchema, {
+          part: {
+            case: "head",
+            value: {
+              requestId: head.requestId,
+              billingChain: head.billingChain,
+              repairedParams: [...head.repairedParams],
+              clampedMaxTokens: BigInt(head.clampedFrom ?? 0),
+              rateLimit: rateLimit(head.rateLimit),
+              stream: head.stream,
+              model: head.model,
+              upstreamRequestId: head.upstreamRequestId,
+            },
+          },
+        });
+      }
+      case "message":
+        return create(CreateMessageResponseSchema, { part: { case: "message", value: part.body } });
+      case "event":
+        return create(CreateMessageResponseSchema, {
+          part: { case: "event", value: { event: part.event, data: part.data } },
+        });
+      case "comment":
+        return create(CreateMessageResponseSchema, { part: { case: "comment", value: part.text } });
+    }
+  };
+
+  return {
+    async *createMessage(req, ctx) {
+      const key = payingKey(ctx);
+      const call = {
+        accountId: key.accountId,
+        keyId: key.keyId,
+        requestId: ctx.requestHeader.get("x-request-id") || newRequestId(),
+        body: req.body,
+        anthropicVersion: req.anthropicVersion,
+        anthropicBeta: req.anthropicBeta,
+        billingChain: req.billingChain,
+        userAgent: req.clientUserAgent || (ctx.requestHeader.get("user-agent") ?? ""),
+      };
+      for await (const part of inference.createMessage(call, ctx.signal)) yield toResponse(part);
+    },
+
+    async countTokens(req, ctx) {
+      const key = payingKey(ctx);
+      const count = await inference.countTokens({
+        keyId: key.keyId,
+        body: req.body,
+        anthropicVersion: req.anthropicVersion,
+        anthropicBeta: req.anthropicBeta,
+        userAgent: req.clientUserAgent || (ctx.requestHeader.get("user-agent") ?? ""),
+      });
+      return {
+        inputTokens: BigInt(count.inputTokens),
+        body: count.body,
+        rateLimit: rateLimit(count.rateLimit),
+        repairedParams: [...count.repairedParams],
+      };
+    },
+
+    listModels() {
+      return {
+        models: inference.models.map((model) =>
+          create(ModelSchema, {
+            id: model.id,
+            displayName: model.displayName,
+            createdAt: timestampFromMs(Date.parse(model.createdAt)),
+            maxInputTokens: BigInt(model.contextWindow),
+            maxTokens: BigInt(model.maxOutputTokens),
+            aliases: [...model.aliases],
+          }),
+        ),
+      };
+    },
+  };
+}
+
+/** The API key paying for this call: anonymous callers and the operator cannot pay. */
+function payingKey(ctx: HandlerContext): AuthenticatedKey {
+  const caller = ctx.values.get(callerKey);
+  if (caller.kind === "key") return caller.key;
+  throw caller.kind === "anonymous" ? keyMissing() : payingCallerRequired();
+}

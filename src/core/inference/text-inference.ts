@@ -1,0 +1,377 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { ClientPolicy } from "../../config.js";
+import {
+  readBody,
+  type UpstreamCall,
+  UpstreamFailure,
+  type UpstreamResponse,
+} from "../../upstream/anthropic/client.js";
+import { type SseFrame, sseFrames } from "../../upstream/anthropic/sse.js";
+import type { Billing } from "../billing/billing.js";
+import type { DeliveredUsage } from "../billing/pricing.js";
+import type { RateLimitDecision, RateLimiter } from "../limits/rate-limiter.js";
+import {
+  clientNotAllowed,
+  modelNotFound,
+  rateLimited,
+  upstreamError,
+  upstreamOverloaded,
+  upstreamRejected,
+  upstreamTimeout,
+} from "./inference-errors.js";
+import { inputTokenBound } from "./input-bound.js";
+import { withKeepAlive } from "./keep-alive.js";
+import { parseMessagesRequest } from "./messages-request.js";
+import type { ModelCatalog, TextModel } from "./model-catalog.js";
+import { repairRequest } from "./repair.js";
+import { messageUsage, StreamMeter } from "./usage.js";
+
+/** The provider port: one request in the Anthropic wire format (AnthropicUpstream implements it). */
+export interface TextUpstream {
+  send(call: UpstreamCall): Promise<UpstreamResponse>;
+}
+
+/** What text inference is built from. */
+export interface TextInferenceDeps {
+  readonly billing: Billing;
+  readonly models: ModelCatalog;
+  readonly upstream: TextUpstream;
+  /** Per-key limit on billed calls. */
+  readonly messagesLimit: RateLimiter;
+  /** Per-key limit on count_tokens. */
+  readonly countTokensLimit: RateLimiter;
+  readonly clientPolicy: ClientPolicy;
+  /** Silence from a streaming provider after which the gateway sends its own `ping`. */
+  readonly streamPingMs: number;
+  readonly now: () => number;
+  /** Told of failures that cannot reach the caller any more (a settle after the answer went out). */
+  readonly onError: (error: unknown, context: string) => void;
+}
+
+/** A paying caller's text call, as the Inference service hands it over. */
+export interface TextCall {
+  readonly accountId: string;
+  readonly keyId: string;
+  readonly requestId: string;
+  readonly body: Uint8Array;
+  readonly anthropicVersion: string;
+  readonly anthropicBeta: string;
+  readonly billingChain: string;
+  readonly userAgent: string;
+}
+
+/** Everything known before the first byte of an answer. */
+export interface MessageHead {
+  readonly requestId: string;
+  readonly billingChain: string;
+  readonly model: string;
+  readonly repairedParams: readonly string[];
+  /** The client's max_tokens when it was clamped, else undefined. */
+  readonly clampedFrom: number | undefined;
+  readonly rateLimit: RateLimitDecision;
+  readonly stream: boolean;
+  readonly upstreamRequestId: string;
+}
+
+/** One piece of an answer: the head first, then one message or a run of events. */
+export type MessagePart =
+  | { readonly kind: "head"; readonly head: MessageHead }
+  | { readonly kind: "message"; readonly body: Uint8Array }
+  | { readonly kind: "event"; readonly event: string; readonly data: string }
+  | { readonly kind: "comment"; readonly text: string };
+
+/** A count_tokens answer. */
+export interface TokenCount {
+  readonly inputTokens: number;
+  readonly body: Uint8Array;
+  readonly rateLimit: RateLimitDecision;
+  readonly repairedParams: readonly string[];
+}
+
+const DEFAULT_ANTHROPIC_VERSION = "2023-06-01";
+/** An error body from the provider is read up to this size; more is a broken provider. */
+const ERROR_BODY_LIMIT = 1024 * 1024;
+/** A non-streaming answer is read up to this size (128k output tokens is well under). */
+const MESSAGE_BODY_LIMIT = 64 * 1024 * 1024;
+const GATEWAY_PING = JSON.stringify({ type: "ping" });
+/** The Claude Code CLI's user agent: `claude-cli/<version> (external, cli|sdk-cli)`. */
+const CODING_AGENT = /^claude-cli\//;
+
+/**
+ * Text calls, end to end: policy, rate limit, validation and repair, the hold, the provider
+ * call, the relay, and the settlement of what was delivered. Transport-free: the Inference
+ * service adapts it to RPCs.
+ */
+export class TextInference {
+  constructor(private readonly deps: TextInferenceDeps) {}
+
+  /** The models served, in catalog order. */
+  get models(): readonly TextModel[] {
+    return this.deps.models.models;
+  }
+
+  /**
+   * Runs one call. Nothing is yielded until funds are held and the provider has answered 200;
+   * every failure before that throws, having charged nothing. After the head, a provider
+   * failure arrives as an `error` event, and the call is settled for what was delivered when
+   * the generator ends — normally, by failure, or by the consumer stopping early.
+   */
+  async *createMessage(call: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
+    this.checkClient(call.userAgent);
+    const rateLimit = await this.admit(this.deps.messagesLimit, call.keyId);
+    const request = parseMessagesRequest(call.body, "create");
+    const model = this.model(request.model);
+    const repair = repairRequest(request, model, "create");
+    const hold = this.deps.billing.holdNewCall({
+      accountId: call.accountId,
+      requestId: call.requestId,
+      keyId: call.keyId,
+      chain: call.billingChain,
+      call: {
+        kind: "text",
+        model: model.id,
+        inputTokens: inputTokenBound(call.body.byteLength, request.json, model),
+        // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
+        maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
+      },
+    });
+    const holdId = hold.hold.id;
+    const upstreamAbort = new AbortController();
+    const onAbort = () => upstreamAbort.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    const meter = new StreamMeter();
+    let outcome: "pending" | "settled" = "pending";
+    try {
+      const response = await this.send(
+        {
+          path: "/v1/messages",
+          body: JSON.stringify(request.json),
+          anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
+          anthropicBeta: call.anthropicBeta,
+          signal: upstreamAbort.signal,
+        },
+        signal,
+      );
+      yield {
+        kind: "head",
+        head: {
+          requestId: call.requestId,
+          billingChain: hold.hold.chain,
+          model: model.id,
+          repairedParams: repair.repaired,
+          clampedFrom: repair.clampedFrom,
+          rateLimit,
+          stream: request.stream,
+          upstreamRequestId: headerValue(response.headers["request-id"]),
+        },
+      };
+      if (!request.stream) {
+        const text = await readBody(response.body, MESSAGE_BODY_LIMIT).catch((error: unknown) => {
+          throw this.failure(error, signal);
+        });
+        let usage: DeliveredUsage;
+        try {
+          usage = messageUsage(text);
+        } catch (error) {
+          this.deps.onError(error, "provider response without usage");
+          throw upstreamError("a response without usage");
+        }
+        this.settle(holdId, usage, model);
+        outcome = "settled";
+        yield { kind: "message", body: Buffer.from(text) };
+        return;
+      }
+      yield* this.relay(response, meter, signal);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      upstreamAbort.abort();
+      if (outcome === "pending") await this.finish(holdId, meter, model, call);
+    }
+  }
+
+  /** Counts a request's input tokens with the provider's counter; not funds-gated, not billed. */
+  async countTokens(call: Omit<TextCall, "accountId" | "billingChain" | "requestId">): Promise<TokenCount> {
+    this.checkClient(call.userAgent);
+    const rateLimit = await this.admit(this.deps.countTokensLimit, call.keyId);
+    const request = parseMessagesRequest(call.body, "count_tokens");
+    const model = this.model(request.model);
+    const repair = repairRequest(request, model, "count_tokens");
+    const text = await this.count(JSON.stringify(request.json), call);
+    const inputTokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
+    if (typeof inputTokens !== "number") throw upstreamError("a count without input_tokens");
+    return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repair.repaired };
+  }
+
+  /** Relays events as they arrive, recording each one the consumer took. */
+  private async *relay(
+    response: UpstreamResponse,
+    meter: StreamMeter,
+    signal: AbortSignal,
+  ): AsyncGenerator<MessagePart> {
+    const frames = withKeepAlive<SseFrame, "ping">(sseFrames(response.body), this.deps.streamPingMs, "ping");
+    try {
+      for await (const frame of frames) {
+        if (frame === "ping") {
+          yield { kind: "event", event: "ping", data: GATEWAY_PING };
+        } else if (frame.kind === "comment") {
+          yield { kind: "comment", text: frame.text };
+        } else {
+          yield { kind: "event", event: frame.event, data: frame.data };
+          // Reached only once the consumer asked for more: this event was delivered.
+          meter.delivered(frame.event, frame.data);
+        }
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      const failure = this.failure(error, signal);
+      this.deps.onError(error, "provider stream broke off");
+      const data = JSON.stringify({
+        type: "error",
+        error: {
+          type: failure.code === Code.DeadlineExceeded ? "timeout_error" : "api_error",
+          message: failure.rawMessage.replace("nothing was charged", "only what was delivered is charged"),
+        },
+      });
+      yield { kind: "event", event: "error", data };
+      meter.delivered("error", data);
+    }
+  }
+
+  /**
+   * Settles a stream for what reached the client. A finished message bills its final usage.
+   * Otherwise: nothing delivered, or a provider failure before any content → nothing charged;
+   * a stream cut by the client, or failing after some content → its input in full (it was
+   * consumed) plus the delivered output, counted with the provider's own counter.
+   */
+  private async finish(holdId: string, meter: StreamMeter, model: TextModel, call: TextCall): Promise<void> {
+    try {
+      if (meter.finished) return this.settle(holdId, meter.reported(), model);
+      if (!meter.started || (meter.failed && !meter.deliveredContent)) {
+        this.deps.billing.release(holdId);
+        return;
+      }
+      const outputTokens = await this.countDelivered(meter.deliveredBlocks(), model, call);
+      this.settle(holdId, { ...meter.reported(), outputTokens }, model);
+    } catch (error) {
+      this.deps.onError(error, `settling ${holdId}`);
+    }
+  }
+
+  /**
+   * Output tokens in the delivered blocks, by the provider's counter: the count of a message
+   * holding them as text blocks after a one-character block, less the count of that
+   * one-character message alone. Falls back to a character estimate (4 per token) when the
+   * counter cannot be reached.
+   */
+  private async countDelivered(blocks: string[], model: TextModel, call: TextCall): Promise<bigint> {
+    if (blocks.length === 0) return 0n;
+    const body = (extra: string[]) =>
+      JSON.stringify({
+        model: model.upstreamId,
+        messages: [{ role: "user", content: [".", ...extra].map((text) => ({ type: "text", text })) }],
+      });
+    try {
+      const [withBlocks, alone] = await Promise.all([
+        this.count(body(blocks), call),
+        this.count(body([]), call),
+      ]);
+      const tokens = inputTokensOf(withBlocks) - inputTokensOf(alone);
+      return BigInt(Math.max(0, tokens));
+    } catch (error) {
+      this.deps.onError(error, "counting delivered output");
+      return BigInt(Math.ceil(blocks.reduce((n, text) => n + text.length, 0) / 4));
+    }
+  }
+
+  /** Calls the provider's count endpoint; returns its JSON text. */
+  private async count(body: string, call: { anthropicVersion: string; anthropicBeta: string }) {
+    const response = await this.send({
+      path: "/v1/messages/count_tokens",
+      body,
+      anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
+      anthropicBeta: call.anthropicBeta,
+    });
+    return readBody(response.body, ERROR_BODY_LIMIT).catch((error: unknown) => {
+      throw this.failure(error);
+    });
+  }
+
+  /** Sends to the provider; anything but a 200 becomes the matching error (the body is read). */
+  private async send(upstreamCall: UpstreamCall, signal?: AbortSignal): Promise<UpstreamResponse> {
+    let response: UpstreamResponse;
+    try {
+      response = await this.deps.upstream.send(upstreamCall);
+    } catch (error) {
+      throw this.failure(error, signal);
+    }
+    if (response.status === 200) return response;
+    const body = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => "");
+    const { status } = response;
+    if (status === 529) throw upstreamOverloaded();
+    if (status === 401 || status === 403) {
+      // The provider refused the gateway's own key: not the caller's fault, and not a reason
+      // for a client to drop its (valid) gateway key.
+      this.deps.onError(new Error(`provider answered ${status}: ${body}`), "provider credentials");
+      throw upstreamError(`HTTP ${status} for the gateway's provider credentials`);
+    }
+    if (status >= 400 && status < 500) {
+      throw upstreamRejected(status, body, headerValue(response.headers["retry-after"]) || undefined);
+    }
+    throw upstreamError(`HTTP ${status}`);
+  }
+
+  /** A failure without an HTTP answer, as the caller sees it. */
+  private failure(error: unknown, signal?: AbortSignal): ConnectError {
+    if (error instanceof ConnectError) return error;
+    if (signal?.aborted) return new ConnectError("The client cancelled the call.", Code.Canceled);
+    if (error instanceof UpstreamFailure) {
+      if (error.kind === "timeout") return upstreamTimeout();
+      if (error.kind === "aborted") return new ConnectError("The call was cancelled.", Code.Canceled);
+      return upstreamError(error.kind === "broken" ? "the response broke off" : "unreachable");
+    }
+    this.deps.onError(error, "provider call");
+    return upstreamError("an unexpected failure");
+  }
+
+  private settle(holdId: string, usage: DeliveredUsage, model: TextModel): void {
+    const { capped } = this.deps.billing.settleDelivered(holdId, usage);
+    if (capped) {
+      this.deps.onError(
+        new Error(`usage of ${model.id} exceeded its hold; the charge was capped at the hold`),
+        `settling ${holdId}`,
+      );
+    }
+  }
+
+  private checkClient(userAgent: string): void {
+    if (this.deps.clientPolicy === "coding-agent-only" && !CODING_AGENT.test(userAgent)) {
+      throw clientNotAllowed();
+    }
+  }
+
+  private async admit(limiter: RateLimiter, keyId: string): Promise<RateLimitDecision> {
+    const decision = await limiter.consume(keyId);
+    if (!decision.allowed) throw rateLimited(decision, this.deps.now());
+    return decision;
+  }
+
+  private model(name: string): TextModel {
+    const model = this.deps.models.resolve(name);
+    if (model === undefined)
+      throw modelNotFound(
+        name,
+        this.deps.models.models.map((m) => m.id),
+      );
+    return model;
+  }
+}
+
+function headerValue(value: string | string[] | undefined): string {
+  return (Array.isArray(value) ? value[0] : value) ?? "";
+}
+
+function inputTokensOf(text: string): number {
+  const tokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
+  if (typeof tokens !== "number") throw new Error("a count without input_tokens");
+  return tokens;
+}

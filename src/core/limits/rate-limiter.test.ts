@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { memoryRateLimiter } from "./rate-limiter.js";
+
+describe("memoryRateLimiter", () => {
+  it("allows `limit` requests per key and window, then refuses with the time to reset", async () => {
+    const limiter = memoryRateLimiter(2, 60_000);
+    const first = await limiter.consume("key_a");
+    const second = await limiter.consume("key_a");
+    const third = await limiter.consume("key_a");
+    expect([first.allowed, second.allowed, third.allowed]).toEqual([true, true, false]);
+    expect([first.remaining, second.remaining, third.remaining]).toEqual([1, 0, 0]);
+    expect(third.limit).toBe(2);
+    expect(third.resetMs).toBeGreaterThan(59_000);
+    expect(third.resetMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it("counts each key on its own", async () => {
+    const limiter = memoryRateLimiter(1, 60_000);
+    expect((await limiter.consume("key_a")).allowed).toBe(true);
+    expect((await limiter.consume("key_a")).allowed).toBe(false);
+    expect((await limiter.consume("key_b")).allowed).toBe(true);
+  });
+
+  it("refills once the window has passed", async () => {
+    const limiter = memoryRateLimiter(1, 200);
+    expect((await limiter.consume("k")).allowed).toBe(true);
+    expect((await limiter.consume("k")).allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, 250));
+    expect((await limiter.consume("k")).allowed).toBe(true);
+  });
+});

@@ -1,8 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { createClient, type Transport } from "@connectrpc/connect";
 import Fastify, { type FastifyInstance } from "fastify";
+import { newRequestId } from "../core/ids.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
+import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
 import { anthropicRoutes } from "./anthropic/routes.js";
 import { healthRoutes } from "./health.js";
@@ -14,11 +15,6 @@ export interface FacadeDeps {
   /** Shown by the health route: "in-process" or the core's URL. */
   readonly coreLocation: string;
   readonly logger?: boolean | { readonly level: string };
-}
-
-/** A request id: `req_` + 24 base64url characters (144 random bits). */
-export function newRequestId(): string {
-  return `req_${randomBytes(18).toString("base64url")}`;
 }
 
 /** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
@@ -43,6 +39,7 @@ export async function buildFacade({
 
   const auth = createClient(AuthService, transport);
   const health = createClient(HealthService, transport);
+  const inference = createClient(InferenceService, transport);
 
   // Anything outside the two format scopes answers in the Anthropic envelope, the primary format.
   app.setErrorHandler(anthropicErrorHandler);
@@ -55,6 +52,7 @@ export async function buildFacade({
           reason: undefined,
           field: undefined,
           chain: undefined,
+          metadata: {},
         },
         request.id,
       ),
@@ -65,7 +63,7 @@ export async function buildFacade({
   app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
 
   await app.register(healthRoutes, { health, coreLocation });
-  await app.register(anthropicRoutes, { auth });
+  await app.register(anthropicRoutes, { auth, inference });
   await app.register(openaiRoutes, { auth, prefix: "/v1/images" });
   return app;
 }

@@ -11,6 +11,8 @@ export interface FacadeError {
   readonly field: string | undefined;
   /** The billing chain a 402 is about; answered in `x-gateway-billing-chain`. */
   readonly chain: string | undefined;
+  /** The reason's metadata (ErrorInfo), empty when there is none. */
+  readonly metadata: Readonly<Record<string, string>>;
 }
 
 /**
@@ -23,8 +25,9 @@ export function toFacadeError(error: unknown): FacadeError {
     const info = errorInfo(error);
     const reason = info?.reason;
     const status = statusOf(error.code, reason);
-    const chain = status === 402 ? info?.metadata.chain : undefined;
-    return { status, message: error.rawMessage, reason, field: info?.metadata.field, chain };
+    const metadata = info?.metadata ?? {};
+    const chain = status === 402 ? metadata.chain : undefined;
+    return { status, message: error.rawMessage, reason, field: metadata.field, chain, metadata };
   }
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
   if (typeof statusCode === "number" && statusCode >= 400 && statusCode < 500) {
@@ -34,6 +37,7 @@ export function toFacadeError(error: unknown): FacadeError {
       reason: undefined,
       field: undefined,
       chain: undefined,
+      metadata: {},
     };
   }
   return {
@@ -42,6 +46,7 @@ export function toFacadeError(error: unknown): FacadeError {
     reason: undefined,
     field: undefined,
     chain: undefined,
+    metadata: {},
   };
 }
 
@@ -69,7 +74,9 @@ function statusOf(code: Code, reason: string | undefined): number {
     case Code.Unimplemented:
       return 501;
     case Code.Unavailable:
-      return 503;
+      // The provider's 529 keeps its status; other provider failures are a bad gateway.
+      if (reason === "UPSTREAM_OVERLOADED") return 529;
+      return reason === "UPSTREAM_ERROR" ? 502 : 503;
     case Code.DeadlineExceeded:
       return 504;
     case Code.Unknown:
@@ -79,7 +86,21 @@ function statusOf(code: Code, reason: string | undefined): number {
   }
 }
 
-/** Headers every format adds for a mapped error: the billing chain of a 402. */
+/**
+ * Headers every format adds for a mapped error: the billing chain of a 402, and `retry-after`
+ * with the request-limit headers of a 429 (the format's names, PROTOCOLS §1.6).
+ */
 export function errorHeaders(error: FacadeError): Record<string, string> {
-  return error.chain === undefined ? {} : { "x-gateway-billing-chain": error.chain };
+  const headers: Record<string, string> = {};
+  if (error.chain !== undefined) headers["x-gateway-billing-chain"] = error.chain;
+  const { metadata } = error;
+  if (error.reason === "RATE_LIMITED") {
+    headers["retry-after"] = metadata.retry_after ?? "60";
+    headers["anthropic-ratelimit-requests-limit"] = metadata.limit ?? "";
+    headers["anthropic-ratelimit-requests-remaining"] = metadata.remaining ?? "0";
+    headers["anthropic-ratelimit-requests-reset"] = metadata.reset ?? "";
+  } else if (metadata.retry_after !== undefined) {
+    headers["retry-after"] = metadata.retry_after;
+  }
+  return headers;
 }

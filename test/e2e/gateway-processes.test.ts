@@ -53,7 +53,8 @@ describe("a key created with the CLI", () => {
     const gw = await gateway(env);
     const key = await cliKey(env);
 
-    expect((await post(gw.facadeUrl, { authorization: `Bearer ${key.secret}` })).status).toBe(501);
+    // Authenticated: the empty body is then refused for its content (400), not for the key.
+    expect((await post(gw.facadeUrl, { authorization: `Bearer ${key.secret}` })).status).toBe(400);
 
     const auth = client(gw);
     const answer = await unary<{ principal: { accountId: string; keyId: string } }>(auth, "Authenticate", {
@@ -94,11 +95,11 @@ describe("a key created with the CLI", () => {
     const env = dataDir();
     const first = await gateway(env);
     const key = await cliKey(env);
-    expect((await post(first.facadeUrl, { "x-api-key": key.secret })).status).toBe(501);
+    expect((await post(first.facadeUrl, { "x-api-key": key.secret })).status).toBe(400);
     expect(await first.stop("SIGTERM")).toBe(0);
 
     const second = await gateway(env);
-    expect((await post(second.facadeUrl, { "x-api-key": key.secret })).status).toBe(501);
+    expect((await post(second.facadeUrl, { "x-api-key": key.secret })).status).toBe(400);
     expect(
       (
         await post(second.facadeUrl, {
@@ -124,7 +125,7 @@ describe("facade-only mode", () => {
     const remote = { TOLLGATE_CORE_URL: core.coreUrl, TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN };
     const key = await cliKey(remote);
 
-    expect((await post(facade.facadeUrl, { "x-api-key": key.secret })).status).toBe(501);
+    expect((await post(facade.facadeUrl, { "x-api-key": key.secret })).status).toBe(400);
     const missing = await post(facade.facadeUrl);
     expect(missing.status).toBe(401);
     expect(missing.body.error.type).toBe("authentication_error");

@@ -19,7 +19,7 @@ export function grpcClient(service: DescService, coreUrl: string): grpc.Client {
     definition[method.name] = {
       path: `/${service.typeName}/${method.name}`,
       requestStream: false,
-      responseStream: false,
+      responseStream: method.methodKind === "server_streaming",
       // Requests may be plain objects: create() fills in defaults (and returns messages as they are).
       requestSerialize: (init: MessageInitShape<typeof method.input>) =>
         Buffer.from(toBinary(method.input, create(method.input, init))),
@@ -49,5 +49,36 @@ export function unary<T>(
     call.call(client, request, md, (error: grpc.ServiceError | null, response: T) =>
       error ? reject(error) : resolve(response),
     );
+  });
+}
+
+/**
+ * Calls a server-streaming method and collects every response; rejects with the ServiceError
+ * if the stream ends in one. `onResponse` may cancel the call part-way.
+ */
+export function serverStream<T>(
+  client: grpc.Client,
+  method: string,
+  request: unknown,
+  metadata: Record<string, string> = {},
+  onResponse: (response: T, call: grpc.ClientReadableStream<T>) => void = () => {},
+): Promise<T[]> {
+  const md = new grpc.Metadata();
+  for (const [name, value] of Object.entries(metadata)) md.set(name, value);
+  const start = (client as unknown as Record<string, (...args: unknown[]) => grpc.ClientReadableStream<T>>)[
+    method
+  ];
+  if (start === undefined) throw new Error(`no method ${method}`);
+  const call = start.call(client, request, md);
+  const responses: T[] = [];
+  return new Promise((resolve, reject) => {
+    call.on("data", (response: T) => {
+      responses.push(response);
+      onResponse(response, call);
+    });
+    call.on("error", (error: grpc.ServiceError) =>
+      error.code === grpc.status.CANCELLED ? resolve(responses) : reject(error),
+    );
+    call.on("end", () => resolve(responses));
   });
 }

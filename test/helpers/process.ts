@@ -68,6 +68,8 @@ export interface GatewayProcess {
   readonly coreUrl: string;
   /** Everything the child wrote to stderr so far. */
   stderr(): string;
+  /** Everything the child wrote to stdout so far (the ready line first). */
+  stdout(): string;
   /** Sends `signal` and resolves with the exit code once the child has exited. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -103,6 +105,7 @@ export function startGateway(env: Record<string, string>, timeoutMs = 20_000): P
         facadeUrl: match[1]!,
         coreUrl: match[2]!,
         stderr: () => stderr,
+        stdout: () => stdout,
         stop: async (signal = "SIGTERM") => {
           if (child.exitCode === null && child.signalCode === null) child.kill(signal);
           return await exited;

@@ -38,9 +38,17 @@ export function anthropicErrorBody(error: FacadeError, requestId: string) {
   };
 }
 
-/** Error handler for the Anthropic-format scope. */
+/**
+ * Error handler for the Anthropic-format scope. A provider's own 4xx goes out with its status
+ * and body verbatim: clients (Claude Code above all) retry on the provider's wording.
+ */
 export function anthropicErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
   const mapped = toFacadeError(error);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
-  return reply.code(mapped.status).headers(errorHeaders(mapped)).send(anthropicErrorBody(mapped, request.id));
+  reply.headers(errorHeaders(mapped));
+  const { status, body } = mapped.metadata;
+  if (mapped.reason === "UPSTREAM_REJECTED" && status !== undefined && body !== undefined) {
+    return reply.code(Number(status)).type("application/json").send(body);
+  }
+  return reply.code(mapped.status).send(anthropicErrorBody(mapped, request.id));
 }

@@ -1,22 +1,195 @@
-import { type Client, Code, ConnectError } from "@connectrpc/connect";
-import type { FastifyPluginAsync } from "fastify";
+import type { Client } from "@connectrpc/connect";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { presentedCredential } from "../../core/auth/credentials.js";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
+import type {
+  CreateMessageResponse,
+  InferenceService,
+  MessageHead,
+  RateLimit,
+} from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
-import { anthropicErrorHandler } from "./envelope.js";
+import { toFacadeError } from "../http-status.js";
+import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
+import { modelList } from "./models.js";
+import { encodeComment, encodeEvent } from "./sse.js";
 
 /** What the Anthropic-format scope needs from the core. */
 export interface AnthropicRoutesDeps {
   readonly auth: Client<typeof AuthService>;
+  readonly inference: Client<typeof InferenceService>;
 }
 
-/** The Anthropic messages-format routes, with their own authentication and error envelope. */
-export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (scope, { auth }) => {
+/**
+ * The Anthropic messages-format routes, with their own authentication and error envelope.
+ * Bodies are read as bytes and handed to the core unparsed: the core validates them, and
+ * whatever the gateway does not read reaches the provider exactly as the client sent it.
+ */
+export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
+  scope,
+  { auth, inference },
+) => {
   scope.setErrorHandler(anthropicErrorHandler);
+  scope.addHook("onRequest", async (request, reply) => {
+    // The format's own name for the request id; the SDKs surface it on every error.
+    reply.header("request-id", request.id);
+  });
   scope.addHook("onRequest", authenticateHook(auth));
+  scope.removeContentTypeParser("application/json");
+  scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) =>
+    done(null, body),
+  );
 
-  const notYet = async () => {
-    throw new ConnectError("This endpoint is not implemented yet.", Code.Unimplemented);
-  };
-  scope.post("/v1/messages", notYet);
-  scope.post("/v1/messages/count_tokens", notYet);
+  scope.post("/v1/messages", async (request, reply) => {
+    const abort = abortOnDisconnect(reply);
+    const parts = inference.createMessage(
+      {
+        body: bodyBytes(request),
+        anthropicVersion: header(request, "anthropic-version"),
+        anthropicBeta: header(request, "anthropic-beta"),
+        billingChain: header(request, "x-gateway-billing-chain"),
+        clientUserAgent: header(request, "user-agent"),
+      },
+      { headers: coreHeaders(request), signal: abort.signal },
+    );
+    const iterator = parts[Symbol.asyncIterator]();
+    // Every failure before the head is an ordinary error response (nothing was charged).
+    const head = (await iterator.next()).value as CreateMessageResponse | undefined;
+    if (head?.part.case !== "head") throw new Error("the core answered without a head");
+    reply.headers(headHeaders(head.part.value));
+    if (!head.part.value.stream) {
+      const message = (await iterator.next()).value as CreateMessageResponse | undefined;
+      if (message?.part.case !== "message") throw new Error("the core answered without a message");
+      return reply.type("application/json").send(Buffer.from(message.part.value));
+    }
+    await relayEvents(request, reply, iterator);
+    return reply;
+  });
+
+  scope.post("/v1/messages/count_tokens", async (request, reply) => {
+    const count = await inference.countTokens(
+      {
+        body: bodyBytes(request),
+        anthropicVersion: header(request, "anthropic-version"),
+        anthropicBeta: header(request, "anthropic-beta"),
+        clientUserAgent: header(request, "user-agent"),
+      },
+      { headers: coreHeaders(request) },
+    );
+    reply.headers(rateLimitHeaders(count.rateLimit));
+    if (count.repairedParams.length > 0)
+      reply.header("x-gateway-repaired-params", count.repairedParams.join(","));
+    return reply.type("application/json").send(Buffer.from(count.body));
+  });
+
+  scope.get("/v1/models", async (request) => {
+    const { models } = await inference.listModels({}, { headers: coreHeaders(request) });
+    return modelList(models);
+  });
 };
+
+/**
+ * Streams the events after the head as server-sent events, each written as soon as it
+ * arrives, honouring the socket's backpressure. A failure after the headers went out can only
+ * be told in the stream: it becomes an `error` event.
+ */
+async function relayEvents(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  iterator: AsyncIterator<CreateMessageResponse>,
+): Promise<void> {
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    ...(reply.getHeaders() as Record<string, string>),
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+  });
+  // Headers go out with the first event, not before: flush them now so the client sees 200 at once.
+  raw.flushHeaders();
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) break;
+      const { part } = next.value;
+      let frame: string;
+      if (part.case === "event") frame = encodeEvent(part.value.event, part.value.data);
+      else if (part.case === "comment") frame = encodeComment(part.value);
+      else continue;
+      if (raw.destroyed) break;
+      if (!raw.write(frame)) await waitForDrain(raw);
+    }
+  } catch (error) {
+    if (!raw.destroyed) {
+      const mapped = toFacadeError(error);
+      if (mapped.status >= 500) request.log.error({ err: error }, "stream failed");
+      const body = anthropicErrorBody(mapped, request.id);
+      raw.write(encodeEvent("error", JSON.stringify({ type: "error", error: body.error })));
+    }
+  } finally {
+    // Tells the core to stop (and settle) if the loop ended early.
+    await iterator.return?.();
+    if (!raw.destroyed) raw.end();
+  }
+}
+
+function waitForDrain(raw: FastifyReply["raw"]): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      raw.off("drain", done);
+      raw.off("close", done);
+      resolve();
+    };
+    raw.on("drain", done);
+    raw.on("close", done);
+  });
+}
+
+/** Aborts the core call when the client goes away before the answer is complete. */
+function abortOnDisconnect(reply: FastifyReply): AbortController {
+  const abort = new AbortController();
+  reply.raw.on("close", () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+  return abort;
+}
+
+/** The gateway's response headers for a call's head. */
+function headHeaders(head: MessageHead): Record<string, string> {
+  const headers: Record<string, string> = {
+    "x-gateway-billing-chain": head.billingChain,
+    ...rateLimitHeaders(head.rateLimit),
+  };
+  if (head.repairedParams.length > 0) headers["x-gateway-repaired-params"] = head.repairedParams.join(",");
+  if (head.clampedMaxTokens > 0n) headers["x-gateway-clamped-max-tokens"] = `${head.clampedMaxTokens}`;
+  return headers;
+}
+
+/** The format's request-limit headers (PROTOCOLS §1.6). */
+function rateLimitHeaders(limit: RateLimit | undefined): Record<string, string> {
+  if (limit === undefined) return {};
+  const reset = limit.reset === undefined ? "" : new Date(Number(limit.reset.seconds) * 1000).toISOString();
+  return {
+    "anthropic-ratelimit-requests-limit": `${limit.limit}`,
+    "anthropic-ratelimit-requests-remaining": `${limit.remaining}`,
+    "anthropic-ratelimit-requests-reset": reset,
+  };
+}
+
+/** Metadata for core calls: the caller's key (the core authenticates every RPC) and the request id. */
+function coreHeaders(request: FastifyRequest): Record<string, string> {
+  return {
+    "x-request-id": request.id,
+    "x-api-key": presentedCredential((name) => header(request, name) || undefined) ?? "",
+  };
+}
+
+function bodyBytes(request: FastifyRequest): Uint8Array {
+  return Buffer.isBuffer(request.body) ? request.body : new Uint8Array();
+}
+
+function header(request: FastifyRequest, name: string): string {
+  const value = request.headers[name];
+  return (Array.isArray(value) ? value.join(",") : value) ?? "";
+}

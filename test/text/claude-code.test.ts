@@ -1,0 +1,100 @@
+import { spawn } from "node:child_process";
+import { resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { tempDir } from "../helpers/process.js";
+import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
+
+// The real Claude Code CLI (npm @anthropic-ai/claude-code), headless, pointed at the gateway's
+// origin with a gateway key as its auth token, unmodified.
+
+/** The CLI as npm installs it (a native binary placed by the package's postinstall). */
+const CLAUDE = resolve(import.meta.dirname, "../../node_modules/.bin/claude");
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `claude -p PROMPT` against `baseUrl` with `token`, in a throwaway home, bounded in time. */
+function claude(baseUrl: string, token: string, prompt: string, timeoutMs = 90_000): Promise<Run> {
+  const home = tempDir("tollgate-claude-home-");
+  const env: NodeJS.ProcessEnv = {};
+  // Nothing of the developer's own Claude or provider setup may leak into the run.
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!/^(ANTHROPIC_|CLAUDE|TOLLGATE_)/.test(name)) env[name] = value;
+  }
+  Object.assign(env, {
+    HOME: home.path,
+    XDG_CONFIG_HOME: home.path,
+    ANTHROPIC_BASE_URL: baseUrl,
+    ANTHROPIC_AUTH_TOKEN: token,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+  });
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text"], {
+      env,
+      cwd: home.path,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      home.cleanup();
+      resolvePromise({ code, stdout, stderr });
+    });
+  });
+}
+
+describe("the Claude Code CLI through the gateway", () => {
+  let t: TextGateway;
+  beforeAll(async () => {
+    t = await startTextGateway();
+    await t.credit(20_000_000n); // $20: Opus 4.8 with max_tokens 64000 holds a few dollars per call.
+  });
+  afterAll(async () => {
+    t.expectSoundLedger();
+    await t.close();
+  });
+
+  it("prints the upstream's answer, and the call is billed on the default chain", async () => {
+    const run = await claude(t.baseUrl, t.secret, "Say hello to the gateway");
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("dev-upstream");
+    // What the CLI sent: its own headers and vendor model name, streamed, with the beta list intact.
+    const sent = t.upstream.messageRequests();
+    expect(sent.length).toBeGreaterThanOrEqual(1);
+    const main = sent.at(-1)!;
+    expect(main.path).toBe("/v1/messages");
+    expect(main.headers["anthropic-beta"]).toContain("claude-code-20250219");
+    expect(main.body).toMatchObject({ stream: true });
+    const rows = await t.usage();
+    expect(rows.length).toBe(sent.length);
+    for (const row of rows) {
+      expect(row).toMatchObject({ status: HoldStatus.SETTLED, chain: "base", keyId: t.keyId });
+      expect(row.amount).toBeGreaterThan(0n);
+    }
+  });
+
+  it("stops at once with the billing error when the wallet cannot cover the call", async () => {
+    const { account } = await t.gateway.operator.createAccount({ name: "broke" });
+    const { secret } = await t.gateway.operator.createKey({ accountId: account!.id });
+    const calls = t.upstream.requests.length;
+    const run = await claude(t.baseUrl, secret, "Say hello", 60_000);
+    expect(run.code).toBe(1);
+    expect(`${run.stdout}${run.stderr}`).toMatch(/Insufficient funds on base/);
+    expect(t.upstream.requests.length).toBe(calls);
+  });
+});

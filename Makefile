@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean
+.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean bench bench-report
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -45,6 +45,14 @@ test-only: build ## Only the tests (skips generation and lint checks)
 
 run: build ## Run the gateway on its embedded defaults (facade :8787, core :8788, ./data)
 	node dist/src/cli/main.js serve
+
+bench: build ## Benchmarks: gateway vs pass-through vs direct, writes bench/results/ and docs/benchmarks.md (~10 min; BENCH_ARGS=--quick)
+	tsc -p tsconfig.bench.json
+	ulimit -n "$$(ulimit -Hn)"; node dist/bench/run.js $(BENCH_ARGS)
+
+bench-report: build ## Re-render docs/benchmarks.md from bench/results/latest.json
+	tsc -p tsconfig.bench.json
+	node dist/bench/report.js
 
 clean: ## Remove build output (keeps ./data)
 	rm -rf dist

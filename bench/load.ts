@@ -1,0 +1,250 @@
+/**
+ * The load generator, always run in a process of its own (never inside the server it measures).
+ * One JSON job in argv[2], one JSON result on stdout.
+ *
+ * - `saturate`: autocannon (as a library) with N closed-loop connections for D seconds: the
+ *   throughput at saturation and its latency distribution.
+ * - `rate`: open-loop constant throughput, the wrk2 way. Request i is due at start + i/rate
+ *   whether or not earlier ones have answered, and its latency is measured from when it was
+ *   due, not from when it was sent, so a stall counts against every request it delayed
+ *   (coordinated omission corrected). The connection pool (undici) is sized far above what the
+ *   rate needs, so sending never waits for an answer; `sendLagP99Ms` reports how late sends were.
+ *   For streams it also records the time to the first body byte and to the last.
+ * - `idle`: opens N streaming calls on raw sockets, waits until each has its first event, prints
+ *   how many are open, and holds them until stdin closes.
+ */
+import { connect, type Socket } from "node:net";
+import { performance } from "node:perf_hooks";
+import autocannon from "autocannon";
+import { Pool } from "undici";
+
+/** One HTTP request the load generator sends. */
+export interface RequestSpec {
+  readonly url: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/** A load job. */
+export type LoadJob =
+  | {
+      readonly kind: "saturate";
+      readonly request: RequestSpec;
+      readonly connections: number;
+      readonly seconds: number;
+    }
+  | {
+      readonly kind: "rate";
+      readonly request: RequestSpec;
+      readonly rate: number;
+      readonly seconds: number;
+      readonly connections: number;
+    }
+  | { readonly kind: "idle"; readonly request: RequestSpec; readonly streams: number };
+
+/** Latency percentiles in milliseconds. */
+export interface Percentiles {
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+/** What `saturate` reports. */
+export interface SaturateResult {
+  readonly kind: "saturate";
+  readonly requests: number;
+  readonly requestsPerSecond: number;
+  readonly latencyMs: Percentiles;
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+/** What `rate` reports; latencies are from each request's due time. */
+export interface RateResult {
+  readonly kind: "rate";
+  readonly targetRate: number;
+  readonly achievedRate: number;
+  readonly requests: number;
+  readonly latencyMs: Percentiles;
+  readonly firstByteMs: Percentiles;
+  readonly sendLagP99Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+/** What `idle` reports once its streams are open. */
+export interface IdleResult {
+  readonly kind: "idle";
+  readonly opened: number;
+  readonly failed: number;
+  readonly openingMs: number;
+}
+
+function percentiles(samples: Float64Array | number[]): Percentiles {
+  const sorted = Float64Array.from(samples).sort();
+  const at = (q: number) =>
+    sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return {
+    p50: at(0.5),
+    p90: at(0.9),
+    p99: at(0.99),
+    max: sorted.length === 0 ? Number.NaN : sorted.at(-1)!,
+  };
+}
+
+async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<SaturateResult> {
+  const { request } = job;
+  const result = await autocannon({
+    url: request.url + request.path,
+    method: "POST",
+    headers: request.headers,
+    body: request.body,
+    connections: job.connections,
+    duration: job.seconds,
+    pipelining: 1,
+  });
+  return {
+    kind: "saturate",
+    requests: result.requests.total,
+    requestsPerSecond: result.requests.total / job.seconds,
+    latencyMs: {
+      p50: result.latency.p50,
+      p90: result.latency.p90,
+      p99: result.latency.p99,
+      max: result.latency.max,
+    },
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+  };
+}
+
+async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateResult> {
+  const { request } = job;
+  const pool = new Pool(request.url, { connections: job.connections, pipelining: 1 });
+  const total = Math.round(job.rate * job.seconds);
+  const interval = 1000 / job.rate;
+  const latency = new Float64Array(total);
+  const firstByte = new Float64Array(total);
+  const sendLag = new Float64Array(total);
+  let non2xx = 0;
+  let errors = 0;
+  let done = 0;
+  const body = Buffer.from(request.body);
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const fire = async (i: number, due: number) => {
+    sendLag[i] = performance.now() - due;
+    try {
+      const answer = await pool.request({
+        method: "POST",
+        path: request.path,
+        headers: request.headers,
+        body,
+      });
+      if (answer.statusCode < 200 || answer.statusCode > 299) non2xx += 1;
+      let first = true;
+      for await (const _chunk of answer.body) {
+        if (first) {
+          firstByte[i] = performance.now() - due;
+          first = false;
+        }
+      }
+      if (first) firstByte[i] = performance.now() - due;
+      latency[i] = performance.now() - due;
+    } catch {
+      errors += 1;
+      latency[i] = performance.now() - due;
+      firstByte[i] = latency[i]!;
+    }
+    done += 1;
+    if (done === total) finish();
+  };
+  const start = performance.now() + 20;
+  let next = 0;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next < total && start + next * interval <= now) {
+        void fire(next, start + next * interval);
+        next += 1;
+      }
+      if (next >= total) return resolve();
+      setTimeout(tick, Math.max(0, start + next * interval - performance.now()));
+    };
+    setTimeout(tick, 20);
+  });
+  const sent = performance.now();
+  await finished;
+  await pool.close();
+  return {
+    kind: "rate",
+    targetRate: job.rate,
+    achievedRate: total / ((sent - start) / 1000),
+    requests: total,
+    latencyMs: percentiles(latency),
+    firstByteMs: percentiles(firstByte),
+    sendLagP99Ms: percentiles(sendLag).p99,
+    non2xx,
+    errors,
+  };
+}
+
+async function idle(job: Extract<LoadJob, { kind: "idle" }>): Promise<void> {
+  const { request } = job;
+  const url = new URL(request.url);
+  const head =
+    `POST ${request.path} HTTP/1.1\r\nhost: ${url.host}\r\ncontent-length: ${Buffer.byteLength(request.body)}\r\n` +
+    Object.entries(request.headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("") +
+    "\r\n";
+  const sockets: Socket[] = [];
+  let opened = 0;
+  let failed = 0;
+  const started = performance.now();
+  const openOne = () =>
+    new Promise<void>((resolve) => {
+      const socket = connect(Number(url.port), url.hostname);
+      sockets.push(socket);
+      let seen = "";
+      const timer = setTimeout(() => settle(false), 60_000);
+      const settle = (ok: boolean) => {
+        clearTimeout(timer);
+        socket.removeAllListeners("data");
+        if (ok) opened += 1;
+        else failed += 1;
+        resolve();
+      };
+      socket.on("error", () => settle(false));
+      socket.on("data", (chunk: Buffer) => {
+        seen += chunk.toString("latin1");
+        if (seen.includes("message_start")) settle(true);
+        else if (seen.length > 0 && !seen.startsWith("HTTP/1.1 200")) settle(false);
+      });
+      socket.write(head + request.body);
+    });
+  // Open in waves so the listen backlog never overflows.
+  const wave = 200;
+  for (let i = 0; i < job.streams; i += wave) {
+    await Promise.all(Array.from({ length: Math.min(wave, job.streams - i) }, openOne));
+  }
+  const result: IdleResult = { kind: "idle", opened, failed, openingMs: performance.now() - started };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  // Held until the parent has read the server's memory and closes our stdin.
+  await new Promise<void>((resolve) => {
+    process.stdin.on("end", resolve);
+    process.stdin.on("close", resolve);
+    process.stdin.resume();
+  });
+  for (const socket of sockets) socket.destroy();
+}
+
+const job = JSON.parse(process.argv[2] ?? "{}") as LoadJob;
+if (job.kind === "saturate") process.stdout.write(`${JSON.stringify(await saturate(job))}\n`);
+else if (job.kind === "rate") process.stdout.write(`${JSON.stringify(await openLoop(job))}\n`);
+else await idle(job);
+process.exit(0);

@@ -1,0 +1,377 @@
+/**
+ * Writes docs/benchmarks.md and its chart (an SVG, no external assets) from one run's results.
+ * `node dist/bench/report.js [RESULTS.json]` regenerates them from kept raw results.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type {
+  BenchResults,
+  IdleFigure,
+  RateFigure,
+  SaturationFigure,
+  Scenario,
+  TargetId,
+} from "./results.js";
+
+const TARGET_LABEL: Record<TargetId, string> = {
+  direct: "(a) direct",
+  proxy: "(b) pass-through",
+  gateway: "(c) gateway",
+};
+const SCENARIO_LABEL: Record<string, string> = {
+  messages: "messages (non-streaming)",
+  stream: "messages (streaming)",
+  count_tokens: "count_tokens",
+  image: "image generation",
+};
+const MiB = 2 ** 20;
+
+const ms = (value: number | undefined, digits = 2) =>
+  value === undefined || Number.isNaN(value) ? "–" : `${value.toFixed(digits)} ms`;
+const ratio = (value: number | undefined) =>
+  value === undefined || !Number.isFinite(value) ? "–" : `${value.toFixed(2)}×`;
+const count = (value: number) => Math.round(value).toLocaleString("en-US");
+
+function find<T extends { target: TargetId; scenario: Scenario }>(
+  rows: readonly T[],
+  target: TargetId,
+  scenario: Scenario,
+  extra: (row: T) => boolean = () => true,
+): T | undefined {
+  return rows.find((row) => row.target === target && row.scenario === scenario && extra(row));
+}
+
+/** Whether a run's answers were all 2xx; a target that refused or failed is flagged, not averaged in. */
+function clean(row: { non2xx: number; errors: number } | undefined): boolean {
+  return row !== undefined && row.non2xx === 0 && row.errors === 0;
+}
+
+function status(row: { non2xx: number; errors: number } | undefined): string {
+  if (row === undefined) return "not run";
+  if (clean(row)) return "";
+  return ` ⚠ ${row.non2xx} non-2xx, ${row.errors} errors`;
+}
+
+function saturationTable(results: BenchResults): string[] {
+  const lines = [
+    "| scenario | (a) direct | (b) pass-through | (c) gateway | (c) / (b) | CPU per request (b) → (c) |",
+    "|---|---|---|---|---|---|",
+  ];
+  for (const scenario of ["messages", "stream", "count_tokens", "image"] as const) {
+    const row = (target: TargetId) => find(results.saturation, target, scenario);
+    const cell = (r: SaturationFigure | undefined) =>
+      r === undefined ? "–" : `${count(r.requestsPerSecond)} req/s${status(r)}`;
+    const b = row("proxy");
+    const c = row("gateway");
+    const rel = clean(b) && clean(c) ? ratio(c!.requestsPerSecond / b!.requestsPerSecond) : "–";
+    const cpu = `${ms(b?.cpuPerRequestMs, 3)} → ${ms(c?.cpuPerRequestMs, 3)}`;
+    lines.push(
+      `| ${SCENARIO_LABEL[scenario]} | ${cell(row("direct"))} | ${cell(b)} | ${cell(c)} | ${rel} | ${cpu} |`,
+    );
+  }
+  return lines;
+}
+
+function added(row: RateFigure | undefined, base: RateFigure | undefined, pick: (r: RateFigure) => number) {
+  return row === undefined || base === undefined ? undefined : pick(row) - pick(base);
+}
+
+function ratesTable(results: BenchResults): string[] {
+  const lines = [
+    "| rate | (a) direct p50 / p99 | (b) added p50 / p99 | (c) added p50 / p99 | (c) added p50 / p99 ÷ (b)'s | achieved rate (c) |",
+    "|---|---|---|---|---|---|",
+  ];
+  for (const rate of [100, 500, 1000]) {
+    const at = (target: TargetId) => find(results.rates, target, "messages", (r) => r.targetRate === rate);
+    const a = at("direct");
+    const b = at("proxy");
+    const c = at("gateway");
+    if (a === undefined) continue;
+    const p50 = (r: RateFigure) => r.latencyMs.p50;
+    const p99 = (r: RateFigure) => r.latencyMs.p99;
+    const bAdd = [added(b, a, p50), added(b, a, p99)];
+    const cAdd = [added(c, a, p50), added(c, a, p99)];
+    lines.push(
+      `| ${rate}/s | ${ms(p50(a))} / ${ms(p99(a))} | ${ms(bAdd[0])} / ${ms(bAdd[1])}${status(b)} | ` +
+        `${ms(cAdd[0])} / ${ms(cAdd[1])}${status(c)} | ${ratio(cAdd[0]! / bAdd[0]!)} / ${ratio(cAdd[1]! / bAdd[1]!)} | ` +
+        `${c === undefined ? "–" : `${count(c.achievedRate)}/s`} |`,
+    );
+  }
+  return lines;
+}
+
+function ttfbTable(results: BenchResults): string[] {
+  const a = find(results.ttfb, "direct", "stream");
+  const lines = [
+    "| target | first byte p50 / p99 | added first byte p50 / p99 | last byte p50 / p99 |",
+    "|---|---|---|---|",
+  ];
+  for (const target of ["direct", "proxy", "gateway"] as const) {
+    const r = find(results.ttfb, target, "stream");
+    if (r === undefined) continue;
+    const first = (x: RateFigure) => x.firstByteMs;
+    lines.push(
+      `| ${TARGET_LABEL[target]}${status(r)} | ${ms(first(r).p50)} / ${ms(first(r).p99)} | ` +
+        `${target === "direct" ? "–" : `${ms(added(r, a, (x) => first(x).p50))} / ${ms(added(r, a, (x) => first(x).p99))}`} | ` +
+        `${ms(r.latencyMs.p50)} / ${ms(r.latencyMs.p99)} |`,
+    );
+  }
+  return lines;
+}
+
+function idleTable(results: BenchResults): string[] {
+  const lines = [
+    "| target | streams open | RSS before | RSS holding them | per stream |",
+    "|---|---|---|---|---|",
+  ];
+  for (const r of results.idle) {
+    const per =
+      r.opened === 0 ? "–" : `${((r.rssHeldBytes - r.rssBeforeBytes) / r.opened / 1024).toFixed(1)} KiB`;
+    lines.push(
+      `| ${TARGET_LABEL[r.target]} | ${count(r.opened)} of ${count(r.streams)}${r.failed > 0 ? ` (${r.failed} failed)` : ""} | ` +
+        `${(r.rssBeforeBytes / MiB).toFixed(0)} MiB | ${(r.rssHeldBytes / MiB).toFixed(0)} MiB | ${per} |`,
+    );
+  }
+  return lines;
+}
+
+/** The issue's targets, each with the measured figure and whether it was met. */
+function targetsTable(results: BenchResults): string[] {
+  const lines = ["| target | measured | met |", "|---|---|---|"];
+  const at500 = (t: TargetId) => find(results.rates, t, "messages", (r) => r.targetRate === 500);
+  const a = at500("direct");
+  const c = at500("gateway");
+  const p50 = added(c, a, (r) => r.latencyMs.p50);
+  const p99 = added(c, a, (r) => r.latencyMs.p99);
+  const yes = (ok: boolean | undefined) => (ok === undefined ? "–" : ok ? "yes" : "**no**");
+  lines.push(
+    `| added p50 ≤ 1 ms at 500 req/s | ${ms(p50)} | ${yes(p50 === undefined ? undefined : p50 <= 1 && clean(c))} |`,
+  );
+  lines.push(
+    `| added p99 ≤ 5 ms at 500 req/s | ${ms(p99)} | ${yes(p99 === undefined ? undefined : p99 <= 5 && clean(c))} |`,
+  );
+  const b = find(results.saturation, "proxy", "messages");
+  const g = find(results.saturation, "gateway", "messages");
+  const share = b === undefined || g === undefined ? undefined : g.requestsPerSecond / b.requestsPerSecond;
+  lines.push(
+    `| throughput ≥ 50% of the pass-through's (non-streaming) | ${share === undefined ? "–" : `${(share * 100).toFixed(0)}%`} | ${yes(share === undefined ? undefined : share >= 0.5 && clean(g))} |`,
+  );
+  const ta = find(results.ttfb, "direct", "stream");
+  const tc = find(results.ttfb, "gateway", "stream");
+  const ttfb = added(tc, ta, (r) => r.firstByteMs.p50);
+  lines.push(
+    `| added time to first streamed byte ≤ 1 ms (p50) | ${ms(ttfb)} | ${yes(ttfb === undefined ? undefined : ttfb <= 1 && clean(tc))} |`,
+  );
+  const idle = results.idle.find((r: IdleFigure) => r.target === "gateway");
+  lines.push(
+    `| 10,000 idle streams in ≤ 1 GiB RSS | ${idle === undefined ? "–" : `${count(idle.opened)} streams in ${(idle.rssHeldBytes / MiB).toFixed(0)} MiB`} | ${yes(idle === undefined ? undefined : idle.opened >= 10_000 && idle.rssHeldBytes <= 2 ** 30)} |`,
+  );
+  return lines;
+}
+
+/** Bars: saturation throughput per scenario, and added latency at fixed rates, for (b) and (c). */
+function chart(results: BenchResults): string {
+  const width = 880;
+  const height = 330;
+  const colors: Record<TargetId, string> = { direct: "#9aa5b1", proxy: "#3e7cb1", gateway: "#e07a1f" };
+  const parts: string[] = [];
+  const text = (x: number, y: number, s: string, anchor = "middle", size = 12) =>
+    `<text x="${x.toFixed(1)}" y="${y.toFixed(1)}" font-size="${size}" text-anchor="${anchor}" font-family="sans-serif">${s}</text>`;
+  const panel = (
+    x0: number,
+    title: string,
+    unit: string,
+    groups: { label: string; bars: { target: TargetId; value: number | undefined }[] }[],
+  ) => {
+    const w = 400;
+    const top = 40;
+    const bottom = 270;
+    const max = Math.max(1e-9, ...groups.flatMap((g) => g.bars.map((b) => b.value ?? 0)));
+    parts.push(text(x0 + w / 2, 20, title, "middle", 14));
+    parts.push(`<line x1="${x0}" y1="${bottom}" x2="${x0 + w}" y2="${bottom}" stroke="#333"/>`);
+    const gw = w / groups.length;
+    groups.forEach((group, gi) => {
+      const bw = (gw - 16) / group.bars.length;
+      group.bars.forEach((bar, bi) => {
+        const value = bar.value ?? 0;
+        const h = ((bottom - top) * value) / max;
+        const x = x0 + gi * gw + 8 + bi * bw;
+        parts.push(
+          `<rect x="${x.toFixed(1)}" y="${(bottom - h).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${colors[bar.target]}"/>`,
+        );
+        if (bar.value !== undefined)
+          parts.push(
+            text(x + bw / 2, bottom - h - 3, value >= 100 ? count(value) : value.toFixed(2), "middle", 9),
+          );
+      });
+      parts.push(text(x0 + gi * gw + gw / 2, bottom + 16, group.label, "middle", 11));
+    });
+    parts.push(text(x0, 34, unit, "start", 10));
+  };
+  panel(
+    20,
+    "Throughput at saturation",
+    "requests/s (64 connections)",
+    (["messages", "stream", "count_tokens", "image"] as const).map((scenario) => ({
+      label: scenario,
+      bars: (["direct", "proxy", "gateway"] as const).map((target) => {
+        const row = find(results.saturation, target, scenario);
+        return { target, value: clean(row) ? row!.requestsPerSecond : undefined };
+      }),
+    })),
+  );
+  panel(
+    460,
+    "Added latency, open loop (non-streaming)",
+    "ms over direct: p50 and p99 per rate",
+    [100, 500, 1000].flatMap((rate) => {
+      const at = (t: TargetId) => find(results.rates, t, "messages", (r) => r.targetRate === rate);
+      return (["p50", "p99"] as const).map((q) => ({
+        label: `${rate}/s ${q}`,
+        bars: (["proxy", "gateway"] as const).map((target) => ({
+          target,
+          value: added(at(target), at("direct"), (r) => Math.max(0, r.latencyMs[q])),
+        })),
+      }));
+    }),
+  );
+  (["direct", "proxy", "gateway"] as const).forEach((target, i) => {
+    parts.push(
+      `<rect x="${20 + i * 170}" y="${height - 24}" width="12" height="12" fill="${colors[target]}"/>`,
+    );
+    parts.push(text(36 + i * 170, height - 14, TARGET_LABEL[target], "start", 12));
+  });
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">\n<rect width="100%" height="100%" fill="white"/>\n${parts.join("\n")}\n</svg>\n`;
+}
+
+/** Renders the Markdown page for one run. */
+export function renderMarkdown(results: BenchResults, chartFile: string): string {
+  const m = results.machine;
+  const hs = results.holdSettle;
+  const proxyCpu = find(results.saturation, "proxy", "messages")?.cpuPerRequestMs;
+  const idleGateway = results.idle.find((r) => r.target === "gateway");
+  return [
+    "# Benchmarks",
+    "",
+    "<!-- Generated by `make bench` (bench/run.ts → bench/report.ts) from bench/results/latest.json. Do not edit by hand: re-run `make bench`, or `make bench-report` to re-render kept results. -->",
+    "",
+    `What ${results.gateway.name} adds to every call, measured side by side with the floor in one run on one machine:`,
+    "**(a)** the client straight to a fake upstream, **(b)** through a minimal Node pass-through proxy (a",
+    "few lines of `node:http` piping each request: the floor for any Node gateway), **(c)** through the",
+    "gateway as a user runs it (`tollgate serve`, a real SQLite data dir with `synchronous=FULL`, a real",
+    "key, credited funds, rate limits raised, a durable hold and settle on every billed call, logs at the",
+    "default level written to a file).",
+    "",
+    `- **Machine**: ${m.cores} cores (${m.cpuModel}), ${(m.memoryBytes / 2 ** 30).toFixed(0)} GiB, Node ${m.node}; load average ${m.loadBefore.map((x) => x.toFixed(2)).join(" / ")} at the start, ${m.loadAfter.map((x) => x.toFixed(2)).join(" / ")} at the end (the machine is shared: the figures are noisy). Every process (upstream, proxy, gateway, load generator) shares these ${m.cores} cores.`,
+    `- **Run**: ${results.startedAt} → ${results.finishedAt}, gateway commit \`${results.gateway.commit}\`, ${results.settings.seconds} s per measurement, fake upstream latency ${results.settings.upstreamLatencyMs} ms.${results.settings.quick ? " **Quick run** (harness check only)." : ""}`,
+    "",
+    `![throughput and added latency](${chartFile})`,
+    "",
+    "## The issue's targets",
+    "",
+    ...targetsTable(results),
+    "",
+    "## Throughput at saturation",
+    "",
+    `autocannon, ${results.settings.saturationConnections} keep-alive connections, closed loop, ${results.settings.seconds} s per cell. CPU per request is the server process's utime + stime over the run divided by the requests it answered.`,
+    "",
+    ...saturationTable(results),
+    "",
+    "## Added latency at fixed rates (open loop)",
+    "",
+    "Non-streaming messages. Each request is due at start + i/rate whether or not earlier ones have",
+    "answered; latency runs from when it was due (coordinated omission corrected, see below). Added =",
+    "this target's percentile − the direct percentile in the same run.",
+    "",
+    ...ratesTable(results),
+    "",
+    "## Streaming: time to first and last byte",
+    "",
+    `Streaming messages at 100 requests/s, open loop. The fake upstream answers after ${results.settings.upstreamLatencyMs} ms with \`message_start\`, then 8 deltas 2 ms apart. First byte = the first body byte (the gateway flushes its headers before the first event, so the first body byte is the first event).`,
+    "",
+    ...ttfbTable(results),
+    "",
+    "## Memory with idle streams",
+    "",
+    `Streaming calls held open on a silent upstream (it sends \`message_start\` and then nothing), RSS of the server process from /proc. Each held stream costs the server two file descriptors (client and upstream side); this machine's limit is ${m.fdLimit.toLocaleString("en-US")} and cannot be raised here, so the harness holds at most ${Math.floor((m.fdLimit - 200) / 2).toLocaleString("en-US")}.`,
+    "",
+    ...idleTable(results),
+    ...(idleGateway !== undefined && idleGateway.opened > 0 && idleGateway.opened < 10_000
+      ? [
+          "",
+          `Extrapolated to 10,000 streams at the measured cost per stream: ${(
+            (idleGateway.rssBeforeBytes +
+              ((idleGateway.rssHeldBytes - idleGateway.rssBeforeBytes) / idleGateway.opened) * 10_000) /
+              MiB
+          ).toFixed(0)} MiB.`,
+        ]
+      : []),
+    "",
+    "## A durable hold + settle on its own",
+    "",
+    hs === undefined
+      ? "Not run."
+      : [
+          `The billing core alone (\`Billing.holdNewCall\` then \`settleDelivered\`, two committed transactions, journal ${hs.journalMode}, synchronous=${hs.synchronous === "2" ? "FULL" : hs.synchronous}), one after another on a real file:`,
+          "",
+          "| | p50 | p99 |",
+          "|---|---|---|",
+          `| hold | ${ms(hs.holdMs.p50, 3)} | ${ms(hs.holdMs.p99, 3)} |`,
+          `| settle | ${ms(hs.settleMs.p50, 3)} | ${ms(hs.settleMs.p99, 3)} |`,
+          `| hold + settle | ${ms(hs.pairMs.p50, 3)} | ${ms(hs.pairMs.p99, 3)} |`,
+          "",
+          `${count(hs.pairsPerSecond)} pairs/s on one thread.${proxyCpu === undefined ? "" : ` Against (b)'s whole cost per request (${ms(proxyCpu, 3)} of CPU), a hold + settle is ${ratio(hs.pairMs.p50 / proxyCpu)}.`}`,
+        ].join("\n"),
+    "",
+    "## How it is measured",
+    "",
+    "- `make bench` builds the gateway and the harness (`bench/`, compiled to `dist/bench/`), then runs",
+    "  `bench/run.ts`. Each of the fake upstream (`bench/fake-upstream.ts`), the pass-through proxy",
+    "  (`bench/passthrough-proxy.ts`), the gateway and every load run (`bench/load.ts`) is its own process.",
+    "- **Fake upstream**: speaks the Anthropic messages format (JSON and SSE), count_tokens, and",
+    "  Gemini `generateContent` with an inline PNG, after a fixed latency (`--latency-ms`, 20 by default) and",
+    "  for streams at a fixed pace. A message containing `bench:silent` opens a stream and then stays silent.",
+    "- **Saturation** uses [autocannon](https://github.com/mcollina/autocannon) (8.0.0, as a library in its",
+    "  own process): N connections, each sending its next request when the previous answer is complete.",
+    "- **Fixed rates are open loop.** autocannon's `overallRate` is not: it gives each connection a budget",
+    "  of rate/connections requests per second, which the connection spends back to back at the start of",
+    "  each second and then idles (closed loop, bursty), and it measures latency from the moment a request",
+    "  is written — so a stall hides the requests it delayed (coordinated omission). wrk2 is not packaged",
+    "  here. So `bench/load.ts` paces requests the wrk2 way on an undici pool: request *i* is due at",
+    "  start + i/rate regardless of answers, latency counts from the due time, the pool has 512",
+    "  connections (far above rate × latency, so sending never waits for a free connection), and the",
+    "  run records how late sends were and the achieved rate.",
+    "- **Idle streams** are raw sockets from one load process, opened in waves of 200, each waiting for",
+    "  `message_start` before it counts as open.",
+    "- Raw results of every run are kept in `bench/results/` (`latest.json` is the one this page shows).",
+    "",
+    "## Comparing another gateway",
+    "",
+    "```sh",
+    "make build && npx tsc -p tsconfig.bench.json",
+    "node dist/bench/run.js --upstream-port 9900 --target http://127.0.0.1:8080 --target-key KEY --target-name other",
+    "```",
+    "",
+    "The other gateway must send Anthropic calls to the fake upstream on `http://127.0.0.1:9900` (start it",
+    "before the harness, or start the harness first and point the gateway at the port once it is up; the",
+    "harness warms up for a few seconds before it measures). Its results go to",
+    "`bench/results/<time>.json` and `<time>-report/benchmarks.md`; docs/ keeps Tollgate's own figures.",
+    "Options: `--seconds N`, `--streams N`, `--only saturate,rates,ttfb,idle,holdsettle`, `--latency-ms N`,",
+    "`--quick`.",
+    "",
+  ].join("\n");
+}
+
+/** Writes `benchmarks.md` and `benchmarks.svg` into `dir` (or into `dir/name/`). */
+export function writeReport(results: BenchResults, dir: string, name?: string): void {
+  const out = name === undefined ? dir : join(dir, name);
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, "benchmarks.svg"), chart(results));
+  writeFileSync(join(out, "benchmarks.md"), renderMarkdown(results, "benchmarks.svg"));
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(import.meta.filename)) {
+  const file = process.argv[2] ?? resolve(import.meta.dirname, "../../bench/results/latest.json");
+  const results = JSON.parse(readFileSync(file, "utf8")) as BenchResults;
+  writeReport(results, resolve(import.meta.dirname, "../../docs"));
+}

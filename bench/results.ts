@@ -1,0 +1,69 @@
+/**
+ * The shape of one `make bench` run as kept in bench/results/*.json; docs/benchmarks.md is
+ * regenerated from it (bench/report.ts).
+ */
+import type { HoldSettleResult } from "./hold-settle.js";
+import type { RateResult, SaturateResult } from "./load.js";
+
+/** Who the client talks to: (a) the fake upstream, (b) the pass-through proxy, (c) the gateway. */
+export type TargetId = "direct" | "proxy" | "gateway";
+
+/** What is sent. `idle` is a stream the upstream opens and then leaves silent. */
+export type Scenario = "messages" | "stream" | "count_tokens" | "image" | "idle";
+
+/** A saturation run against one target. */
+export interface SaturationFigure extends SaturateResult {
+  readonly target: TargetId;
+  readonly scenario: Scenario;
+  /** CPU time the server process spent per request (utime + stime), when the harness knows its pid. */
+  readonly cpuPerRequestMs: number | undefined;
+}
+
+/** An open-loop run against one target. */
+export interface RateFigure extends RateResult {
+  readonly target: TargetId;
+  readonly scenario: Scenario;
+}
+
+/** Idle streams held open through one target. */
+export interface IdleFigure {
+  readonly target: TargetId;
+  /** Streams asked for (--streams). */
+  readonly requested: number;
+  /** Streams attempted: the request, capped by the file-descriptor limit. */
+  readonly streams: number;
+  readonly opened: number;
+  readonly failed: number;
+  readonly openingMs: number;
+  readonly rssBeforeBytes: number;
+  readonly rssHeldBytes: number;
+}
+
+/** One run of the harness. */
+export interface BenchResults {
+  readonly version: 1;
+  readonly startedAt: string;
+  finishedAt: string;
+  readonly machine: {
+    readonly cores: number;
+    readonly cpuModel: string;
+    readonly memoryBytes: number;
+    readonly node: string;
+    /** 1, 5 and 15-minute load averages when the run started and ended (a shared machine). */
+    readonly loadBefore: number[];
+    loadAfter: number[];
+    readonly fdLimit: number;
+  };
+  readonly gateway: { readonly name: string; readonly url: string; readonly commit: string };
+  readonly settings: {
+    readonly seconds: number;
+    readonly upstreamLatencyMs: number;
+    readonly saturationConnections: number;
+    readonly quick: boolean;
+  };
+  readonly saturation: SaturationFigure[];
+  readonly rates: RateFigure[];
+  readonly ttfb: RateFigure[];
+  readonly idle: IdleFigure[];
+  holdSettle: HoldSettleResult | undefined;
+}

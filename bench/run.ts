@@ -1,0 +1,410 @@
+/**
+ * `make bench`: runs the fake upstream, the pass-through proxy and the gateway (as a user runs
+ * it: `tollgate serve`, a real data dir, a real key, credited funds) each in its own process,
+ * drives them side by side with the load generator (another process), writes the raw results
+ * to bench/results/ and regenerates docs/benchmarks.md and its chart from them.
+ *
+ * Options:
+ *   --target URL        measure another gateway as (c) instead of starting Tollgate; it must be
+ *                       pointed at the fake upstream (see --upstream-port) and accept --target-key
+ *   --target-key KEY    the key sent to --target as x-api-key and Authorization: Bearer
+ *   --target-name NAME  how the report names --target (default "target")
+ *   --upstream-port P   fixed port for the fake upstream (default: any free port)
+ *   --seconds N         length of each measured run (default 8)
+ *   --streams N         idle streams to hold open (default 10000, capped by the fd limit)
+ *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle (default all)
+ *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseArgs } from "node:util";
+import type { HoldSettleResult } from "./hold-settle.js";
+import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } from "./load.js";
+import { writeReport } from "./report.js";
+import type { BenchResults, IdleFigure, Scenario, TargetId } from "./results.js";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const DIST = join(ROOT, "dist");
+const CLI = join(DIST, "src/cli/main.js");
+
+const { values } = parseArgs({
+  options: {
+    target: { type: "string" },
+    "target-key": { type: "string" },
+    "target-name": { type: "string" },
+    "upstream-port": { type: "string", default: "0" },
+    seconds: { type: "string" },
+    streams: { type: "string" },
+    only: { type: "string" },
+    quick: { type: "boolean", default: false },
+    "latency-ms": { type: "string", default: "20" },
+  },
+});
+const quick = values.quick === true;
+const seconds = Number(values.seconds ?? (quick ? 3 : 8));
+const phases = new Set((values.only ?? "saturate,rates,ttfb,idle,holdsettle").split(","));
+const children: ChildProcess[] = [];
+
+/** A server process the harness started, with the URL it printed. */
+interface Server {
+  readonly child: ChildProcess;
+  readonly url: string;
+}
+
+function node(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const child = spawn(process.execPath, [join(DIST, "bench", script), ...args], {
+    env,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  children.push(child);
+  return child;
+}
+
+function firstLine(child: ChildProcess): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    let buffer = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const end = buffer.indexOf("\n");
+      if (end >= 0) resolvePromise(buffer.slice(0, end));
+    });
+    child.on("exit", (code) => reject(new Error(`${child.spawnfile} exited ${code} before answering`)));
+  });
+}
+
+async function startServer(script: string, args: string[]): Promise<Server> {
+  const child = node(script, args);
+  const { url } = JSON.parse(await firstLine(child)) as { url: string };
+  return { child, url };
+}
+
+function cli(args: string[], env: NodeJS.ProcessEnv): string {
+  return execFileSync(process.execPath, [CLI, ...args, "--json"], { env, encoding: "utf8" });
+}
+
+/** Starts `tollgate serve` as a user would, with its own data dir, key and funds. */
+async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key: string; dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    TOLLGATE_DATA_DIR: dataDir,
+    TOLLGATE_PORT: "0",
+    TOLLGATE_CORE_PORT: "0",
+    TOLLGATE_ANTHROPIC_URL: upstreamUrl,
+    TOLLGATE_ANTHROPIC_API_KEY: "bench-provider-key",
+    TOLLGATE_GEMINI_URL: upstreamUrl,
+    TOLLGATE_GEMINI_API_KEY: "bench-provider-key",
+    // Limits raised for the run: the benchmark measures the gateway's cost, not its refusals.
+    TOLLGATE_RATE_LIMIT_RPM: "1000000",
+    TOLLGATE_COUNT_TOKENS_RPM: "1000000",
+  };
+  const account = JSON.parse(cli(["account", "create", "--name", "bench"], env)) as { id: string };
+  const key = JSON.parse(cli(["key", "create", "--account", account.id, "--name", "bench"], env)) as {
+    secret: string;
+  };
+  cli(
+    ["credit", "--account", account.id, "--chain", "base", "--amount", "1000000", "--reason", "bench"],
+    env,
+  );
+  // The log goes to a file, as a service manager would keep it, at the default level.
+  const log = openSync(join(dataDir, "gateway.log"), "w");
+  const child = spawn(process.execPath, [CLI, "serve"], { env, stdio: ["ignore", log, log] });
+  closeSync(log);
+  children.push(child);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const text = readFileSync(join(dataDir, "gateway.log"), "utf8");
+    const ready = /tollgate ready: facade (\S+)/.exec(text);
+    if (ready !== null) return { server: { child, url: ready[1]! }, key: key.secret, dataDir };
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`tollgate did not start:\n${text}`);
+    await sleep(50);
+  }
+}
+
+function runLoad<T>(job: LoadJob): Promise<T> {
+  const child = node("load.js", [JSON.stringify(job)]);
+  return firstLine(child).then((line) => JSON.parse(line) as T);
+}
+
+/** utime + stime of a process, in milliseconds. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+function rssBytes(pid: number): number {
+  const line = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(line?.[1] ?? 0) * 1024;
+}
+
+function fdLimit(): number {
+  const line = /Max open files\s+(\d+)/.exec(readFileSync("/proc/self/limits", "utf8"));
+  return Number(line?.[1] ?? 1024);
+}
+
+const MESSAGE = { role: "user", content: "Say hello to the benchmark." };
+
+function requestFor(target: TargetId, scenario: Scenario, url: string, key: string): RequestSpec {
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "anthropic-version": "2023-06-01",
+    "x-api-key": key,
+    authorization: `Bearer ${key}`,
+  };
+  const text = (stream: boolean, content = MESSAGE.content) =>
+    JSON.stringify({
+      model: "model-haiku-4-5",
+      max_tokens: 64,
+      messages: [{ role: "user", content }],
+      ...(stream ? { stream: true } : {}),
+    });
+  switch (scenario) {
+    case "messages":
+      return { url, path: "/v1/messages", headers, body: text(false) };
+    case "stream":
+      return { url, path: "/v1/messages", headers, body: text(true) };
+    case "count_tokens":
+      return { url, path: "/v1/messages/count_tokens", headers, body: text(false) };
+    case "idle":
+      return { url, path: "/v1/messages", headers, body: text(true, "bench:silent hold this stream open") };
+    case "image":
+      // The gateway speaks the OpenAI images format; the upstream (and so the floor) speaks Gemini.
+      return target === "gateway"
+        ? {
+            url,
+            path: "/v1/images/generations",
+            headers,
+            body: JSON.stringify({ model: "image-2", prompt: "a lighthouse at dusk", size: "1024x1024" }),
+          }
+        : {
+            url,
+            path: "/v1beta/models/gemini-2.5-flash-image:generateContent",
+            headers: { "content-type": "application/json", "x-goog-api-key": key },
+            body: JSON.stringify({
+              contents: [{ role: "user", parts: [{ text: "a lighthouse at dusk" }] }],
+              generationConfig: { responseModalities: ["IMAGE"], imageConfig: { aspectRatio: "1:1" } },
+            }),
+          };
+  }
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const loadBefore = loadavg();
+  const upstream = await startServer("fake-upstream.js", [
+    "--port",
+    values["upstream-port"]!,
+    "--latency-ms",
+    values["latency-ms"]!,
+  ]);
+  const proxy = await startServer("passthrough-proxy.js", ["--upstream", upstream.url]);
+  let gateway: Server | undefined;
+  let key = values["target-key"] ?? "";
+  let dataDir: string | undefined;
+  let gatewayUrl = values.target;
+  if (gatewayUrl === undefined) {
+    const started = await startTollgate(upstream.url);
+    gateway = started.server;
+    key = started.key;
+    dataDir = started.dataDir;
+    gatewayUrl = gateway.url;
+  }
+  const targets: { id: TargetId; url: string; pid: number | undefined; key: string }[] = [
+    { id: "direct", url: upstream.url, pid: upstream.child.pid, key: "bench" },
+    { id: "proxy", url: proxy.url, pid: proxy.child.pid, key: "bench" },
+    { id: "gateway", url: gatewayUrl, pid: gateway?.child.pid, key },
+  ];
+  const results: BenchResults = {
+    version: 1,
+    startedAt: startedAt.toISOString(),
+    finishedAt: "",
+    machine: {
+      cores: cpus().length,
+      cpuModel: cpus()[0]?.model ?? "unknown",
+      memoryBytes: totalmem(),
+      node: process.version,
+      loadBefore,
+      loadAfter: [],
+      fdLimit: fdLimit(),
+    },
+    gateway: {
+      name: values.target === undefined ? "Tollgate" : (values["target-name"] ?? "target"),
+      url: values.target ?? "tollgate serve (started by the harness)",
+      commit: gitCommit(),
+    },
+    settings: { seconds, upstreamLatencyMs: Number(values["latency-ms"]), saturationConnections: 64, quick },
+    saturation: [],
+    rates: [],
+    ttfb: [],
+    idle: [],
+    holdSettle: undefined,
+  };
+  const log = (text: string) => process.stderr.write(`bench: ${text}\n`);
+
+  log(`warming up (${targets.map((t) => t.id).join(", ")})`);
+  for (const target of targets) {
+    for (const scenario of ["messages", "stream"] as const) {
+      await runLoad<SaturateResult>({
+        kind: "saturate",
+        request: requestFor(target.id, scenario, target.url, target.key),
+        connections: 16,
+        seconds: 2,
+      });
+    }
+  }
+
+  if (phases.has("saturate")) {
+    for (const scenario of ["messages", "stream", "count_tokens", "image"] as const) {
+      for (const target of targets) {
+        const cpuBefore = target.pid === undefined ? 0 : cpuMs(target.pid);
+        const result = await runLoad<SaturateResult>({
+          kind: "saturate",
+          request: requestFor(target.id, scenario, target.url, target.key),
+          connections: 64,
+          seconds,
+        });
+        const cpu = target.pid === undefined ? undefined : cpuMs(target.pid) - cpuBefore;
+        const cpuPerRequestMs =
+          cpu === undefined || result.requests === 0 ? undefined : cpu / result.requests;
+        results.saturation.push({ target: target.id, scenario, ...result, cpuPerRequestMs });
+        log(
+          `saturate ${scenario} ${target.id}: ${result.requestsPerSecond.toFixed(0)} req/s, ` +
+            `p50 ${result.latencyMs.p50} ms, non-2xx ${result.non2xx}, errors ${result.errors}`,
+        );
+      }
+    }
+  }
+
+  if (phases.has("rates")) {
+    for (const rate of [100, 500, 1000]) {
+      for (const target of targets) {
+        const result = await runLoad<RateResult>({
+          kind: "rate",
+          request: requestFor(target.id, "messages", target.url, target.key),
+          rate,
+          seconds,
+          connections: 512,
+        });
+        results.rates.push({ target: target.id, scenario: "messages", ...result });
+        log(
+          `rate ${rate}/s messages ${target.id}: p50 ${result.latencyMs.p50.toFixed(2)} ms, ` +
+            `p99 ${result.latencyMs.p99.toFixed(2)} ms, achieved ${result.achievedRate.toFixed(0)}/s, ` +
+            `non-2xx ${result.non2xx}, errors ${result.errors}`,
+        );
+      }
+    }
+  }
+
+  if (phases.has("ttfb")) {
+    for (const target of targets) {
+      const result = await runLoad<RateResult>({
+        kind: "rate",
+        request: requestFor(target.id, "stream", target.url, target.key),
+        rate: 100,
+        seconds,
+        connections: 512,
+      });
+      results.ttfb.push({ target: target.id, scenario: "stream", ...result });
+      log(
+        `stream 100/s ${target.id}: first byte p50 ${result.firstByteMs.p50.toFixed(2)} ms, ` +
+          `last byte p50 ${result.latencyMs.p50.toFixed(2)} ms, non-2xx ${result.non2xx}`,
+      );
+    }
+  }
+
+  if (phases.has("idle")) {
+    // Each stream costs the server two descriptors (client side and upstream side).
+    const wanted = Number(values.streams ?? (quick ? 1000 : 10_000));
+    const streams = Math.min(wanted, Math.floor((results.machine.fdLimit - 200) / 2));
+    for (const target of targets.filter((t) => t.id !== "direct")) {
+      if (target.pid === undefined) continue;
+      await sleep(2000);
+      const rssBefore = rssBytes(target.pid);
+      const child = spawn(
+        process.execPath,
+        [
+          join(DIST, "bench/load.js"),
+          JSON.stringify({
+            kind: "idle",
+            request: requestFor(target.id, "idle", target.url, target.key),
+            streams,
+          } satisfies LoadJob),
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
+      children.push(child);
+      const opened = JSON.parse(await firstLine(child)) as IdleResult;
+      await sleep(1000);
+      const rssHeld = rssBytes(target.pid);
+      const figure: IdleFigure = {
+        target: target.id,
+        requested: wanted,
+        streams,
+        opened: opened.opened,
+        failed: opened.failed,
+        openingMs: opened.openingMs,
+        rssBeforeBytes: rssBefore,
+        rssHeldBytes: rssHeld,
+      };
+      results.idle.push(figure);
+      log(
+        `idle ${target.id}: ${opened.opened}/${streams} streams open, RSS ${(rssHeld / 2 ** 20).toFixed(0)} MiB ` +
+          `(before ${(rssBefore / 2 ** 20).toFixed(0)} MiB)`,
+      );
+      child.stdin!.end();
+      await new Promise((done) => child.on("exit", done));
+    }
+  }
+
+  if (phases.has("holdsettle")) {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-holdsettle-"));
+    try {
+      const child = node("hold-settle.js", [dir, String(Math.min(seconds, 5))]);
+      results.holdSettle = JSON.parse(await firstLine(child)) as HoldSettleResult;
+      log(`hold+settle: p50 ${results.holdSettle.pairMs.p50.toFixed(3)} ms per pair`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  results.machine.loadAfter = loadavg();
+  results.finishedAt = new Date().toISOString();
+  const dir = join(ROOT, "bench/results");
+  mkdirSync(dir, { recursive: true });
+  const text = `${JSON.stringify(results, null, 2)}\n`;
+  const stamp = startedAt.toISOString().replace(/[:.]/g, "-");
+  writeFileSync(join(dir, `${stamp}.json`), text);
+  writeFileSync(join(dir, "latest.json"), text);
+  if (values.target === undefined) {
+    writeReport(results, join(ROOT, "docs"));
+    log("wrote bench/results/latest.json, docs/benchmarks.md and docs/benchmarks.svg");
+  } else {
+    writeReport(results, dir, `${stamp}-report`);
+    log(`wrote bench/results/${stamp}.json and its report (docs/ is kept for Tollgate's own figures)`);
+  }
+  if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
+}
+
+function gitCommit(): string {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+  } catch {
+    return "unknown";
+  }
+}
+
+const stopAll = () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
+};
+process.on("exit", stopAll);
+process.on("SIGINT", () => process.exit(130));
+try {
+  await main();
+} catch (error) {
+  console.error(error);
+  process.exitCode = 1;
+}
+stopAll();

@@ -136,6 +136,7 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
   const finished = new Promise<void>((resolve) => {
     finish = resolve;
   });
+  let closed = false;
   const fire = async (i: number, due: number) => {
     sendLag[i] = performance.now() - due;
     try {
@@ -154,8 +155,9 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
         }
       }
       if (first) firstByte[i] = performance.now() - due;
-      latency[i] = performance.now() - due;
+      if (!closed) latency[i] = performance.now() - due;
     } catch {
+      if (closed) return;
       errors += 1;
       latency[i] = performance.now() - due;
       firstByte[i] = latency[i]!;
@@ -178,8 +180,22 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
     setTimeout(tick, 20);
   });
   const sent = performance.now();
-  await finished;
-  await pool.close();
+  // A target that cannot keep up would keep the run going for minutes: past the drain time,
+  // what is still unanswered counts as an error, with its latency so far as a lower bound.
+  const drainMs = Math.max(10_000, job.seconds * 1000);
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([finished, new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs)))]);
+  clearTimeout(timer);
+  const cutoff = performance.now();
+  closed = true;
+  for (let i = 0; i < total; i++) {
+    if (latency[i] === 0) {
+      latency[i] = cutoff - (start + i * interval);
+      if (firstByte[i] === 0) firstByte[i] = latency[i]!;
+      errors += 1;
+    }
+  }
+  await pool.destroy();
   return {
     kind: "rate",
     targetRate: job.rate,

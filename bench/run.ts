@@ -13,6 +13,10 @@
  *   --seconds N         length of each measured run (default 8)
  *   --streams N         idle streams to hold open (default 10000, capped by the fd limit)
  *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle (default all)
+ *   --profile DIR       run the gateway with --cpu-prof, writing its profile into DIR on exit
+ *   --targets LIST      comma-separated subset of direct,proxy,gateway (default all three)
+ *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
+ *   --rates LIST        open-loop rates per second (default 100,500,1000)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -41,12 +45,18 @@ const { values } = parseArgs({
     only: { type: "string" },
     quick: { type: "boolean", default: false },
     "latency-ms": { type: "string", default: "20" },
+    profile: { type: "string" },
+    targets: { type: "string" },
+    scenarios: { type: "string" },
+    rates: { type: "string" },
   },
 });
 const quick = values.quick === true;
 const seconds = Number(values.seconds ?? (quick ? 3 : 8));
 const phases = new Set((values.only ?? "saturate,rates,ttfb,idle,holdsettle").split(","));
 const children: ChildProcess[] = [];
+/** Directories removed once every child has exited. */
+const cleanup: string[] = [];
 
 /** A server process the harness started, with the URL it printed. */
 interface Server {
@@ -111,7 +121,9 @@ async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key
   );
   // The log goes to a file, as a service manager would keep it, at the default level.
   const log = openSync(join(dataDir, "gateway.log"), "w");
-  const child = spawn(process.execPath, [CLI, "serve"], { env, stdio: ["ignore", log, log] });
+  const profile =
+    values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
+  const child = spawn(process.execPath, [...profile, CLI, "serve"], { env, stdio: ["ignore", log, log] });
   closeSync(log);
   children.push(child);
   const deadline = Date.now() + 20_000;
@@ -212,11 +224,12 @@ async function main(): Promise<void> {
     dataDir = started.dataDir;
     gatewayUrl = gateway.url;
   }
+  const only = new Set((values.targets ?? "direct,proxy,gateway").split(","));
   const targets: { id: TargetId; url: string; pid: number | undefined; key: string }[] = [
-    { id: "direct", url: upstream.url, pid: upstream.child.pid, key: "bench" },
-    { id: "proxy", url: proxy.url, pid: proxy.child.pid, key: "bench" },
-    { id: "gateway", url: gatewayUrl, pid: gateway?.child.pid, key },
-  ];
+    { id: "direct" as const, url: upstream.url, pid: upstream.child.pid, key: "bench" },
+    { id: "proxy" as const, url: proxy.url, pid: proxy.child.pid, key: "bench" },
+    { id: "gateway" as const, url: gatewayUrl, pid: gateway?.child.pid, key },
+  ].filter((target) => only.has(target.id));
   const results: BenchResults = {
     version: 1,
     startedAt: startedAt.toISOString(),
@@ -257,7 +270,8 @@ async function main(): Promise<void> {
   }
 
   if (phases.has("saturate")) {
-    for (const scenario of ["messages", "stream", "count_tokens", "image"] as const) {
+    const scenarios = (values.scenarios ?? "messages,stream,count_tokens,image").split(",") as Scenario[];
+    for (const scenario of scenarios) {
       for (const target of targets) {
         const cpuBefore = target.pid === undefined ? 0 : cpuMs(target.pid);
         const result = await runLoad<SaturateResult>({
@@ -279,7 +293,7 @@ async function main(): Promise<void> {
   }
 
   if (phases.has("rates")) {
-    for (const rate of [100, 500, 1000]) {
+    for (const rate of (values.rates ?? "100,500,1000").split(",").map(Number)) {
       for (const target of targets) {
         const result = await runLoad<RateResult>({
           kind: "rate",
@@ -385,7 +399,7 @@ async function main(): Promise<void> {
     writeReport(results, dir, `${stamp}-report`);
     log(`wrote bench/results/${stamp}.json and its report (docs/ is kept for Tollgate's own figures)`);
   }
-  if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
+  if (dataDir !== undefined) cleanup.push(dataDir);
 }
 
 function gitCommit(): string {
@@ -397,7 +411,8 @@ function gitCommit(): string {
 }
 
 const stopAll = () => {
-  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
+  for (const child of children)
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
 };
 process.on("exit", stopAll);
 process.on("SIGINT", () => process.exit(130));
@@ -408,3 +423,13 @@ try {
   process.exitCode = 1;
 }
 stopAll();
+// The gateway drains and (with --profile) writes its profile before its data dir goes.
+await Promise.race([
+  Promise.all(
+    children
+      .filter((child) => child.exitCode === null && child.signalCode === null)
+      .map((child) => new Promise((done) => child.on("exit", done))),
+  ),
+  sleep(15_000),
+]);
+for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });

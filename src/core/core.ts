@@ -6,11 +6,13 @@ import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
+import { GroupCommit } from "../store/group-commit.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Billing } from "./billing/billing.js";
 import { createBillingService } from "./billing/billing-service.js";
+import { groupedCallBilling } from "./billing/call-billing.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
@@ -98,7 +100,8 @@ export function createCore(deps: CoreDeps): Core {
     deps.inference === undefined
       ? undefined
       : new TextInference({
-          billing,
+          // Holds and settlements of calls in flight share commits (one fsync for many calls).
+          billing: groupedCallBilling(billing, new GroupCommit(deps.db)),
           models: buildModelCatalog(billing.catalog),
           upstream: deps.inference.textUpstream,
           messagesLimit: memoryRateLimiter(deps.inference.messagesPerMinute, 60_000),

@@ -7,7 +7,7 @@ import {
   type UpstreamResponse,
 } from "../../upstream/anthropic/client.js";
 import { type SseFrame, sseFrames } from "../../upstream/anthropic/sse.js";
-import type { Billing } from "../billing/billing.js";
+import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage } from "../billing/pricing.js";
 import type { RateLimitDecision, RateLimiter } from "../limits/rate-limiter.js";
 import {
@@ -33,7 +33,8 @@ export interface TextUpstream {
 
 /** What text inference is built from. */
 export interface TextInferenceDeps {
-  readonly billing: Billing;
+  /** Holds and settlements, answered once durable (grouped commits in the gateway). */
+  readonly billing: CallBilling;
   readonly models: ModelCatalog;
   readonly upstream: TextUpstream;
   /** Per-key limit on billed calls. */
@@ -122,7 +123,7 @@ export class TextInference {
     const request = parseMessagesRequest(call.body, "create");
     const model = this.model(request.model);
     const repair = repairRequest(request, model, "create");
-    const hold = this.deps.billing.holdNewCall({
+    const hold = await this.deps.billing.holdNewCall({
       accountId: call.accountId,
       requestId: call.requestId,
       keyId: call.keyId,
@@ -176,7 +177,7 @@ export class TextInference {
           this.deps.onError(error, "provider response without usage");
           throw upstreamError("a response without usage");
         }
-        this.settle(holdId, usage, model);
+        await this.settle(holdId, usage, model);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
         return;
@@ -245,13 +246,13 @@ export class TextInference {
    */
   private async finish(holdId: string, meter: StreamMeter, model: TextModel, call: TextCall): Promise<void> {
     try {
-      if (meter.finished) return this.settle(holdId, meter.reported(), model);
+      if (meter.finished) return await this.settle(holdId, meter.reported(), model);
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
-        this.deps.billing.release(holdId);
+        await this.deps.billing.release(holdId);
         return;
       }
       const outputTokens = await this.countDelivered(meter.deliveredBlocks(), model, call);
-      this.settle(holdId, { ...meter.reported(), outputTokens }, model);
+      await this.settle(holdId, { ...meter.reported(), outputTokens }, model);
     } catch (error) {
       this.deps.onError(error, `settling ${holdId}`);
     }
@@ -333,8 +334,8 @@ export class TextInference {
     return upstreamError("an unexpected failure");
   }
 
-  private settle(holdId: string, usage: DeliveredUsage, model: TextModel): void {
-    const { capped } = this.deps.billing.settleDelivered(holdId, usage);
+  private async settle(holdId: string, usage: DeliveredUsage, model: TextModel): Promise<void> {
+    const { capped } = await this.deps.billing.settleDelivered(holdId, usage);
     if (capped) {
       this.deps.onError(
         new Error(`usage of ${model.id} exceeded its hold; the charge was capped at the hold`),

@@ -55,6 +55,8 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
           connectTimeoutMs: anthropic.connectTimeoutMs,
           headersTimeoutMs: anthropic.headersTimeoutMs,
           idleTimeoutMs: anthropic.idleTimeoutMs,
+          // Every streaming call holds its own HTTP/1.1 connection for as long as it runs.
+          connections: config.upstreamConnections === 0 ? null : config.upstreamConnections,
         });
   try {
     const core = createCore({

@@ -31,6 +31,8 @@ describe("loadConfig", () => {
     ["TOLLGATE_CLIENT_POLICY", "claude-only"],
     ["TOLLGATE_STREAM_PING_MS", "300000"],
     ["TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", "0"],
+    ["TOLLGATE_UPSTREAM_CONNECTIONS", "-5"],
+    ["TOLLGATE_UPSTREAM_CONNECTIONS", "lots"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
@@ -51,5 +53,10 @@ describe("loadConfig", () => {
     const config = loadConfig({});
     expect(config.clientPolicy).toBe("any");
     expect(config.countTokensPerMinute).toBeGreaterThan(config.rateLimitPerMinute);
+  });
+
+  it("opens as many provider connections as there are calls in flight unless capped", () => {
+    expect(loadConfig({}).upstreamConnections).toBe(0);
+    expect(loadConfig({ TOLLGATE_UPSTREAM_CONNECTIONS: "256" }).upstreamConnections).toBe(256);
   });
 });

@@ -54,6 +54,8 @@ export interface Config {
   readonly clientPolicy: ClientPolicy;
   /** A gateway `ping` is sent after this long without an event from a streaming provider. */
   readonly streamPingMs: number;
+  /** Most connections open to each provider at once; 0 for no limit (one per call in flight). */
+  readonly upstreamConnections: number;
 }
 
 /** Which clients may make text calls: everyone, or only the Claude Code CLI. */
@@ -121,6 +123,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
+    upstreamConnections: integer(env, "TOLLGATE_UPSTREAM_CONNECTIONS", 0, 0, 1_000_000),
   };
 }
 

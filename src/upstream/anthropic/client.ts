@@ -17,8 +17,8 @@ export interface AnthropicUpstreamOptions {
   readonly headersTimeoutMs: number;
   /** The longest silence between two body chunks. */
   readonly idleTimeoutMs: number;
-  /** Pool size (default 128). */
-  readonly connections?: number;
+  /** Most connections at once; null for no limit (default 128). */
+  readonly connections?: number | null;
 }
 
 /** The upstream endpoints the gateway calls. */
@@ -94,7 +94,7 @@ export class AnthropicUpstream {
     this.#headersTimeoutMs = options.headersTimeoutMs;
     this.#idleTimeoutMs = options.idleTimeoutMs;
     this.#pool = new Pool(url.origin, {
-      connections: options.connections ?? 128,
+      connections: options.connections === undefined ? 128 : options.connections,
       connect: { timeout: options.connectTimeoutMs },
       headersTimeout: options.headersTimeoutMs,
       bodyTimeout: options.idleTimeoutMs,

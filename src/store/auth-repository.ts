@@ -28,14 +28,25 @@ export interface KeyLookupRow extends KeyRow {
   readonly account_status: AccountStatusText;
 }
 
+/**
+ * Revocations and suspensions per connection. `data_version` does not move for a connection's
+ * own commits, and several repositories (the serving core's and an operator core's) can share
+ * one connection, so the count lives with the connection, not the repository.
+ */
+const localChanges = new WeakMap<Db, number>();
+
 const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, revoked_at";
 
 /** Accounts and API keys in SQLite. Statements are prepared once, here. */
 export class AuthRepository {
   private readonly statements;
+  readonly #db: Db;
 
   constructor(db: Db) {
+    this.#db = db;
     this.statements = {
+      // Changes whenever another connection (the CLI, another gateway) commits to the file.
+      dataVersion: db.prepare<[], number>("PRAGMA data_version").pluck(),
       insertAccount: db.prepare<[string, string, number]>(
         "INSERT INTO accounts (id, name, status, created_at) VALUES (?, ?, 'active', ?)",
       ),
@@ -85,6 +96,7 @@ export class AuthRepository {
   }
 
   setAccountStatus(id: string, status: AccountStatusText, reason: string): void {
+    this.#changed();
     this.statements.setAccountStatus.run(status, reason, id);
   }
 
@@ -110,6 +122,7 @@ export class AuthRepository {
 
   /** Marks a key revoked; a key revoked already keeps its first revocation time. */
   revokeKey(id: string, now: number): void {
+    this.#changed();
     this.statements.revokeKey.run(now, id);
   }
 
@@ -120,5 +133,18 @@ export class AuthRepository {
   /** Records a use, writing only when the stored time is older than `staleBefore`. */
   touchKey(id: string, now: number, staleBefore: number): void {
     this.statements.touchKey.run(now, id, staleBefore);
+  }
+
+  /**
+   * A stamp that differs whenever a key or account may have changed since it was taken: a
+   * revocation or suspension through this repository, or any commit by another connection to
+   * the database file (SQLite's `PRAGMA data_version`). Cheap enough to read on every request.
+   */
+  changeStamp(): string {
+    return `${this.statements.dataVersion.get()}:${localChanges.get(this.#db) ?? 0}`;
+  }
+
+  #changed(): void {
+    localChanges.set(this.#db, (localChanges.get(this.#db) ?? 0) + 1);
   }
 }

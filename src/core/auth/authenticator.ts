@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import type { AuthRepository } from "../../store/auth-repository.js";
+import type { AuthRepository, KeyLookupRow } from "../../store/auth-repository.js";
 import { accountSuspended, keyMalformed, keyMissing, keyRevoked, keyUnknown } from "../errors.js";
 import { digestKey, isWellFormedKey } from "./keys.js";
 
@@ -12,28 +12,64 @@ export interface AuthenticatedKey {
 /** Last use is recorded at most this often per key, so authentication rarely writes. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 
+/** Keys remembered at most; past it the cache starts over (a bound, not an eviction policy). */
+const CACHE_LIMIT = 10_000;
+
+/** A looked-up key, and when this process last recorded its use. */
+interface CachedKey {
+  readonly row: KeyLookupRow;
+  lastUsedAt: number;
+}
+
 /** Turns a presented API key into its account, or the precise reason it cannot. */
 export class Authenticator {
+  /** Known keys by digest, valid while the repository's change stamp is `#stamp`. */
+  readonly #cache = new Map<string, CachedKey>();
+  #stamp = "";
+
   constructor(
     private readonly repo: AuthRepository,
     private readonly now: () => number,
   ) {}
 
   /**
-   * Checks `presented` against the stored digests. Revocation and suspension are read from the
-   * database on every call, so they take effect on the very next request.
+   * Checks `presented` against the stored digests. Lookups are cached, but the whole cache is
+   * dropped as soon as anything may have changed — a revocation or suspension here, or any
+   * commit by another process such as the CLI — so they take effect on the very next request.
    */
   authenticate(presented: string | undefined): AuthenticatedKey {
     if (presented === undefined || presented === "") throw keyMissing();
     if (!isWellFormedKey(presented)) throw keyMalformed();
     const digest = digestKey(presented);
-    const row = this.repo.findKeyByDigest(digest);
+    const entry = this.lookup(digest);
+    const row = entry?.row;
     // The lookup is by digest; the constant-time compare guards against any collation surprise.
     if (row === undefined || !timingSafeEqual(row.digest, digest)) throw keyUnknown();
     if (row.revoked_at !== null) throw keyRevoked();
     if (row.account_status !== "active") throw accountSuspended();
     const now = this.now();
-    this.repo.touchKey(row.id, now, now - LAST_USED_GRANULARITY_MS);
+    if (entry!.lastUsedAt < now - LAST_USED_GRANULARITY_MS) {
+      this.repo.touchKey(row.id, now, now - LAST_USED_GRANULARITY_MS);
+      entry!.lastUsedAt = now;
+    }
     return { accountId: row.account_id, keyId: row.id };
+  }
+
+  private lookup(digest: Buffer): CachedKey | undefined {
+    const stamp = this.repo.changeStamp();
+    if (stamp !== this.#stamp) {
+      this.#cache.clear();
+      this.#stamp = stamp;
+    }
+    const id = digest.toString("base64");
+    const cached = this.#cache.get(id);
+    if (cached !== undefined) return cached;
+    // Unknown keys are not remembered: a key created a moment later must work at once.
+    const row = this.repo.findKeyByDigest(digest);
+    if (row === undefined) return undefined;
+    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
+    const entry = { row, lastUsedAt: row.last_used_at ?? Number.NEGATIVE_INFINITY };
+    this.#cache.set(id, entry);
+    return entry;
   }
 }

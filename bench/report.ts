@@ -106,30 +106,38 @@ function ttfbTable(results: BenchResults): string[] {
     "| target | first byte p50 / p99 | added first byte p50 / p99 | last byte p50 / p99 |",
     "|---|---|---|---|",
   ];
+  const first = (x: RateFigure) => x.firstByteMs;
   for (const target of ["direct", "proxy", "gateway"] as const) {
     const r = find(results.ttfb, target, "stream");
     if (r === undefined) continue;
-    const first = (x: RateFigure) => x.firstByteMs;
     lines.push(
       `| ${TARGET_LABEL[target]}${status(r)} | ${ms(first(r).p50)} / ${ms(first(r).p99)} | ` +
         `${target === "direct" ? "–" : `${ms(added(r, a, (x) => first(x).p50))} / ${ms(added(r, a, (x) => first(x).p99))}`} | ` +
         `${ms(r.latencyMs.p50)} / ${ms(r.latencyMs.p99)} |`,
     );
   }
+  const b = find(results.ttfb, "proxy", "stream");
+  const c = find(results.ttfb, "gateway", "stream");
+  const bAdd = added(b, a, (x) => first(x).p50);
+  const cAdd = added(c, a, (x) => first(x).p50);
+  if (bAdd !== undefined && cAdd !== undefined)
+    lines.push("", `Added first byte (p50), (c) ÷ (b): ${ratio(cAdd / bAdd)}.`);
   return lines;
 }
 
 function idleTable(results: BenchResults): string[] {
   const lines = [
-    "| target | streams open | RSS before | RSS holding them | per stream |",
-    "|---|---|---|---|---|",
+    "| target | streams open | RSS before | RSS holding them | per stream | RSS ÷ (b)'s |",
+    "|---|---|---|---|---|---|",
   ];
+  const proxy = results.idle.find((r) => r.target === "proxy");
   for (const r of results.idle) {
     const per =
       r.opened === 0 ? "–" : `${((r.rssHeldBytes - r.rssBeforeBytes) / r.opened / 1024).toFixed(1)} KiB`;
     lines.push(
       `| ${TARGET_LABEL[r.target]} | ${count(r.opened)} of ${count(r.streams)}${r.failed > 0 ? ` (${r.failed} failed)` : ""} | ` +
-        `${(r.rssBeforeBytes / MiB).toFixed(0)} MiB | ${(r.rssHeldBytes / MiB).toFixed(0)} MiB | ${per} |`,
+        `${(r.rssBeforeBytes / MiB).toFixed(0)} MiB | ${(r.rssHeldBytes / MiB).toFixed(0)} MiB | ${per} | ` +
+        `${proxy === undefined ? "–" : ratio(r.rssHeldBytes / proxy.rssHeldBytes)} |`,
     );
   }
   return lines;
@@ -266,6 +274,9 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     `- **Run**: ${results.startedAt} → ${results.finishedAt}, gateway commit \`${results.gateway.commit}\`, ${results.settings.seconds} s per measurement, fake upstream latency ${results.settings.upstreamLatencyMs} ms.${results.settings.quick ? " **Quick run** (harness check only)." : ""}`,
     "",
     `![throughput and added latency](${chartFile})`,
+    "",
+    "The profile-driven changes to the hot path, each with its before/after figures, are in",
+    "[performance.md](performance.md).",
     "",
     "## The issue's targets",
     "",

@@ -391,7 +391,8 @@ async function main(): Promise<void> {
   const text = `${JSON.stringify(results, null, 2)}\n`;
   const stamp = startedAt.toISOString().replace(/[:.]/g, "-");
   writeFileSync(join(dir, `${stamp}.json`), text);
-  writeFileSync(join(dir, "latest.json"), text);
+  // latest.json is what docs/benchmarks.md shows: Tollgate's own runs only.
+  if (values.target === undefined) writeFileSync(join(dir, "latest.json"), text);
   if (values.target === undefined) {
     writeReport(results, join(ROOT, "docs"));
     log("wrote bench/results/latest.json, docs/benchmarks.md and docs/benchmarks.svg");

@@ -249,7 +249,7 @@ function chart(results: BenchResults): string {
     );
     parts.push(text(36 + i * 170, height - 14, TARGET_LABEL[target], "start", 12));
   });
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">\n<rect width="100%" height="100%" fill="white"/>\n${parts.join("\n")}\n</svg>\n`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img">\n<title>Tollgate benchmarks: throughput at saturation and added latency at fixed rates, against direct and pass-through</title>\n<rect width="100%" height="100%" fill="white"/>\n${parts.join("\n")}\n</svg>\n`;
 }
 
 /** Renders the Markdown page for one run. */

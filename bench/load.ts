@@ -227,7 +227,7 @@ async function idle(job: Extract<LoadJob, { kind: "idle" }>): Promise<void> {
       const socket = connect(Number(url.port), url.hostname);
       sockets.push(socket);
       let seen = "";
-      const timer = setTimeout(() => settle(false), 20_000);
+      const timer = setTimeout(() => settle(false), 60_000);
       const settle = (ok: boolean) => {
         clearTimeout(timer);
         socket.removeAllListeners("data");

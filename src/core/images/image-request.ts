@@ -65,7 +65,10 @@ export function parseImageFields(fields: ImageFields, models: ImageModelCatalog)
     );
   }
   if (!model.sizes.includes(size)) {
-    throw invalidField("size", `${model.id} offers only ${model.sizes.join(", ")}; got ${size}.`);
+    throw invalidField(
+      "size",
+      `size ${size} is not offered by ${model.id}; it offers ${model.sizes.join(", ")}.`,
+    );
   }
   const aspectRatio = fields.aspectRatio === "" ? "1:1" : fields.aspectRatio;
   if (!isAspectRatio(aspectRatio)) {

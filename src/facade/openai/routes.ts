@@ -38,8 +38,10 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
       reply,
     ),
   );
-  await scope.register(billedImageRoutes, deps);
-  await scope.register(storedImageRoutes, deps);
+  // Only the deps: the scope's own options carry its prefix, which children would add again.
+  const { auth, inference, limits, publicUrl } = deps;
+  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl });
+  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl });
 };
 
 /** Generations and edits: authenticated before the body is read, billed in the core. */

@@ -59,6 +59,8 @@ export async function readEditUpload(request: FastifyRequest, limits: UploadLimi
   const fields = new Map<string, string>();
   const images: { data: Buffer; filename: string }[] = [];
   let total = 0;
+  const fileTooLarge = (name: string) =>
+    tooLarge(`Image ${name} exceeds the limit of ${mib(limits.maxFileBytes)} per file.`);
   const count = (bytes: number) => {
     total += bytes;
     if (total > limits.maxRequestBytes)
@@ -105,11 +107,11 @@ export async function readEditUpload(request: FastifyRequest, limits: UploadLimi
           }
         }
       } catch (error) {
-        if (codeOf(error) === "FST_REQ_FILE_TOO_LARGE") {
-          throw tooLarge(`Image ${name} exceeds the limit of ${mib(limits.maxFileBytes)} per file.`);
-        }
+        if (codeOf(error) === "FST_REQ_FILE_TOO_LARGE") throw fileTooLarge(name);
         throw error;
       }
+      // busboy stops a file at the limit and marks it truncated (the plugin also errors the form).
+      if ((part.file as { truncated?: boolean }).truncated === true) throw fileTooLarge(name);
       // Shorter than a signature: checked now (and refused).
       const data = Buffer.concat(chunks, size);
       if (!checked) checkType(data, name);
@@ -117,6 +119,12 @@ export async function readEditUpload(request: FastifyRequest, limits: UploadLimi
     }
   } catch (error) {
     switch (codeOf(error)) {
+      case "FST_REQ_FILE_TOO_LARGE": {
+        const filename = (error as { part?: { filename?: unknown } }).part?.filename;
+        throw fileTooLarge(
+          typeof filename === "string" && filename !== "" ? JSON.stringify(filename) : "an image",
+        );
+      }
       case "FST_FILES_LIMIT":
         throw invalidField("image", `An edit takes at most ${MAX_REFERENCE_IMAGES} images.`);
       case "FST_FIELDS_LIMIT":
@@ -145,5 +153,6 @@ function codeOf(error: unknown): string | undefined {
 }
 
 function mib(bytes: number): string {
-  return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : `${bytes} bytes`;
+  if (bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB`;
+  return bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
 }

@@ -41,6 +41,17 @@ function geminiRequests() {
   return t.upstream.requests.filter((r) => r.path.includes(":generateContent"));
 }
 
+/** The body of the last Gemini request the upstream received. */
+interface GeminiBody {
+  contents: { parts: { text?: string; inlineData?: { mimeType: string; data: string } }[] }[];
+  generationConfig: unknown;
+}
+function lastGeminiBody(): GeminiBody {
+  const request = geminiRequests().at(-1);
+  if (request === undefined) throw new Error("no Gemini request was received");
+  return request.body as GeminiBody;
+}
+
 /** The ledger rows of image calls, newest first. */
 async function imageRows() {
   return (await t.usage()).filter((row) => row.imageSize !== "");
@@ -68,7 +79,7 @@ describe("images.generate", () => {
 
     const sent = geminiRequests().at(-1);
     expect(sent?.path).toBe("/v1beta/models/gemini-3-pro-image-preview:generateContent");
-    expect((sent?.body as { generationConfig: unknown }).generationConfig).toEqual({
+    expect(lastGeminiBody().generationConfig).toEqual({
       responseModalities: ["TEXT", "IMAGE"],
       imageConfig: { aspectRatio: "16:9", imageSize: "1K" },
     });
@@ -102,7 +113,7 @@ describe("images.generate", () => {
     expect(pngSize(png)).toEqual({ width: 1024, height: 1024 });
     expect(pngText(png).Comment).toBe(DEV_IMAGE_LABEL);
     // image-2 renders only 1K: the gateway leaves imageSize out for it.
-    expect((geminiRequests().at(-1)?.body as { generationConfig: unknown }).generationConfig).toEqual({
+    expect(lastGeminiBody().generationConfig).toEqual({
       responseModalities: ["TEXT", "IMAGE"],
       imageConfig: { aspectRatio: "1:1" },
     });
@@ -155,7 +166,7 @@ describe("images.edit", () => {
     expect(raw.headers.get("x-gateway-billing-chain")).toBe("base");
     const png = Buffer.from(response.data?.[0]?.b64_json ?? "", "base64");
     expect(pngSize(png)).toEqual({ width: 1024, height: 1024 });
-    const parts = (geminiRequests().at(-1)?.body as { contents: { parts: unknown[] }[] }).contents[0]?.parts;
+    const parts = lastGeminiBody().contents[0]?.parts;
     expect(parts).toEqual([
       { text: "make it blue" },
       { inlineData: { mimeType: "image/png", data: smallPng().toString("base64") } },
@@ -182,10 +193,7 @@ describe("images.edit", () => {
       width: 2464,
       height: 1632,
     });
-    const body = geminiRequests().at(-1)?.body as {
-      contents: { parts: { inlineData?: { mimeType: string; data: string } }[] }[];
-      generationConfig: unknown;
-    };
+    const body = lastGeminiBody();
     const inline = body.contents[0]?.parts.flatMap((p) => (p.inlineData ? [p.inlineData] : []));
     expect(inline?.map((p) => p.mimeType)).toEqual(["image/png", "image/jpeg", "image/webp"]);
     expect(inline?.[1]?.data).toBe(jpegLike().toString("base64"));
@@ -217,7 +225,7 @@ describe("images.edit", () => {
     );
     const response = await client.images.edit({ model: "image-2", prompt: "collage", image: files });
     expect(response.data).toHaveLength(1);
-    const parts = (geminiRequests().at(-1)?.body as { contents: { parts: unknown[] }[] }).contents[0]?.parts;
+    const parts = lastGeminiBody().contents[0]?.parts;
     expect(parts).toHaveLength(15);
   });
 

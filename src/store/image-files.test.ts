@@ -1,19 +1,19 @@
-import { readdirSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { tempDir } from "../../test/helpers/process.js";
 import { newImageToken } from "../core/images/image-store.js";
 import { IMAGES_DIR, LocalImageFiles } from "./image-files.js";
 
-const dirs: { cleanup(): void }[] = [];
+const dirs: string[] = [];
 afterEach(() => {
-  for (const dir of dirs.splice(0)) dir.cleanup();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 function store() {
-  const dir = tempDir();
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-images-"));
   dirs.push(dir);
-  return { files: new LocalImageFiles(dir.path), dir: join(dir.path, IMAGES_DIR) };
+  return { files: new LocalImageFiles(dir), dir: join(dir, IMAGES_DIR) };
 }
 
 describe("LocalImageFiles", () => {

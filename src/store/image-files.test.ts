@@ -47,7 +47,7 @@ describe("LocalImageFiles", () => {
       mimeType: "image/png",
       expiresAt: Date.now() - 1,
     });
-    const orphan = join(dir, "0".repeat(64) + ".img");
+    const orphan = join(dir, `${"0".repeat(64)}.img`);
     writeFileSync(orphan, "half");
     const old = (Date.now() - 2 * 3_600_000) / 1000;
     utimesSync(orphan, old, old);

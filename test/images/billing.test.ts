@@ -217,6 +217,24 @@ describe("charges", () => {
     t.expectSoundLedger();
   });
 
+  it("charges nothing and aborts the provider's request when the client goes away", async () => {
+    t.script((request) => (request.path.includes(":generateContent") ? { kind: "hang" } : undefined));
+    const before = await t.available();
+    const calls = geminiCalls();
+    const error = await client.images
+      .generate({ model: "image-pro", prompt: "never finishes" }, { signal: AbortSignal.timeout(300) })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIUserAbortError);
+    expect(geminiCalls()).toBe(calls + 1);
+    // The core sees the cancellation, aborts the provider's request and releases the hold.
+    await expect
+      .poll(async () => (await t.usage())[0]?.status, { timeout: 5_000 })
+      .toBe(HoldStatus.RELEASED);
+    expect((await t.usage())[0]?.amount).toBe(0n);
+    expect(await t.available()).toBe(before);
+    t.expectSoundLedger();
+  });
+
   it("answers 402 without reaching the provider when the wallet cannot cover the image", async () => {
     const poor = await accountWithKey(t.gateway.operator, "poor");
     const poorClient = new OpenAI({ apiKey: poor.secret, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });

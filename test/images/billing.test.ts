@@ -227,9 +227,7 @@ describe("charges", () => {
     expect(error).toBeInstanceOf(OpenAI.APIUserAbortError);
     expect(geminiCalls()).toBe(calls + 1);
     // The core sees the cancellation, aborts the provider's request and releases the hold.
-    await expect
-      .poll(async () => (await t.usage())[0]?.status, { timeout: 5_000 })
-      .toBe(HoldStatus.RELEASED);
+    await expect.poll(async () => (await t.usage())[0]?.status, { timeout: 5_000 }).toBe(HoldStatus.RELEASED);
     expect((await t.usage())[0]?.amount).toBe(0n);
     expect(await t.available()).toBe(before);
     t.expectSoundLedger();

@@ -132,6 +132,9 @@ describe("images.generate", () => {
 
   it.each([
     [{ n: 2 }, "n"],
+    [{ n: 0 }, "n"],
+    [{ n: 1e12 }, "n"],
+    [{ n: 1.5 }, "n"],
     [{ size: "1024x1024" }, "size"],
     [{ size: "8K" }, "size"],
     [{ aspect_ratio: "7:3" }, "aspect_ratio"],

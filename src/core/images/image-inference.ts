@@ -9,7 +9,7 @@ import { imageNotFound, imageRefused } from "./image-errors.js";
 import { type ImageMimeType, sniffImageType } from "./image-formats.js";
 import type { ImageAdapter, ImageModelCatalog } from "./image-models.js";
 import { pixelSize } from "./image-models.js";
-import { type ImageFields, parseImageFields } from "./image-request.js";
+import { type ImageFields, type ImageParams, parseImageFields } from "./image-request.js";
 import { type ImageStore, isImageToken, newImageToken, type StoredImage } from "./image-store.js";
 
 /** What image inference is built from. */
@@ -127,7 +127,7 @@ export class ImageInference {
   /** Calls the provider; anything but a real image is the matching error. */
   private async fetchImage(
     upstream: ImageUpstream,
-    params: ReturnType<typeof parseImageFields>,
+    params: ImageParams,
     signal: AbortSignal,
   ): Promise<{ image: { data: Uint8Array; mimeType: ImageMimeType }; text: string }> {
     let outcome: Awaited<ReturnType<ImageUpstream["generate"]>>;

@@ -19,6 +19,8 @@ export interface ImageRequestFields {
   readonly responseFormat: ImageResponseFormat;
 }
 
+const INT32_MAX = 2 ** 31 - 1;
+
 type FieldKind = "string" | "integer" | "format" | "ignored" | "false-only";
 
 /**
@@ -104,8 +106,9 @@ function fieldsFrom(
     );
   }
   const n = out.get("n") as number | undefined;
-  // 0 is proto3's "unset" in the core's request: an explicit 0 must be refused here.
-  if (n !== undefined && n < 1) throw invalidField("n", `n must be 1; got ${n}.`);
+  // 0 is proto3's "unset" in the core's request, and the field is an int32: values the core
+  // could not tell apart or receive are refused here; the core judges the rest.
+  if (n !== undefined && (n < 1 || n > INT32_MAX)) throw invalidField("n", `n must be 1; got ${n}.`);
   return {
     model: text("model"),
     prompt: text("prompt"),

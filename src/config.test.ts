@@ -107,6 +107,10 @@ describe("loadConfig", () => {
       expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
     });
 
+    it("lowers the default per-file limit to a smaller per-request limit", () => {
+      expect(loadConfig({ TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "4096" }).images.maxFileBytes).toBe(4096);
+    });
+
     it("refuses a per-file limit above the per-request limit", () => {
       expect(() =>
         loadConfig({ TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "2048", TOLLGATE_IMAGE_MAX_FILE_BYTES: "4096" }),

@@ -166,7 +166,14 @@ function imagesConfig(env: Env): ImagesConfig {
     1024,
     MAX_IMAGE_REQUEST_BYTES,
   );
-  const maxFileBytes = integer(env, "TOLLGATE_IMAGE_MAX_FILE_BYTES", 10 * 1024 * 1024, 1024, maxRequestBytes);
+  // The default per-file limit never exceeds a lowered per-request limit.
+  const maxFileBytes = integer(
+    env,
+    "TOLLGATE_IMAGE_MAX_FILE_BYTES",
+    Math.min(10 * 1024 * 1024, maxRequestBytes),
+    1024,
+    maxRequestBytes,
+  );
   return {
     gemini: imageProvider(env, "GEMINI", "https://generativelanguage.googleapis.com", /\/v1(beta)?$/),
     openai: imageProvider(env, "OPENAI_IMAGES", "https://api.openai.com", /\/v1$/),

@@ -49,11 +49,22 @@ export class GeminiImageUpstream implements ImageUpstream {
       body: generateContentBody(request, options),
       signal: request.signal,
     });
-    if (response.status !== 200) return httpErrorOutcome(response);
+    if (response.status !== 200) return credentialsAware(await httpErrorOutcome(response));
     return generateContentOutcome(await readBody(response.body, RESPONSE_LIMIT));
   }
 
   close(): Promise<void> {
     return this.#pool.close();
   }
+}
+
+/**
+ * Gemini answers a bad API key with 400 (reason API_KEY_INVALID), not 401: reported as 401 so
+ * the core treats it as the gateway's own credentials failing, never as the caller's request.
+ */
+function credentialsAware(outcome: ImageUpstreamOutcome): ImageUpstreamOutcome {
+  if (outcome.kind === "http-error" && outcome.status === 400 && outcome.body.includes("API_KEY_INVALID")) {
+    return { ...outcome, status: 401 };
+  }
+  return outcome;
 }

@@ -242,6 +242,48 @@ describe("images.edit", () => {
     expect(error.message).toContain('Image "big.png" exceeds the limit of 256 KiB per file');
   });
 
+  it("refuses a body declared above the request limit before reading it, closing the connection", async () => {
+    const { request } = await import("node:http");
+    const url = new URL(`${t.baseUrl}/v1/images/edits`);
+    const answer = await new Promise<{ status: number; connection: string | undefined; body: string }>(
+      (resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${t.secret}`,
+              "content-type": "multipart/form-data; boundary=x",
+              "content-length": String(60 * 1024 * 1024),
+            },
+          },
+          (res) => {
+            let body = "";
+            res.on("data", (chunk) => {
+              body += chunk;
+            });
+            res.on("end", () =>
+              resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }),
+            );
+          },
+        );
+        req.on("error", reject);
+        // Only the start of the body is ever sent.
+        req.write("--x\r\n");
+      },
+    );
+    expect(answer.status).toBe(413);
+    expect(answer.connection).toBe("close");
+    expect(JSON.parse(answer.body)).toMatchObject({
+      error: {
+        type: "request_too_large",
+        message: "The request body exceeds the limit of 50 MiB per request.",
+      },
+    });
+  });
+
   it("refuses a non-image file with 400, whatever its name", async () => {
     const calls = geminiRequests().length;
     const error = (await client.images

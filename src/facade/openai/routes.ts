@@ -61,7 +61,11 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
   });
 
   scope.post("/edits", async (request, reply) => {
-    const upload = await readEditUpload(request, limits);
+    const upload = await readEditUpload(request, limits).catch((error: unknown) => {
+      // Refused mid-upload: close the connection rather than read the rest of a body we refuse.
+      if ((error as { statusCode?: unknown }).statusCode === 413) reply.header("connection", "close");
+      throw error;
+    });
     const fields = editFields(upload.fields);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.editImage(

@@ -6,6 +6,7 @@ import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
+import { type ImageResources, imageResources } from "./images-wiring.js";
 import { type Db, openDatabase } from "./store/database.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
@@ -20,6 +21,8 @@ export interface App {
   readonly sweeper: HoldSweeper | undefined;
   /** The text provider's connection pool; absent in facade-only mode or with no provider URL. */
   readonly textUpstream: AnthropicUpstream | undefined;
+  /** Image providers and the `url` image sweeper; absent in facade-only mode. */
+  readonly images?: ImageResources | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
@@ -37,11 +40,17 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
   if (config.coreUrl !== undefined) {
     const transport = remoteCoreTransport(config.coreUrl);
     return {
-      facade: await buildFacade({ transport, coreLocation: config.coreUrl, logger }),
+      facade: await buildFacade({
+        transport,
+        coreLocation: config.coreUrl,
+        logger,
+        images: config.images,
+      }),
       core: undefined,
       db: undefined,
       sweeper: undefined,
       textUpstream: undefined,
+      images: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
@@ -58,6 +67,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
           // Every streaming call holds its own HTTP/1.1 connection for as long as it runs.
           connections: config.upstreamConnections === 0 ? null : config.upstreamConnections,
         });
+  const images = imageResources(config);
   try {
     const core = createCore({
       db,
@@ -76,18 +86,26 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
               messagesPerMinute: config.rateLimitPerMinute,
               countTokensPerMinute: config.countTokensPerMinute,
               streamPingMs: config.streamPingMs,
+              images: images.deps,
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
-    const facade = await buildFacade({ transport, coreLocation: "in-process", logger });
+    const facade = await buildFacade({
+      transport,
+      coreLocation: "in-process",
+      logger,
+      images: config.images,
+    });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();
-    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream };
+    images.startSweeper((error) => console.error("internal error in the image sweeper:", error));
+    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, images };
   } catch (error) {
     db.close();
     await textUpstream?.close();
+    await images.close();
     throw error;
   }
 }

@@ -189,7 +189,7 @@ function requestFor(target: TargetId, scenario: Scenario, url: string, key: stri
             url,
             path: "/v1/images/generations",
             headers,
-            body: JSON.stringify({ model: "image-2", prompt: "a lighthouse at dusk", size: "1024x1024" }),
+            body: JSON.stringify({ model: "image-2", prompt: "a lighthouse at dusk", size: "1K" }),
           }
         : {
             url,

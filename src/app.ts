@@ -1,6 +1,7 @@
 import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
+import { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
@@ -20,12 +21,20 @@ export interface App {
   readonly sweeper: HoldSweeper | undefined;
   /** The text provider's connection pool; absent in facade-only mode or with no provider URL. */
   readonly textUpstream: AnthropicUpstream | undefined;
+  /** Deposit watchers and settlement workers; absent unless built with `onchain`. */
+  readonly chains: ChainsRuntime | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
 export interface BuildOptions {
   readonly logger?: boolean | { readonly level: string };
   readonly now?: () => number;
+  /**
+   * Run the chains (watchers, settlement, deposit addresses) against `config.chains` with this
+   * master secret. Absent: no chain is contacted and onchain RPCs refuse (see main.ts for who
+   * passes it).
+   */
+  readonly onchain?: { readonly masterSecret: Uint8Array; readonly startAt: "genesis" | "finalized" };
 }
 
 /**
@@ -33,7 +42,10 @@ export interface BuildOptions {
  * `coreUrl` points at a remote one, then the facade over a typed client to that core. Never
  * listens (see main.ts).
  */
-export async function buildApp(config: Config, { logger = false, now }: BuildOptions = {}): Promise<App> {
+export async function buildApp(
+  config: Config,
+  { logger = false, now, onchain }: BuildOptions = {},
+): Promise<App> {
   if (config.coreUrl !== undefined) {
     const transport = remoteCoreTransport(config.coreUrl);
     return {
@@ -42,6 +54,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       db: undefined,
       sweeper: undefined,
       textUpstream: undefined,
+      chains: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
@@ -56,7 +69,25 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
           headersTimeoutMs: anthropic.headersTimeoutMs,
           idleTimeoutMs: anthropic.idleTimeoutMs,
         });
+  let chains: ChainsRuntime | undefined;
   try {
+    if (onchain !== undefined) {
+      chains = await ChainsRuntime.create({
+        db,
+        registry: config.chains,
+        masterSecret: onchain.masterSecret,
+        settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
+        pollMs: config.onchain.pollMs,
+        scanRange: config.onchain.scanRange,
+        startAt: onchain.startAt,
+        now,
+        log: (line) => console.error(line),
+        onError: (error, context) =>
+          console.error(
+            `${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`,
+          ),
+      });
+    }
     const core = createCore({
       db,
       adminToken: config.adminToken,
@@ -76,14 +107,18 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
               streamPingMs: config.streamPingMs,
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
+      chainDirectory: chains,
+      chainProbes: chains?.probes(),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
     const facade = await buildFacade({ transport, coreLocation: "in-process", logger });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();
-    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream };
+    chains?.start();
+    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, chains };
   } catch (error) {
+    await chains?.stop();
     db.close();
     await textUpstream?.close();
     throw error;

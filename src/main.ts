@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type App, buildApp } from "./app.js";
-import type { Config } from "./config.js";
+import { DEV_MASTER_SECRET, type DevChains, startDevChains } from "./chains/dev-chains.js";
+import { type Config, requireMasterSecret } from "./config.js";
 import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-upstream.js";
 
 /**
@@ -9,13 +10,35 @@ import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-ups
  * Resolves once listening.
  */
 export async function serve(config: Config): Promise<App> {
+  // Chains: the configured registry's RPCs (the master secret is required), or in dev mode local
+  // dev chains started here; never the shipped registry's public RPCs unless configured.
+  let devChains: DevChains | undefined;
+  let onchain: { masterSecret: Uint8Array; startAt: "genesis" | "finalized" } | undefined;
+  if (config.coreUrl === undefined && config.onchain.mode !== "off") {
+    const masterSecret = requireMasterSecret(config.onchain, DEV_MASTER_SECRET);
+    if (config.onchain.mode === "dev") {
+      devChains = await startDevChains(config.chains, {
+        dataDir: config.dataDir,
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      config = { ...config, chains: devChains.registry };
+    }
+    onchain = { masterSecret, startAt: devChains === undefined ? "finalized" : "genesis" };
+  }
   // No provider configured: text calls go to the built-in stand-in, and the ready line says so.
   let devUpstream: DevUpstream | undefined;
   if (config.coreUrl === undefined && config.anthropic.url === undefined) {
     devUpstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
     config = { ...config, anthropic: { ...config.anthropic, url: devUpstream.url } };
   }
-  const app = await buildApp(config, { logger: { level: config.logLevel } });
+  let app: App;
+  try {
+    app = await buildApp(config, { logger: { level: config.logLevel }, onchain });
+  } catch (error) {
+    await devChains?.close();
+    await devUpstream?.close();
+    throw error;
+  }
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
   let coreUrl = config.coreUrl ?? "";
   if (app.core !== undefined) {
@@ -27,6 +50,7 @@ export async function serve(config: Config): Promise<App> {
     stopping = true;
     void shutdown(app, config.shutdownTimeoutMs, signal)
       .then(() => devUpstream?.close())
+      .then(() => devChains?.close())
       .then(
         () => process.exit(0),
         (error: unknown) => {
@@ -46,8 +70,18 @@ export async function serve(config: Config): Promise<App> {
       : app.core === undefined
         ? "text: via the core"
         : `text: ${config.anthropic.url}`;
+  const chainsText =
+    devChains !== undefined
+      ? `chains: dev chains ${config.chains.chains.map((c) => `${c.id}${c.enabled ? "" : " (disabled)"}`).join(", ")}, ` +
+        `faucet ${devChains.faucetUrl}, ` +
+        (config.onchain.masterSecret === undefined ? "public DEV master secret" : "configured master secret")
+      : onchain !== undefined
+        ? "chains: configured RPCs"
+        : "chains: off";
   // One plain line that scripts and tests can wait for.
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text})\n`);
+  process.stdout.write(
+    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text}; ${chainsText})\n`,
+  );
 
   return app;
 }
@@ -72,6 +106,7 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   await app.core?.server.close();
   clearTimeout(force);
   app.sweeper?.stop();
+  await app.chains?.stop();
   await app.textUpstream?.close();
   app.db?.close();
 }

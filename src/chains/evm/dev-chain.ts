@@ -62,6 +62,8 @@ export interface EvmDevChainOptions {
   readonly statePath?: string;
   /** Start with automatic mining off (`--no-mining`); tests mine by hand. */
   readonly manualMining?: boolean;
+  /** Mine a block this often (`--block-time`) instead of one per transaction. */
+  readonly blockTimeSeconds?: number;
 }
 
 /** Starts one anvil per chain (in parallel), each with the test stablecoin deployed. */
@@ -95,6 +97,8 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
   ];
   if (options.statePath !== undefined) args.push("--state", options.statePath, "--state-interval", "5");
   if (options.manualMining === true) args.push("--no-mining");
+  else if (options.blockTimeSeconds !== undefined)
+    args.push("--block-time", String(options.blockTimeSeconds));
   const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
   let rpcUrl: string;
   try {
@@ -130,7 +134,8 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
         args: ["Test USD", "TUSD"],
         chain,
       });
-      if (options.manualMining === true) await test.mine({ blocks: 1 });
+      if (options.manualMining === true || options.blockTimeSeconds !== undefined)
+        await test.mine({ blocks: 1 });
       const receipt = await test.waitForTransactionReceipt({ hash, pollingInterval: 20 });
       if (
         receipt.contractAddress === null ||

@@ -34,7 +34,12 @@ export interface BuildOptions {
    * master secret. Absent: no chain is contacted and onchain RPCs refuse (see main.ts for who
    * passes it).
    */
-  readonly onchain?: { readonly masterSecret: Uint8Array; readonly startAt: "genesis" | "finalized" };
+  readonly onchain?: {
+    readonly masterSecret: Uint8Array;
+    readonly startAt: "genesis" | "finalized";
+    /** Run only these chains (dev mode: those with a local dev chain). */
+    readonly only?: ReadonlySet<string>;
+  };
 }
 
 /**
@@ -80,6 +85,7 @@ export async function buildApp(
         pollMs: config.onchain.pollMs,
         scanRange: config.onchain.scanRange,
         startAt: onchain.startAt,
+        only: onchain.only,
         now,
         log: (line) => console.error(line),
         onError: (error, context) =>

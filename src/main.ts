@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { type App, buildApp } from "./app.js";
+import { type App, type BuildOptions, buildApp } from "./app.js";
 import { DEV_MASTER_SECRET, type DevChains, startDevChains } from "./chains/dev-chains.js";
 import { type Config, requireMasterSecret } from "./config.js";
 import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-upstream.js";
@@ -13,7 +13,7 @@ export async function serve(config: Config): Promise<App> {
   // Chains: the configured registry's RPCs (the master secret is required), or in dev mode local
   // dev chains started here; never the shipped registry's public RPCs unless configured.
   let devChains: DevChains | undefined;
-  let onchain: { masterSecret: Uint8Array; startAt: "genesis" | "finalized" } | undefined;
+  let onchain: BuildOptions["onchain"];
   if (config.coreUrl === undefined && config.onchain.mode !== "off") {
     const masterSecret = requireMasterSecret(config.onchain, DEV_MASTER_SECRET);
     if (config.onchain.mode === "dev") {
@@ -23,7 +23,11 @@ export async function serve(config: Config): Promise<App> {
       });
       config = { ...config, chains: devChains.registry };
     }
-    onchain = { masterSecret, startAt: devChains === undefined ? "finalized" : "genesis" };
+    onchain = {
+      masterSecret,
+      startAt: devChains === undefined ? "finalized" : "genesis",
+      only: devChains?.running,
+    };
   }
   // No provider configured: text calls go to the built-in stand-in, and the ready line says so.
   let devUpstream: DevUpstream | undefined;
@@ -38,6 +42,13 @@ export async function serve(config: Config): Promise<App> {
     await devChains?.close();
     await devUpstream?.close();
     throw error;
+  }
+  if (devChains !== undefined && app.chains !== undefined) {
+    // The treasury pays every settlement's fees: give it dev gas on each local chain.
+    for (const id of devChains.running) {
+      const treasury = app.chains.adapter(id)?.treasuryAddress();
+      if (treasury !== undefined) await devChains.fundFees(id, treasury);
+    }
   }
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
   let coreUrl = config.coreUrl ?? "";

@@ -29,6 +29,8 @@ export interface ChainsRuntimeOptions {
   readonly log?: (line: string) => void;
   /** Failures of a tick (an RPC outage); the loop backs off and continues. */
   readonly onError?: (error: unknown, context: string) => void;
+  /** Run only these chains (dev mode: those with a local chain); all when absent. */
+  readonly only?: ReadonlySet<string>;
   /** Builds adapters; the family factory unless a test substitutes one. */
   readonly createAdapter?: (chain: ChainConfig, options: AdapterOptions) => Promise<ChainAdapter>;
 }
@@ -74,6 +76,10 @@ export class ChainsRuntime implements ChainDirectory {
     const chains = new Map<string, ChainRuntime>();
     const missing = new Map<string, string>();
     for (const chain of options.registry.chains) {
+      if (options.only !== undefined && !options.only.has(chain.id)) {
+        missing.set(chain.id, "no local dev chain for it");
+        continue;
+      }
       let adapter: ChainAdapter;
       try {
         adapter = await create(chain, { masterSecret: options.masterSecret });

@@ -40,6 +40,13 @@ export interface DevChains {
   readonly faucetUrl: string;
   /** Mints `amount` (onchain units) of a chain's test stablecoin to `address`; resolves to the tx hash. */
   mint(chainId: string, address: string, amount: bigint): Promise<string>;
+  /**
+   * Gives `address` native currency for fees on a dev EVM chain (the treasury pays every
+   * settlement's gas). The Solana dev chain funds its own fee payers.
+   */
+  fundFees(chainId: string, address: string): Promise<void>;
+  /** The chains that run locally (a chain whose dev chain is missing is disabled and not run). */
+  readonly running: ReadonlySet<string>;
   close(): Promise<void>;
 }
 
@@ -141,6 +148,10 @@ export async function startDevChains(
     registry: devRegistry,
     faucetUrl,
     mint,
+    async fundFees(chainId, address) {
+      await evmById.get(chainId)?.fundGas(address);
+    },
+    running: new Set([...evmById.keys(), ...solana.keys()]),
     async close() {
       await new Promise<void>((resolve) => faucet.close(() => resolve()));
       await closeAll();

@@ -134,10 +134,7 @@ export class ChainsRuntime implements ChainDirectory {
 
   /** Runs one watcher scan on every chain now (tests and the CLI's one-shot commands). */
   async scanOnce(): Promise<void> {
-    for (const runtime of this.chains.values()) {
-      runtime.book.deriveMissing();
-      await runtime.watcher.tick();
-    }
+    for (const runtime of this.chains.values()) await runtime.watcher.tick();
   }
 
   /** Runs one settlement pass on every chain now. */
@@ -150,13 +147,7 @@ export class ChainsRuntime implements ChainDirectory {
     if (this.loops.length > 0) return;
     for (const [id, runtime] of this.chains) {
       this.loops.push(
-        this.loop(`deposit watcher on ${id}`, async () => {
-          while (runtime.book.deriveMissing() > 0) {
-            // Each batch derives a bounded number of keys; yield between batches.
-            await sleep(0);
-          }
-          await runtime.watcher.tick();
-        }),
+        this.loop(`deposit watcher on ${id}`, () => runtime.watcher.tick()),
         this.loop(`settlement worker on ${id}`, () => runtime.worker.tick()),
       );
     }

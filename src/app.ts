@@ -1,7 +1,7 @@
 import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
-import { ChainsRuntime } from "./chains/chains-runtime.js";
+import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
@@ -77,6 +77,8 @@ export async function buildApp(
   let chains: ChainsRuntime | undefined;
   try {
     if (onchain !== undefined) {
+      // Loaded only when chains run: viem and friends stay out of chain-less processes.
+      const { ChainsRuntime } = await import("./chains/chains-runtime.js");
       chains = await ChainsRuntime.create({
         db,
         registry: config.chains,

@@ -1,26 +1,10 @@
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import {
-  type ChainConfig,
-  type ChainRegistry,
-  chainRegistry,
-  parseChainRegistry,
-} from "../core/billing/chain-registry.js";
+import { type ChainConfig, type ChainRegistry, chainRegistry } from "../core/billing/chain-registry.js";
+import { DEV_CHAINS_FILE } from "./dev-chains-file.js";
 import { type EvmDevChain, startEvmDevChains } from "./evm/dev-chain.js";
-
-/**
- * The master secret of dev mode: a fixed, PUBLIC value (anyone can re-derive every key from it),
- * so dev deposit addresses stay the same across restarts. Never use it with real money: outside
- * dev mode the gateway refuses to start without TOLLGATE_MASTER_SECRET.
- */
-export const DEV_MASTER_SECRET: Uint8Array = new Uint8Array(
-  createHash("sha256")
-    .update("tollgate DEV master secret - public, dev chains only, never real money")
-    .digest(),
-);
 
 /** Dev chains mine a block this often, so confirmations accrue without traffic. */
 const DEV_BLOCK_SECONDS = 1;
@@ -28,9 +12,6 @@ const DEV_BLOCK_SECONDS = 1;
 const DEV_CONFIRMATIONS = 2;
 /** The Solana dev chain's module (chains-solana), loaded only when the registry has a Solana chain. */
 const SOLANA_DEV_CHAIN_MODULE = "./solana/dev-chain.js";
-
-/** The file, in the data directory, describing running dev chains (a TOLLGATE_CHAINS file plus the faucet URL). */
-export const DEV_CHAINS_FILE = "dev-chains.json";
 
 /** Local chains standing in for the registry's, and a faucet for their test stablecoin. */
 export interface DevChains {
@@ -157,37 +138,6 @@ export async function startDevChains(
       await closeAll();
     },
   };
-}
-
-/** The dev chains described by `dataDir`'s {@link DEV_CHAINS_FILE}, if one is there. */
-export function readDevChainsFile(
-  dataDir: string,
-): { registry: ChainRegistry; faucetUrl: string } | undefined {
-  const path = join(dataDir, DEV_CHAINS_FILE);
-  if (!existsSync(path)) return undefined;
-  const { faucet_url: faucetUrl, ...rest } = JSON.parse(readFileSync(path, "utf8")) as Record<
-    string,
-    unknown
-  >;
-  return { registry: parseChainRegistry(rest), faucetUrl: String(faucetUrl) };
-}
-
-/** Asks a running dev chains' faucet to mint; resolves to the transaction hash or signature. */
-export async function requestFaucet(
-  faucetUrl: string,
-  chain: string,
-  address: string,
-  amount: bigint,
-): Promise<string> {
-  const response = await fetch(`${faucetUrl}/mint`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ chain, address, amount: amount.toString() }),
-  });
-  const body = (await response.json()) as { tx_hash?: string; error?: string };
-  if (!response.ok || body.tx_hash === undefined)
-    throw new Error(`faucet: ${body.error ?? response.statusText}`);
-  return body.tx_hash;
 }
 
 /** A registry in TOLLGATE_CHAINS format. */

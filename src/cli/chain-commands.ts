@@ -1,7 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
-import { readDevChainsFile, requestFaucet } from "../chains/dev-chains.js";
+import { readDevChainsFile, requestFaucet } from "../chains/dev-chains-file.js";
 import { loadConfig } from "../config.js";
 import { formatUnits, INT64_MAX, ledgerDecimals, parseDecimalAmount } from "../core/billing/money.js";
 import {

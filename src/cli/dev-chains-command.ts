@@ -1,5 +1,6 @@
 import { join } from "node:path";
-import { DEV_CHAINS_FILE, startDevChains } from "../chains/dev-chains.js";
+import { startDevChains } from "../chains/dev-chains.js";
+import { DEV_CHAINS_FILE } from "../chains/dev-chains-file.js";
 import type { Config } from "../config.js";
 import { UsageError } from "./command.js";
 

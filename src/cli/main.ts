@@ -2,8 +2,7 @@
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { remoteCoreTransport } from "../app.js";
-import { ChainsRuntime } from "../chains/chains-runtime.js";
-import { DEV_MASTER_SECRET, readDevChainsFile } from "../chains/dev-chains.js";
+import { DEV_MASTER_SECRET, readDevChainsFile } from "../chains/dev-chains-file.js";
 import { type Config, ConfigError, loadConfig } from "../config.js";
 import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import { operatorCallerResolver } from "../core/caller.js";
@@ -24,7 +23,6 @@ import {
   withdrawCommand,
 } from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
-import { runDevChains } from "./dev-chains-command.js";
 import { runDevUpstream } from "./dev-upstream-command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
@@ -105,6 +103,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return -1;
     }
     if (group === "dev-chains") {
+      // Loaded on demand, like the chains runtime: commands that touch no chain start fast.
+      const { runDevChains } = await import("./dev-chains-command.js");
       await runDevChains(argv.slice(1), config);
       return -1;
     }
@@ -159,6 +159,7 @@ async function operatorTransport(config: Config): Promise<{ transport: Transport
   const { onchain } = config;
   if (onchain.mode !== "off" && (onchain.masterSecret !== undefined || onchain.mode === "dev")) {
     if (onchain.mode === "dev") chains = readDevChainsFile(config.dataDir)?.registry ?? chains;
+    const { ChainsRuntime } = await import("../chains/chains-runtime.js");
     chainDirectory = await ChainsRuntime.create({
       db,
       registry: chains,

@@ -115,7 +115,7 @@ export class OnchainRepository {
   private readonly tx;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly ledger: LedgerRepository,
   ) {
     const money = <T extends unknown[] = unknown[]>(sql: string) =>

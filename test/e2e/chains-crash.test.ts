@@ -4,9 +4,12 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
+import { createClient } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { remoteCoreTransport } from "../../src/app.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/chains/evm/dev-chain.js";
 import { createEvmAdapter } from "../../src/chains/evm/evm-adapter.js";
+import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { devChainConfig } from "../helpers/evm.js";
@@ -61,6 +64,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
+const ADMIN_TOKEN = "chains-crash-test-operator-token-0123456789";
+
 describe("settlement across a kill -9", () => {
   it("a gateway killed between broadcast and recording does not pay twice after restart", async () => {
     const dev: EvmDevChain = await startEvmDevChain({ id: "base", chainId: 8453 });
@@ -104,6 +109,7 @@ describe("settlement across a kill -9", () => {
       TOLLGATE_MASTER_SECRET: secretHex,
       TOLLGATE_SETTLEMENT_MODE: "per-call",
       TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
     };
     const adapter = createEvmAdapter(chain, { masterSecret: new Uint8Array(Buffer.from(secretHex, "hex")) });
     const treasury = adapter.treasuryAddress();
@@ -127,12 +133,10 @@ describe("settlement across a kill -9", () => {
     });
     await dev.mintTo(deposit, 3_000_000n);
     await dev.mine(2);
+    const billing = createClient(BillingService, remoteCoreTransport(first.coreUrl, ADMIN_TOKEN));
     await until("the deposit to be credited", async () => {
-      const { balances } = await cliJson<{ balances: { chain: { id: string }; available?: string }[] }>(
-        ["balance", "--account", account.id],
-        env,
-      );
-      return balances.find((b) => b.chain.id === "base")?.available === "3000000" ? true : undefined;
+      const { balances } = await billing.getBalances({ accountId: account.id });
+      return balances.find((b) => b.chain?.id === "base")?.available === 3_000_000n ? true : undefined;
     });
 
     const client = new Anthropic({ apiKey: key.secret, baseURL: first.facadeUrl, maxRetries: 0 });
@@ -165,13 +169,11 @@ describe("settlement across a kill -9", () => {
     gateway = await startGateway(env);
     const second = gateway;
     cleanups.push(() => second.stop("SIGKILL"));
+    const billingAgain = createClient(BillingService, remoteCoreTransport(second.coreUrl, ADMIN_TOKEN));
     await until("the settlement to be confirmed", async () => {
       await dev.mine(1);
-      const usage = await cliJson<{ rows: { settlementStatus?: string; settlementTxHash?: string }[] }>(
-        ["usage", "--account", account.id],
-        env,
-      );
-      return usage.rows[0]?.settlementStatus === "SETTLEMENT_STATUS_CONFIRMED" ? usage.rows[0] : undefined;
+      const usage = await billingAgain.listUsage({ accountId: account.id });
+      return usage.rows[0]?.settlementStatus === SettlementStatus.CONFIRMED ? usage.rows[0] : undefined;
     });
     await dev.mine(3);
     await sleep(500);

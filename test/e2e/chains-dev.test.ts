@@ -1,9 +1,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
+import { createClient } from "@connectrpc/connect";
 import { createPublicClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
-import { readDevChainsFile } from "../../src/chains/dev-chains.js";
+import { remoteCoreTransport } from "../../src/app.js";
+import { readDevChainsFile } from "../../src/chains/dev-chains-file.js";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
+import {
+  BillingService,
+  SettlementStatus,
+  TransferStatus,
+} from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
@@ -27,6 +34,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
+const ADMIN_TOKEN = "chains-dev-test-operator-token-0123456789";
+
 describe("serve with dev chains", () => {
   it("deposit → credit at finality → billed calls settled onchain → withdrawal; totals reconcile", async () => {
     const dir = tempDir();
@@ -36,8 +45,11 @@ describe("serve with dev chains", () => {
       TOLLGATE_DEV_CHAINS: "on",
       TOLLGATE_SETTLEMENT_MODE: "per-call",
       TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
     };
     const gateway = await startGateway(env);
+    // Polling goes through the core's gRPC port (a CLI process per poll would be slow).
+    const billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
     cleanups.push(() => gateway.stop("SIGTERM"));
     expect(gateway.stdout()).toMatch(
       /chains: dev chains base, arbitrum, robinhood, solana.*faucet http:\/\/127\.0\.0\.1:\d+/,
@@ -59,12 +71,14 @@ describe("serve with dev chains", () => {
     );
     expect(faucet.code, faucet.stderr).toBe(0);
     await until("the deposit to be credited", async () => {
-      const { deposits } = await cliJson<{ deposits?: { credited?: boolean; amount?: string }[] }>(
-        ["deposits", "--account", account.id],
-        env,
-      );
-      return deposits?.some((d) => d.credited === true && d.amount === "10000000") ? true : undefined;
+      const { deposits } = await billing.listDeposits({ accountId: account.id });
+      return deposits.some((d) => d.credited && d.amount === 10_000_000n) ? true : undefined;
     });
+    const listed = await cliJson<{ deposits: { credited?: boolean }[] }>(
+      ["deposits", "--account", account.id],
+      env,
+    );
+    expect(listed.deposits[0]?.credited).toBe(true);
 
     const client = new Anthropic({ apiKey: key.secret, baseURL: gateway.facadeUrl, maxRetries: 0 });
     for (let i = 0; i < 4; i++) {
@@ -96,11 +110,8 @@ describe("serve with dev chains", () => {
     );
     expect(withdrawal.code, withdrawal.stderr).toBe(0);
     await until("the withdrawal to confirm", async () => {
-      const { withdrawals } = await cliJson<{ withdrawals?: { status?: string }[] }>(
-        ["withdrawals", "--account", account.id],
-        env,
-      );
-      return withdrawals?.[0]?.status === "TRANSFER_STATUS_CONFIRMED" ? true : undefined;
+      const { withdrawals } = await billing.listWithdrawals({ accountId: account.id });
+      return withdrawals[0]?.status === TransferStatus.CONFIRMED ? true : undefined;
     });
 
     // Reconciliation, to the smallest unit, against the chain itself.

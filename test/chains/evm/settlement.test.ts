@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { ledgerToOnchain } from "../../../src/core/billing/money.js";
 import { errorInfo } from "../../../src/core/errors.js";
 import { SettlementStatus, TransferStatus } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { ledgerSettled, type OnchainFixture, onchainFixture, settledOnchain } from "./onchain-fixture.js";
 
 /** Funds an account onchain and waits for the watcher to credit it. */
@@ -147,14 +149,14 @@ describe("settlement on real anvil", () => {
     const address = await fund(f, account, 3_000_000n);
     const treasury = adapter.treasuryAddress();
     // The RPC goes away: a runtime pointed at a dead port stands in for the outage.
-    const down = await (await import("../../../src/chains/chains-runtime.js")).ChainsRuntime.create({
+    const down = await ChainsRuntime.create({
       db: f.db,
       registry: {
         ...f.core.billing.chains,
         chains: [{ ...f.core.billing.chains.chains[0]!, rpcUrl: "http://127.0.0.1:1" }],
         byId: new Map([["base", { ...f.core.billing.chains.chains[0]!, rpcUrl: "http://127.0.0.1:1" }]]),
       },
-      masterSecret: (await import("../../helpers/evm.js")).TEST_MASTER_SECRET,
+      masterSecret: TEST_MASTER_SECRET,
       settlement: { mode: "per-call", batchWindowMs: 0 },
       pollMs: 50,
       scanRange: 1000,
@@ -165,7 +167,8 @@ describe("settlement on real anvil", () => {
     const [transfer] = f.db.prepare("SELECT * FROM chain_transfers").all() as Record<string, unknown>[];
     expect(transfer).toMatchObject({ status: "queued", attempts: 1 });
     expect(transfer!.last_error).not.toBe("");
-    expect(transfer!.next_attempt_at as number).toBeGreaterThan(Date.now());
+    // Backed off: the next attempt is later than the failure it recorded.
+    expect(transfer!.next_attempt_at as number).toBeGreaterThan(transfer!.updated_at as number);
     const backlog = (await f.billing.getSettlementBacklog({})).chains[0]!;
     expect(backlog.openSettlements).toBe(1n);
     expect(backlog.lastError).not.toBe("");

@@ -54,7 +54,12 @@ function rpcProxy(target: string, onSend: () => Promise<boolean>): Promise<Serve
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 30_000,
+  debug?: () => string,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -121,7 +126,6 @@ describe("settlement across a kill -9", () => {
     expect(first.stdout()).toContain("chains: configured RPCs");
     const account = await cliJson<{ id: string }>(["account", "create"], env);
     const key = await cliJson<{ secret: string }>(["key", "create", "--account", account.id], env);
-    const deposit = adapter.depositAddress(account.id);
     // The watcher of a configured chain starts at the finalized block it first sees: wait for it.
     await until("the watcher to start", async () => {
       const db = openDatabase(env.TOLLGATE_DATA_DIR);
@@ -131,13 +135,21 @@ describe("settlement across a kill -9", () => {
         db.close();
       }
     });
+    const billing = createClient(BillingService, remoteCoreTransport(first.coreUrl, ADMIN_TOKEN));
+    const { addresses } = await billing.getDepositAddresses({ accountId: account.id });
+    const deposit = adapter.depositAddress(account.id);
+    expect(addresses.map((a) => a.address)).toEqual([deposit]); // derived from the same master secret
     await dev.mintTo(deposit, 3_000_000n);
     await dev.mine(2);
-    const billing = createClient(BillingService, remoteCoreTransport(first.coreUrl, ADMIN_TOKEN));
-    await until("the deposit to be credited", async () => {
-      const { balances } = await billing.getBalances({ accountId: account.id });
-      return balances.find((b) => b.chain?.id === "base")?.available === 3_000_000n ? true : undefined;
-    });
+    await until(
+      "the deposit to be credited",
+      async () => {
+        const { balances } = await billing.getBalances({ accountId: account.id });
+        return balances.find((b) => b.chain?.id === "base")?.available === 3_000_000n ? true : undefined;
+      },
+      30_000,
+      () => first.stderr(),
+    );
 
     const client = new Anthropic({ apiKey: key.secret, baseURL: first.facadeUrl, maxRetries: 0 });
     await client.messages.create({

@@ -99,7 +99,21 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
   if (options.manualMining === true) args.push("--no-mining");
   else if (options.blockTimeSeconds !== undefined)
     args.push("--block-time", String(options.blockTimeSeconds));
-  const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  // anvil runs under a tiny shell that stops it when our end of its stdin closes — on close(),
+  // and also when this process dies without cleaning up (kill -9), so no anvil is ever orphaned.
+  const child = spawn(
+    "/bin/sh",
+    [
+      "-c",
+      'anvil="$1"; shift; "$anvil" "$@" <&- & pid=$!; read _; kill $pid; wait $pid',
+      "sh",
+      anvilBinary(),
+      ...args,
+    ],
+    {
+      stdio: ["pipe", "pipe", "pipe"],
+    },
+  );
   let rpcUrl: string;
   try {
     rpcUrl = await listening(child);
@@ -118,8 +132,8 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
   const close = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    // SIGTERM lets anvil write its state file; SIGKILL if it hangs.
-    child.kill("SIGTERM");
+    // Closing stdin makes the shell SIGTERM anvil (which writes its state file) and wait for it.
+    child.stdin?.end();
     const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
     await exited;
     clearTimeout(timer);

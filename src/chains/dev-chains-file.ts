@@ -40,11 +40,18 @@ export async function requestFaucet(
   address: string,
   amount: bigint,
 ): Promise<string> {
-  const response = await fetch(`${faucetUrl}/mint`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ chain, address, amount: amount.toString() }),
-  });
+  let response: Response;
+  try {
+    response = await fetch(`${faucetUrl}/mint`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ chain, address, amount: amount.toString() }),
+    });
+  } catch {
+    throw new Error(
+      `the dev chains' faucet at ${faucetUrl} does not answer: is \`tollgate serve\` (dev mode) or \`tollgate dev-chains\` running on this data directory?`,
+    );
+  }
   const body = (await response.json()) as { tx_hash?: string; error?: string };
   if (!response.ok || body.tx_hash === undefined)
     throw new Error(`faucet: ${body.error ?? response.statusText}`);

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -134,6 +134,8 @@ export async function startDevChains(
     },
     running: new Set([...evmById.keys(), ...solana.keys()]),
     async close() {
+      // The file advertises running chains and their faucet: it goes when they go.
+      if (options.dataDir !== undefined) rmSync(join(options.dataDir, DEV_CHAINS_FILE), { force: true });
       await new Promise<void>((resolve) => faucet.close(() => resolve()));
       await closeAll();
     },

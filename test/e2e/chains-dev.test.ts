@@ -162,4 +162,17 @@ describe("serve with dev chains", () => {
     }
     expect(await gateway.stop("SIGTERM")).toBe(0);
   });
+
+  it("says clearly when there are no chains to talk to", async () => {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    const env = { TOLLGATE_DATA_DIR: dir.path };
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const faucet = await runCli(["faucet", "--account", account.id, "--chain", "base", "--amount", "1"], env);
+    expect(faucet.code).toBe(2);
+    expect(faucet.stderr).toContain("no dev chains are running for this data directory");
+    const addresses = await runCli(["addresses", "--account", account.id], env); // TOLLGATE_DEV_CHAINS=off
+    expect(addresses.code).toBe(1);
+    expect(addresses.stderr).toContain("Onchain features are not running on this gateway");
+  });
 });

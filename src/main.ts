@@ -49,7 +49,14 @@ export async function serve(config: Config): Promise<App> {
     // The treasury pays every settlement's fees: give it dev gas on each local chain.
     for (const id of devChains.running) {
       const treasury = app.chains.adapter(id)?.treasuryAddress();
-      if (treasury !== undefined) await devChains.fundFees(id, treasury);
+      if (treasury === undefined) continue;
+      await devChains
+        .fundFees(id, treasury)
+        .catch((error: unknown) =>
+          process.stderr.write(
+            `dev chains: ${id}: could not fund the treasury's fees: ${(error as Error).message}\n`,
+          ),
+        );
     }
   }
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });

@@ -22,8 +22,8 @@ export interface DevChains {
   /** Mints `amount` (onchain units) of a chain's test stablecoin to `address`; resolves to the tx hash. */
   mint(chainId: string, address: string, amount: bigint): Promise<string>;
   /**
-   * Gives `address` native currency for fees on a dev EVM chain (the treasury pays every
-   * settlement's gas). The Solana dev chain funds its own fee payers.
+   * Gives `address` native currency for fees on a dev chain (the treasury pays every
+   * settlement's gas): anvil's balance setter on EVM, a `requestAirdrop` of 100 SOL on Solana.
    */
   fundFees(chainId: string, address: string): Promise<void>;
   /** The chains that run locally (a chain whose dev chain is missing is disabled and not run). */
@@ -130,7 +130,10 @@ export async function startDevChains(
     faucetUrl,
     mint,
     async fundFees(chainId, address) {
-      await evmById.get(chainId)?.fundGas(address);
+      const dev = evmById.get(chainId);
+      if (dev !== undefined) return dev.fundGas(address);
+      const sol = solana.get(chainId);
+      if (sol !== undefined) await airdrop(sol.rpcUrl, address, 100_000_000_000n);
     },
     running: new Set([...evmById.keys(), ...solana.keys()]),
     async close() {
@@ -140,6 +143,22 @@ export async function startDevChains(
       await closeAll();
     },
   };
+}
+
+/** Asks a Solana JSON-RPC endpoint for lamports (`requestAirdrop`), with plain JSON-RPC. */
+async function airdrop(rpcUrl: string, address: string, lamports: bigint): Promise<void> {
+  const response = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "requestAirdrop",
+      params: [address, Number(lamports)],
+    }),
+  });
+  const body = (await response.json()) as { error?: { message?: string } };
+  if (body.error !== undefined) throw new Error(`requestAirdrop: ${body.error.message ?? "refused"}`);
 }
 
 /** A registry in TOLLGATE_CHAINS format. */

@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean bench bench-report
+.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -56,3 +56,7 @@ bench-report: build ## Re-render docs/benchmarks.md from bench/results/latest.js
 
 clean: ## Remove build output (keeps ./data)
 	rm -rf dist
+
+contracts: install ## Recompile the dev chains' test stablecoin (contracts/*.sol) into src/chains/evm/test-stablecoin-artifact.ts
+	node scripts/compile-test-token.mjs
+	biome format --write src/chains/evm/test-stablecoin-artifact.ts

@@ -8,6 +8,7 @@ import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
 import { GroupCommit } from "../store/group-commit.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
+import { OnchainRepository } from "../store/onchain-repository.js";
 import type { ImageUpstream } from "../upstream/image-upstream.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
@@ -18,10 +19,11 @@ import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
+import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
-import { createHealthService } from "./health-service.js";
+import { createHealthService, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
 import type { ImageStore } from "./images/image-store.js";
@@ -48,6 +50,10 @@ export interface CoreDeps {
   readonly holdSweepIntervalMs?: number | undefined;
   /** Model calls; without it (the operator CLI) InferenceService is not served. */
   readonly inference?: InferenceDeps | undefined;
+  /** The chains runtime's deposit addresses and address checks; without it onchain RPCs refuse. */
+  readonly chainDirectory?: ChainDirectory | undefined;
+  /** Health checks of each chain (RPC reachability, watcher lag), added to HealthService. */
+  readonly chainProbes?: readonly HealthProbe[] | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider and the call policies. */
@@ -96,8 +102,9 @@ export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const repo = new AuthRepository(deps.db);
   const authenticator = new Authenticator(repo, now);
+  const ledger = new LedgerRepository(deps.db);
   const billing = new Billing({
-    ledger: new LedgerRepository(deps.db),
+    ledger,
     chains: deps.chains ?? defaultChainRegistry(),
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
@@ -106,6 +113,13 @@ export function createCore(deps: CoreDeps): Core {
     maxCallMs: deps.maxCallMs ?? 15 * 60_000,
     intervalMs: deps.holdSweepIntervalMs ?? 60_000,
     onError: (error) => deps.onInternalError?.(error, "hold sweeper"),
+  });
+  const onchain = new OnchainBilling({
+    ledger,
+    onchain: new OnchainRepository(deps.db, ledger),
+    chains: billing.chains,
+    directory: deps.chainDirectory,
+    now,
   });
   const ping = deps.db.prepare("SELECT 1");
   const probes = [
@@ -117,6 +131,7 @@ export function createCore(deps: CoreDeps): Core {
         return "sqlite ok";
       },
     },
+    ...(deps.chainProbes ?? []),
   ];
   const inference =
     deps.inference === undefined
@@ -148,7 +163,7 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, now }));
-    router.service(BillingService, createBillingService(billing));
+    router.service(BillingService, createBillingService(billing, onchain));
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined)
       router.service(InferenceService, createInferenceService(inference, now, images));

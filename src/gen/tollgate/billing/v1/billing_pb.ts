@@ -12,7 +12,507 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tollgate/billing/v1/billing.proto.
  */
 export const file_tollgate_billing_v1_billing: GenFile = /*@__PURE__*/
-  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiOgoFQXNzZXQSDgoGc3ltYm9sGAEgASgJEhAKCGRlY2ltYWxzGAIgASgFEg8KB2FkZHJlc3MYAyABKAkigQEKBUNoYWluEgoKAmlkGAEgASgJEjAKBmZhbWlseRgCIAEoDjIgLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW5GYW1pbHkSKQoFYXNzZXQYAyABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkFzc2V0Eg8KB2VuYWJsZWQYBCABKAgiygEKDlRleHRNb2RlbFByaWNlEg0KBW1vZGVsGAEgASgJEhYKDmlucHV0X3Blcl9tdG9rGAIgASgDEhcKD291dHB1dF9wZXJfbXRvaxgDIAEoAxIbChNjYWNoZV9yZWFkX3Blcl9tdG9rGAQgASgDEh8KF2NhY2hlX3dyaXRlXzVtX3Blcl9tdG9rGAUgASgDEh8KF2NhY2hlX3dyaXRlXzFoX3Blcl9tdG9rGAYgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAcgASgFIjcKDkltYWdlU2l6ZVByaWNlEgwKBHNpemUYASABKAkSFwoPcHJpY2VfcGVyX2ltYWdlGAIgASgDIlQKD0ltYWdlTW9kZWxQcmljZRINCgVtb2RlbBgBIAEoCRIyCgVzaXplcxgCIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VTaXplUHJpY2UiEwoRR2V0UHJpY2luZ1JlcXVlc3QizQEKEkdldFByaWNpbmdSZXNwb25zZRI4Cgt0ZXh0X21vZGVscxgBIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dE1vZGVsUHJpY2USOgoMaW1hZ2VfbW9kZWxzGAIgAygLMiQudG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZU1vZGVsUHJpY2USKgoGY2hhaW5zGAMgAygLMhoudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbhIVCg1kZWZhdWx0X2NoYWluGAQgASgJIo4BCgdCYWxhbmNlEikKBWNoYWluGAEgASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbhIWCg5jcmVkaXRzX3Bvc3RlZBgCIAEoAxIVCg1kZWJpdHNfcG9zdGVkGAMgASgDEhYKDmRlYml0c19wZW5kaW5nGAQgASgDEhEKCWF2YWlsYWJsZRgFIAEoAyIoChJHZXRCYWxhbmNlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJwChNHZXRCYWxhbmNlc1Jlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSFQoNZGVmYXVsdF9jaGFpbhgCIAEoCRIuCghiYWxhbmNlcxgDIAMoCzIcLnRvbGxnYXRlLmJpbGxpbmcudjEuQmFsYW5jZSI7ChZTZXREZWZhdWx0Q2hhaW5SZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkiRAoXU2V0RGVmYXVsdENoYWluUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRIVCg1kZWZhdWx0X2NoYWluGAIgASgJIp0BCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIdChVjYWNoZV93cml0ZV81bV90b2tlbnMYAyABKAMSHQoVY2FjaGVfd3JpdGVfMWhfdG9rZW5zGAQgASgDEhkKEWNhY2hlX3JlYWRfdG9rZW5zGAUgASgDEg4KBmltYWdlcxgGIAEoBSLTAgoIVXNhZ2VSb3cSDwoHaG9sZF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRINCgVtb2RlbBgEIAEoCRISCgppbWFnZV9zaXplGAUgASgJEg0KBWNoYWluGAYgASgJEi8KBnN0YXR1cxgHIAEoDjIfLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFN0YXR1cxITCgtoZWxkX2Ftb3VudBgIIAEoAxIOCgZhbW91bnQYCSABKAMSKQoFdXNhZ2UYCiABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jlc29sdmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChBMaXN0VXNhZ2VSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWQoRTGlzdFVzYWdlUmVzcG9uc2USKwoEcm93cxgBIAMoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2VSb3cSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImUKDUNyZWRpdFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCRIOCgZhbW91bnQYAyABKAMSDgoGcmVhc29uGAQgASgJEhEKCWNyZWRpdF9pZBgFIAEoCSJRCg5DcmVkaXRSZXNwb25zZRIQCghlbnRyeV9pZBgBIAEoCRItCgdiYWxhbmNlGAIgASgLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIkMKCFRleHRDYWxsEg0KBW1vZGVsGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoAxISCgptYXhfdG9rZW5zGAMgASgDIjcKCUltYWdlQ2FsbBINCgVtb2RlbBgBIAEoCRIMCgRzaXplGAIgASgJEg0KBWNvdW50GAMgASgFIpkBCgxRdW90ZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCRItCgR0ZXh0GAMgASgLMh0udG9sbGdhdGUuYmlsbGluZy52MS5UZXh0Q2FsbEgAEi8KBWltYWdlGAQgASgLMh4udG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZUNhbGxIAEIGCgRjYWxsIi4KDVF1b3RlUmVzcG9uc2USDQoFY2hhaW4YASABKAkSDgoGYW1vdW50GAIgASgDIuEBCgRIb2xkEgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRINCgVjaGFpbhgEIAEoCRIOCgZhbW91bnQYBSABKAMSLwoGc3RhdHVzGAYgASgOMh8udG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkU3RhdHVzEhYKDnNldHRsZWRfYW1vdW50GAcgASgDEg0KBW1vZGVsGAggASgJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrwBCgtIb2xkUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg0KBWNoYWluGAQgASgJEi0KBHRleHQYBSABKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRDYWxsSAASLwoFaW1hZ2UYBiABKAsyHi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlQ2FsbEgAQgYKBGNhbGwiNwoMSG9sZFJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQiSwoNU2V0dGxlUmVxdWVzdBIPCgdob2xkX2lkGAEgASgJEikKBXVzYWdlGAIgASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZSI5Cg5TZXR0bGVSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkIiEKDlJlbGVhc2VSZXF1ZXN0Eg8KB2hvbGRfaWQYASABKAkiOgoPUmVsZWFzZVJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQqWgoLQ2hhaW5GYW1pbHkSHAoYQ0hBSU5fRkFNSUxZX1VOU1BFQ0lGSUVEEAASFAoQQ0hBSU5fRkFNSUxZX0VWTRABEhcKE0NIQUlOX0ZBTUlMWV9TT0xBTkEQAiqOAQoKSG9sZFN0YXR1cxIbChdIT0xEX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE0hPTERfU1RBVFVTX1BFTkRJTkcQARIXChNIT0xEX1NUQVRVU19TRVRUTEVEEAISGAoUSE9MRF9TVEFUVVNfUkVMRUFTRUQQAxIXChNIT0xEX1NUQVRVU19FWFBJUkVEEAQytAYKDkJpbGxpbmdTZXJ2aWNlEl0KCkdldFByaWNpbmcSJi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldFByaWNpbmdSZXF1ZXN0GicudG9sbGdhdGUuYmlsbGluZy52MS5HZXRQcmljaW5nUmVzcG9uc2USYAoLR2V0QmFsYW5jZXMSJy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VzUmVxdWVzdBooLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0QmFsYW5jZXNSZXNwb25zZRJsCg9TZXREZWZhdWx0Q2hhaW4SKy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldERlZmF1bHRDaGFpblJlcXVlc3QaLC50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldERlZmF1bHRDaGFpblJlc3BvbnNlEloKCUxpc3RVc2FnZRIlLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdFVzYWdlUmVxdWVzdBomLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdFVzYWdlUmVzcG9uc2USUQoGQ3JlZGl0EiIudG9sbGdhdGUuYmlsbGluZy52MS5DcmVkaXRSZXF1ZXN0GiMudG9sbGdhdGUuYmlsbGluZy52MS5DcmVkaXRSZXNwb25zZRJOCgVRdW90ZRIhLnRvbGxnYXRlLmJpbGxpbmcudjEuUXVvdGVSZXF1ZXN0GiIudG9sbGdhdGUuYmlsbGluZy52MS5RdW90ZVJlc3BvbnNlEksKBEhvbGQSIC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRSZXF1ZXN0GiEudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkUmVzcG9uc2USUQoGU2V0dGxlEiIudG9sbGdhdGUuYmlsbGluZy52MS5TZXR0bGVSZXF1ZXN0GiMudG9sbGdhdGUuYmlsbGluZy52MS5TZXR0bGVSZXNwb25zZRJUCgdSZWxlYXNlEiMudG9sbGdhdGUuYmlsbGluZy52MS5SZWxlYXNlUmVxdWVzdBokLnRvbGxnYXRlLmJpbGxpbmcudjEuUmVsZWFzZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiMAoaR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJMCg5EZXBvc2l0QWRkcmVzcxIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SDwoHYWRkcmVzcxgCIAEoCSJpChtHZXREZXBvc2l0QWRkcmVzc2VzUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRI2CglhZGRyZXNzZXMYAiADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkRlcG9zaXRBZGRyZXNzIjwKE0xpc3REZXBvc2l0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUi1gEKB0RlcG9zaXQSDQoFY2hhaW4YASABKAkSDwoHdHhfaGFzaBgCIAEoCRINCgVpbmRleBgDIAEoBRIQCghwb3NpdGlvbhgEIAEoAxIUCgxmcm9tX2FkZHJlc3MYBSABKAkSEgoKdG9fYWRkcmVzcxgGIAEoCRIWCg5vbmNoYWluX2Ftb3VudBgHIAEoCRIOCgZhbW91bnQYCCABKAMSEAoIY3JlZGl0ZWQYCSABKAgSJgoCYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKFExpc3REZXBvc2l0c1Jlc3BvbnNlEi4KCGRlcG9zaXRzGAEgAygLMhwudG9sbGdhdGUuYmlsbGluZy52MS5EZXBvc2l0Im8KD1dpdGhkcmF3UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEg4KBmFtb3VudBgDIAEoAxISCgp0b19hZGRyZXNzGAQgASgJEhUKDXdpdGhkcmF3YWxfaWQYBSABKAkimwIKCldpdGhkcmF3YWwSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRINCgVjaGFpbhgDIAEoCRISCgp0b19hZGRyZXNzGAQgASgJEg4KBmFtb3VudBgFIAEoAxIzCgZzdGF0dXMYBiABKA4yIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRyYW5zZmVyU3RhdHVzEg8KB3R4X2hhc2gYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29uZmlybWVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAogASgJInYKEFdpdGhkcmF3UmVzcG9uc2USMwoKd2l0aGRyYXdhbBgBIAEoCzIfLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdhbBItCgdiYWxhbmNlGAIgASgLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIlMKFkxpc3RXaXRoZHJhd2Fsc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJoChdMaXN0V2l0aGRyYXdhbHNSZXNwb25zZRI0Cgt3aXRoZHJhd2FscxgBIAMoCzIfLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiHQobR2V0U2V0dGxlbWVudEJhY2tsb2dSZXF1ZXN0IrcCCgxDaGFpbkJhY2tsb2cSDQoFY2hhaW4YASABKAkSFwoPdW5iYXRjaGVkX2NhbGxzGAIgASgDEhgKEHVuYmF0Y2hlZF9hbW91bnQYAyABKAMSGAoQb3Blbl9zZXR0bGVtZW50cxgEIAEoAxIeChZvcGVuX3NldHRsZW1lbnRfYW1vdW50GAUgASgDEhgKEG9wZW5fd2l0aGRyYXdhbHMYBiABKAMSHgoWb3Blbl93aXRoZHJhd2FsX2Ftb3VudBgHIAEoAxIqCgZvbGRlc3QYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYCSABKAkSFwoPc2V0dGxlZF9vbmNoYWluGAogASgDEhgKEHNldHRsZWRfb2ZmY2hhaW4YCyABKAMiUQocR2V0U2V0dGxlbWVudEJhY2tsb2dSZXNwb25zZRIxCgZjaGFpbnMYASADKAsyIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYWluQmFja2xvZyI6CgVBc3NldBIOCgZzeW1ib2wYASABKAkSEAoIZGVjaW1hbHMYAiABKAUSDwoHYWRkcmVzcxgDIAEoCSKBAQoFQ2hhaW4SCgoCaWQYASABKAkSMAoGZmFtaWx5GAIgASgOMiAudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbkZhbWlseRIpCgVhc3NldBgDIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQXNzZXQSDwoHZW5hYmxlZBgEIAEoCCLKAQoOVGV4dE1vZGVsUHJpY2USDQoFbW9kZWwYASABKAkSFgoOaW5wdXRfcGVyX210b2sYAiABKAMSFwoPb3V0cHV0X3Blcl9tdG9rGAMgASgDEhsKE2NhY2hlX3JlYWRfcGVyX210b2sYBCABKAMSHwoXY2FjaGVfd3JpdGVfNW1fcGVyX210b2sYBSABKAMSHwoXY2FjaGVfd3JpdGVfMWhfcGVyX210b2sYBiABKAMSGQoRbWF4X291dHB1dF90b2tlbnMYByABKAUiNwoOSW1hZ2VTaXplUHJpY2USDAoEc2l6ZRgBIAEoCRIXCg9wcmljZV9wZXJfaW1hZ2UYAiABKAMiVAoPSW1hZ2VNb2RlbFByaWNlEg0KBW1vZGVsGAEgASgJEjIKBXNpemVzGAIgAygLMiMudG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZVNpemVQcmljZSITChFHZXRQcmljaW5nUmVxdWVzdCLNAQoSR2V0UHJpY2luZ1Jlc3BvbnNlEjgKC3RleHRfbW9kZWxzGAEgAygLMiMudG9sbGdhdGUuYmlsbGluZy52MS5UZXh0TW9kZWxQcmljZRI6CgxpbWFnZV9tb2RlbHMYAiADKAsyJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlTW9kZWxQcmljZRIqCgZjaGFpbnMYAyADKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYWluEhUKDWRlZmF1bHRfY2hhaW4YBCABKAkijgEKB0JhbGFuY2USKQoFY2hhaW4YASABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYWluEhYKDmNyZWRpdHNfcG9zdGVkGAIgASgDEhUKDWRlYml0c19wb3N0ZWQYAyABKAMSFgoOZGViaXRzX3BlbmRpbmcYBCABKAMSEQoJYXZhaWxhYmxlGAUgASgDIigKEkdldEJhbGFuY2VzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJInAKE0dldEJhbGFuY2VzUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRIVCg1kZWZhdWx0X2NoYWluGAIgASgJEi4KCGJhbGFuY2VzGAMgAygLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIjsKFlNldERlZmF1bHRDaGFpblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCSJEChdTZXREZWZhdWx0Q2hhaW5SZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEhUKDWRlZmF1bHRfY2hhaW4YAiABKAkinQEKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh0KFWNhY2hlX3dyaXRlXzVtX3Rva2VucxgDIAEoAxIdChVjYWNoZV93cml0ZV8xaF90b2tlbnMYBCABKAMSGQoRY2FjaGVfcmVhZF90b2tlbnMYBSABKAMSDgoGaW1hZ2VzGAYgASgFIvgDCghVc2FnZVJvdxIPCgdob2xkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhIKCmltYWdlX3NpemUYBSABKAkSDQoFY2hhaW4YBiABKAkSLwoGc3RhdHVzGAcgASgOMh8udG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkU3RhdHVzEhMKC2hlbGRfYW1vdW50GAggASgDEg4KBmFtb3VudBgJIAEoAxIpCgV1c2FnZRgKIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2USLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEkAKEXNldHRsZW1lbnRfc3RhdHVzGA0gASgOMiUudG9sbGdhdGUuYmlsbGluZy52MS5TZXR0bGVtZW50U3RhdHVzEhoKEnNldHRsZW1lbnRfdHhfaGFzaBgOIAEoCRIhChlzZXR0bGVtZW50X29uY2hhaW5fYW1vdW50GA8gASgDEiIKGnNldHRsZW1lbnRfb2ZmY2hhaW5fYW1vdW50GBAgASgDIk0KEExpc3RVc2FnZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJZChFMaXN0VXNhZ2VSZXNwb25zZRIrCgRyb3dzGAEgAygLMh0udG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZVJvdxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiZQoNQ3JlZGl0UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEg4KBmFtb3VudBgDIAEoAxIOCgZyZWFzb24YBCABKAkSEQoJY3JlZGl0X2lkGAUgASgJIlEKDkNyZWRpdFJlc3BvbnNlEhAKCGVudHJ5X2lkGAEgASgJEi0KB2JhbGFuY2UYAiABKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkJhbGFuY2UiQwoIVGV4dENhbGwSDQoFbW9kZWwYASABKAkSFAoMaW5wdXRfdG9rZW5zGAIgASgDEhIKCm1heF90b2tlbnMYAyABKAMiNwoJSW1hZ2VDYWxsEg0KBW1vZGVsGAEgASgJEgwKBHNpemUYAiABKAkSDQoFY291bnQYAyABKAUimQEKDFF1b3RlUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEi0KBHRleHQYAyABKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRDYWxsSAASLwoFaW1hZ2UYBCABKAsyHi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlQ2FsbEgAQgYKBGNhbGwiLgoNUXVvdGVSZXNwb25zZRINCgVjaGFpbhgBIAEoCRIOCgZhbW91bnQYAiABKAMi4QEKBEhvbGQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg0KBWNoYWluGAQgASgJEg4KBmFtb3VudBgFIAEoAxIvCgZzdGF0dXMYBiABKA4yHy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRTdGF0dXMSFgoOc2V0dGxlZF9hbW91bnQYByABKAMSDQoFbW9kZWwYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivAEKC0hvbGRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDQoFY2hhaW4YBCABKAkSLQoEdGV4dBgFIAEoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dENhbGxIABIvCgVpbWFnZRgGIAEoCzIeLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VDYWxsSABCBgoEY2FsbCI3CgxIb2xkUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCJLCg1TZXR0bGVSZXF1ZXN0Eg8KB2hvbGRfaWQYASABKAkSKQoFdXNhZ2UYAiABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlIjkKDlNldHRsZVJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQiIQoOUmVsZWFzZVJlcXVlc3QSDwoHaG9sZF9pZBgBIAEoCSI6Cg9SZWxlYXNlUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCq1AQoQU2V0dGxlbWVudFN0YXR1cxIhCh1TRVRUTEVNRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGlNFVFRMRU1FTlRfU1RBVFVTX09GRkNIQUlOEAESHAoYU0VUVExFTUVOVF9TVEFUVVNfUVVFVUVEEAISHwobU0VUVExFTUVOVF9TVEFUVVNfU1VCTUlUVEVEEAMSHwobU0VUVExFTUVOVF9TVEFUVVNfQ09ORklSTUVEEAQqiwEKDlRyYW5zZmVyU3RhdHVzEh8KG1RSQU5TRkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFlRSQU5TRkVSX1NUQVRVU19RVUVVRUQQARIdChlUUkFOU0ZFUl9TVEFUVVNfU1VCTUlUVEVEEAISHQoZVFJBTlNGRVJfU1RBVFVTX0NPTkZJUk1FRBADKloKC0NoYWluRmFtaWx5EhwKGENIQUlOX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhQKEENIQUlOX0ZBTUlMWV9FVk0QARIXChNDSEFJTl9GQU1JTFlfU09MQU5BEAIqjgEKCkhvbGRTdGF0dXMSGwoXSE9MRF9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNIT0xEX1NUQVRVU19QRU5ESU5HEAESFwoTSE9MRF9TVEFUVVNfU0VUVExFRBACEhgKFEhPTERfU1RBVFVTX1JFTEVBU0VEEAMSFwoTSE9MRF9TVEFUVVNfRVhQSVJFRBAEMtcKCg5CaWxsaW5nU2VydmljZRJdCgpHZXRQcmljaW5nEiYudG9sbGdhdGUuYmlsbGluZy52MS5HZXRQcmljaW5nUmVxdWVzdBonLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0UHJpY2luZ1Jlc3BvbnNlEmAKC0dldEJhbGFuY2VzEicudG9sbGdhdGUuYmlsbGluZy52MS5HZXRCYWxhbmNlc1JlcXVlc3QaKC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VzUmVzcG9uc2USbAoPU2V0RGVmYXVsdENoYWluEisudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXF1ZXN0GiwudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXNwb25zZRJaCglMaXN0VXNhZ2USJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlcXVlc3QaJi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlc3BvbnNlElEKBkNyZWRpdBIiLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVzcG9uc2USTgoFUXVvdGUSIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlF1b3RlUmVxdWVzdBoiLnRvbGxnYXRlLmJpbGxpbmcudjEuUXVvdGVSZXNwb25zZRJLCgRIb2xkEiAudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkUmVxdWVzdBohLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFJlc3BvbnNlElEKBlNldHRsZRIiLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVzcG9uc2USVAoHUmVsZWFzZRIjLnRvbGxnYXRlLmJpbGxpbmcudjEuUmVsZWFzZVJlcXVlc3QaJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlbGVhc2VSZXNwb25zZRJ4ChNHZXREZXBvc2l0QWRkcmVzc2VzEi8udG9sbGdhdGUuYmlsbGluZy52MS5HZXREZXBvc2l0QWRkcmVzc2VzUmVxdWVzdBowLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0RGVwb3NpdEFkZHJlc3Nlc1Jlc3BvbnNlEmMKDExpc3REZXBvc2l0cxIoLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdERlcG9zaXRzUmVxdWVzdBopLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdERlcG9zaXRzUmVzcG9uc2USVwoIV2l0aGRyYXcSJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLldpdGhkcmF3UmVxdWVzdBolLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdSZXNwb25zZRJsCg9MaXN0V2l0aGRyYXdhbHMSKy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RXaXRoZHJhd2Fsc1JlcXVlc3QaLC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RXaXRoZHJhd2Fsc1Jlc3BvbnNlEnsKFEdldFNldHRsZW1lbnRCYWNrbG9nEjAudG9sbGdhdGUuYmlsbGluZy52MS5HZXRTZXR0bGVtZW50QmFja2xvZ1JlcXVlc3QaMS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldFNldHRsZW1lbnRCYWNrbG9nUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+
+/**
+ * @generated from message tollgate.billing.v1.GetDepositAddressesRequest
+ */
+export type GetDepositAddressesRequest = Message<"tollgate.billing.v1.GetDepositAddressesRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetDepositAddressesRequest.
+ * Use `create(GetDepositAddressesRequestSchema)` to create a new message.
+ */
+export const GetDepositAddressesRequestSchema: GenMessage<GetDepositAddressesRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 0);
+
+/**
+ * Where to send a chain's asset to fund the account.
+ *
+ * @generated from message tollgate.billing.v1.DepositAddress
+ */
+export type DepositAddress = Message<"tollgate.billing.v1.DepositAddress"> & {
+  /**
+   * @generated from field: tollgate.billing.v1.Chain chain = 1;
+   */
+  chain?: Chain | undefined;
+
+  /**
+   * 0x… (EVM) or base58 owner address (Solana; send to its associated token account).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.DepositAddress.
+ * Use `create(DepositAddressSchema)` to create a new message.
+ */
+export const DepositAddressSchema: GenMessage<DepositAddress> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 1);
+
+/**
+ * @generated from message tollgate.billing.v1.GetDepositAddressesResponse
+ */
+export type GetDepositAddressesResponse = Message<"tollgate.billing.v1.GetDepositAddressesResponse"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: repeated tollgate.billing.v1.DepositAddress addresses = 2;
+   */
+  addresses: DepositAddress[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetDepositAddressesResponse.
+ * Use `create(GetDepositAddressesResponseSchema)` to create a new message.
+ */
+export const GetDepositAddressesResponseSchema: GenMessage<GetDepositAddressesResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 2);
+
+/**
+ * @generated from message tollgate.billing.v1.ListDepositsRequest
+ */
+export type ListDepositsRequest = Message<"tollgate.billing.v1.ListDepositsRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * Credited deposits to return, at most 1000; 0 means 100. Pending ones are always all listed.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListDepositsRequest.
+ * Use `create(ListDepositsRequestSchema)` to create a new message.
+ */
+export const ListDepositsRequestSchema: GenMessage<ListDepositsRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 3);
+
+/**
+ * One transfer of a chain's asset to a deposit address.
+ *
+ * @generated from message tollgate.billing.v1.Deposit
+ */
+export type Deposit = Message<"tollgate.billing.v1.Deposit"> & {
+  /**
+   * @generated from field: string chain = 1;
+   */
+  chain: string;
+
+  /**
+   * Transaction hash (EVM) or signature (Solana).
+   *
+   * @generated from field: string tx_hash = 2;
+   */
+  txHash: string;
+
+  /**
+   * Log index (EVM) or instruction index (Solana): with chain and tx_hash, the deposit's identity.
+   *
+   * @generated from field: int32 index = 3;
+   */
+  index: number;
+
+  /**
+   * Block number or slot.
+   *
+   * @generated from field: int64 position = 4;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: string from_address = 5;
+   */
+  fromAddress: string;
+
+  /**
+   * @generated from field: string to_address = 6;
+   */
+  toAddress: string;
+
+  /**
+   * In the asset's smallest unit (10^-decimals), as decimal text: it may exceed int64.
+   *
+   * @generated from field: string onchain_amount = 7;
+   */
+  onchainAmount: string;
+
+  /**
+   * Ledger units credited; 0 while pending.
+   *
+   * @generated from field: int64 amount = 8;
+   */
+  amount: bigint;
+
+  /**
+   * True once the chain's finality rule was met and the ledger credited it; false while it is
+   * only seen (it may still vanish in a reorg).
+   *
+   * @generated from field: bool credited = 9;
+   */
+  credited: boolean;
+
+  /**
+   * When it was credited, or first seen while pending.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 10;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.Deposit.
+ * Use `create(DepositSchema)` to create a new message.
+ */
+export const DepositSchema: GenMessage<Deposit> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 4);
+
+/**
+ * @generated from message tollgate.billing.v1.ListDepositsResponse
+ */
+export type ListDepositsResponse = Message<"tollgate.billing.v1.ListDepositsResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.Deposit deposits = 1;
+   */
+  deposits: Deposit[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListDepositsResponse.
+ * Use `create(ListDepositsResponseSchema)` to create a new message.
+ */
+export const ListDepositsResponseSchema: GenMessage<ListDepositsResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 5);
+
+/**
+ * @generated from message tollgate.billing.v1.WithdrawRequest
+ */
+export type WithdrawRequest = Message<"tollgate.billing.v1.WithdrawRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * A configured chain with an adapter.
+   *
+   * @generated from field: string chain = 2;
+   */
+  chain: string;
+
+  /**
+   * Ledger units; positive.
+   *
+   * @generated from field: int64 amount = 3;
+   */
+  amount: bigint;
+
+  /**
+   * An address of the chain's family (EVM: 0x…, checksummed if mixed-case).
+   *
+   * @generated from field: string to_address = 4;
+   */
+  toAddress: string;
+
+  /**
+   * Optional idempotency key: the same id withdraws once.
+   *
+   * @generated from field: string withdrawal_id = 5;
+   */
+  withdrawalId: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.WithdrawRequest.
+ * Use `create(WithdrawRequestSchema)` to create a new message.
+ */
+export const WithdrawRequestSchema: GenMessage<WithdrawRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 6);
+
+/**
+ * A transfer out of the account's deposit address to an address it named.
+ *
+ * @generated from message tollgate.billing.v1.Withdrawal
+ */
+export type Withdrawal = Message<"tollgate.billing.v1.Withdrawal"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string chain = 3;
+   */
+  chain: string;
+
+  /**
+   * @generated from field: string to_address = 4;
+   */
+  toAddress: string;
+
+  /**
+   * Ledger units.
+   *
+   * @generated from field: int64 amount = 5;
+   */
+  amount: bigint;
+
+  /**
+   * @generated from field: tollgate.billing.v1.TransferStatus status = 6;
+   */
+  status: TransferStatus;
+
+  /**
+   * Empty until signed.
+   *
+   * @generated from field: string tx_hash = 7;
+   */
+  txHash: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Unset until confirmed.
+   *
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 9;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * The last failed attempt's error while it retries; empty otherwise.
+   *
+   * @generated from field: string last_error = 10;
+   */
+  lastError: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.Withdrawal.
+ * Use `create(WithdrawalSchema)` to create a new message.
+ */
+export const WithdrawalSchema: GenMessage<Withdrawal> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 7);
+
+/**
+ * @generated from message tollgate.billing.v1.WithdrawResponse
+ */
+export type WithdrawResponse = Message<"tollgate.billing.v1.WithdrawResponse"> & {
+  /**
+   * @generated from field: tollgate.billing.v1.Withdrawal withdrawal = 1;
+   */
+  withdrawal?: Withdrawal | undefined;
+
+  /**
+   * The account's balance on the chain after the debit.
+   *
+   * @generated from field: tollgate.billing.v1.Balance balance = 2;
+   */
+  balance?: Balance | undefined;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.WithdrawResponse.
+ * Use `create(WithdrawResponseSchema)` to create a new message.
+ */
+export const WithdrawResponseSchema: GenMessage<WithdrawResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 8);
+
+/**
+ * @generated from message tollgate.billing.v1.ListWithdrawalsRequest
+ */
+export type ListWithdrawalsRequest = Message<"tollgate.billing.v1.ListWithdrawalsRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * At most 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListWithdrawalsRequest.
+ * Use `create(ListWithdrawalsRequestSchema)` to create a new message.
+ */
+export const ListWithdrawalsRequestSchema: GenMessage<ListWithdrawalsRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 9);
+
+/**
+ * @generated from message tollgate.billing.v1.ListWithdrawalsResponse
+ */
+export type ListWithdrawalsResponse = Message<"tollgate.billing.v1.ListWithdrawalsResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.Withdrawal withdrawals = 1;
+   */
+  withdrawals: Withdrawal[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListWithdrawalsResponse.
+ * Use `create(ListWithdrawalsResponseSchema)` to create a new message.
+ */
+export const ListWithdrawalsResponseSchema: GenMessage<ListWithdrawalsResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 10);
+
+/**
+ * @generated from message tollgate.billing.v1.GetSettlementBacklogRequest
+ */
+export type GetSettlementBacklogRequest = Message<"tollgate.billing.v1.GetSettlementBacklogRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetSettlementBacklogRequest.
+ * Use `create(GetSettlementBacklogRequestSchema)` to create a new message.
+ */
+export const GetSettlementBacklogRequestSchema: GenMessage<GetSettlementBacklogRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 11);
+
+/**
+ * One chain's settlement pipeline. Amounts in the chain's ledger units.
+ *
+ * @generated from message tollgate.billing.v1.ChainBacklog
+ */
+export type ChainBacklog = Message<"tollgate.billing.v1.ChainBacklog"> & {
+  /**
+   * @generated from field: string chain = 1;
+   */
+  chain: string;
+
+  /**
+   * Charged calls whose onchain part waits for its batch window.
+   *
+   * @generated from field: int64 unbatched_calls = 2;
+   */
+  unbatchedCalls: bigint;
+
+  /**
+   * @generated from field: int64 unbatched_amount = 3;
+   */
+  unbatchedAmount: bigint;
+
+  /**
+   * Settlement transfers signed or queued but not yet confirmed.
+   *
+   * @generated from field: int64 open_settlements = 4;
+   */
+  openSettlements: bigint;
+
+  /**
+   * @generated from field: int64 open_settlement_amount = 5;
+   */
+  openSettlementAmount: bigint;
+
+  /**
+   * @generated from field: int64 open_withdrawals = 6;
+   */
+  openWithdrawals: bigint;
+
+  /**
+   * @generated from field: int64 open_withdrawal_amount = 7;
+   */
+  openWithdrawalAmount: bigint;
+
+  /**
+   * The oldest item still waiting; unset when none.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest = 8;
+   */
+  oldest?: Timestamp | undefined;
+
+  /**
+   * The newest error of a transfer still open (an RPC outage, a revert); empty when none.
+   *
+   * @generated from field: string last_error = 9;
+   */
+  lastError: string;
+
+  /**
+   * Moved to the treasury and confirmed onchain, all time.
+   *
+   * @generated from field: int64 settled_onchain = 10;
+   */
+  settledOnchain: bigint;
+
+  /**
+   * Charged against operator credit, with nothing onchain to move, all time.
+   *
+   * @generated from field: int64 settled_offchain = 11;
+   */
+  settledOffchain: bigint;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ChainBacklog.
+ * Use `create(ChainBacklogSchema)` to create a new message.
+ */
+export const ChainBacklogSchema: GenMessage<ChainBacklog> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 12);
+
+/**
+ * @generated from message tollgate.billing.v1.GetSettlementBacklogResponse
+ */
+export type GetSettlementBacklogResponse = Message<"tollgate.billing.v1.GetSettlementBacklogResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.ChainBacklog chains = 1;
+   */
+  chains: ChainBacklog[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetSettlementBacklogResponse.
+ * Use `create(GetSettlementBacklogResponseSchema)` to create a new message.
+ */
+export const GetSettlementBacklogResponseSchema: GenMessage<GetSettlementBacklogResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 13);
 
 /**
  * The dollar stablecoin a chain settles in.
@@ -48,7 +548,7 @@ export type Asset = Message<"tollgate.billing.v1.Asset"> & {
  * Use `create(AssetSchema)` to create a new message.
  */
 export const AssetSchema: GenMessage<Asset> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 0);
+  messageDesc(file_tollgate_billing_v1_billing, 14);
 
 /**
  * A chain callers may pay on (its RPC endpoint is never shown).
@@ -86,7 +586,7 @@ export type Chain = Message<"tollgate.billing.v1.Chain"> & {
  * Use `create(ChainSchema)` to create a new message.
  */
 export const ChainSchema: GenMessage<Chain> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 1);
+  messageDesc(file_tollgate_billing_v1_billing, 15);
 
 /**
  * Prices of one text model, in integer micro-dollars per 1,000,000 tokens.
@@ -143,7 +643,7 @@ export type TextModelPrice = Message<"tollgate.billing.v1.TextModelPrice"> & {
  * Use `create(TextModelPriceSchema)` to create a new message.
  */
 export const TextModelPriceSchema: GenMessage<TextModelPrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 2);
+  messageDesc(file_tollgate_billing_v1_billing, 16);
 
 /**
  * The price of one delivered image of a given size.
@@ -171,7 +671,7 @@ export type ImageSizePrice = Message<"tollgate.billing.v1.ImageSizePrice"> & {
  * Use `create(ImageSizePriceSchema)` to create a new message.
  */
 export const ImageSizePriceSchema: GenMessage<ImageSizePrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 3);
+  messageDesc(file_tollgate_billing_v1_billing, 17);
 
 /**
  * Prices of one image model. A size the model does not offer is absent.
@@ -197,7 +697,7 @@ export type ImageModelPrice = Message<"tollgate.billing.v1.ImageModelPrice"> & {
  * Use `create(ImageModelPriceSchema)` to create a new message.
  */
 export const ImageModelPriceSchema: GenMessage<ImageModelPrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 4);
+  messageDesc(file_tollgate_billing_v1_billing, 18);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingRequest
@@ -210,7 +710,7 @@ export type GetPricingRequest = Message<"tollgate.billing.v1.GetPricingRequest">
  * Use `create(GetPricingRequestSchema)` to create a new message.
  */
 export const GetPricingRequestSchema: GenMessage<GetPricingRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 5);
+  messageDesc(file_tollgate_billing_v1_billing, 19);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingResponse
@@ -246,7 +746,7 @@ export type GetPricingResponse = Message<"tollgate.billing.v1.GetPricingResponse
  * Use `create(GetPricingResponseSchema)` to create a new message.
  */
 export const GetPricingResponseSchema: GenMessage<GetPricingResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 6);
+  messageDesc(file_tollgate_billing_v1_billing, 20);
 
 /**
  * An account's funds on one chain. available = credits_posted − debits_posted − debits_pending.
@@ -287,7 +787,7 @@ export type Balance = Message<"tollgate.billing.v1.Balance"> & {
  * Use `create(BalanceSchema)` to create a new message.
  */
 export const BalanceSchema: GenMessage<Balance> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 7);
+  messageDesc(file_tollgate_billing_v1_billing, 21);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesRequest
@@ -306,7 +806,7 @@ export type GetBalancesRequest = Message<"tollgate.billing.v1.GetBalancesRequest
  * Use `create(GetBalancesRequestSchema)` to create a new message.
  */
 export const GetBalancesRequestSchema: GenMessage<GetBalancesRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 8);
+  messageDesc(file_tollgate_billing_v1_billing, 22);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesResponse
@@ -333,7 +833,7 @@ export type GetBalancesResponse = Message<"tollgate.billing.v1.GetBalancesRespon
  * Use `create(GetBalancesResponseSchema)` to create a new message.
  */
 export const GetBalancesResponseSchema: GenMessage<GetBalancesResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 9);
+  messageDesc(file_tollgate_billing_v1_billing, 23);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainRequest
@@ -359,7 +859,7 @@ export type SetDefaultChainRequest = Message<"tollgate.billing.v1.SetDefaultChai
  * Use `create(SetDefaultChainRequestSchema)` to create a new message.
  */
 export const SetDefaultChainRequestSchema: GenMessage<SetDefaultChainRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 10);
+  messageDesc(file_tollgate_billing_v1_billing, 24);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainResponse
@@ -381,7 +881,7 @@ export type SetDefaultChainResponse = Message<"tollgate.billing.v1.SetDefaultCha
  * Use `create(SetDefaultChainResponseSchema)` to create a new message.
  */
 export const SetDefaultChainResponseSchema: GenMessage<SetDefaultChainResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 11);
+  messageDesc(file_tollgate_billing_v1_billing, 25);
 
 /**
  * What one call delivered (or, in a quote, may deliver).
@@ -429,7 +929,7 @@ export type Usage = Message<"tollgate.billing.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 12);
+  messageDesc(file_tollgate_billing_v1_billing, 26);
 
 /**
  * One call as billed.
@@ -510,6 +1010,33 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
    * @generated from field: google.protobuf.Timestamp resolved_at = 12;
    */
   resolvedAt?: Timestamp | undefined;
+
+  /**
+   * Where the charge's onchain settlement stands (UNSPECIFIED when nothing was charged).
+   *
+   * @generated from field: tollgate.billing.v1.SettlementStatus settlement_status = 13;
+   */
+  settlementStatus: SettlementStatus;
+
+  /**
+   * The transaction that moved (or will move) the charge to the treasury; empty until signed.
+   * Calls batched together share one.
+   *
+   * @generated from field: string settlement_tx_hash = 14;
+   */
+  settlementTxHash: string;
+
+  /**
+   * Of `amount`: the part moved onchain, and the part settled off-chain (operator credit).
+   *
+   * @generated from field: int64 settlement_onchain_amount = 15;
+   */
+  settlementOnchainAmount: bigint;
+
+  /**
+   * @generated from field: int64 settlement_offchain_amount = 16;
+   */
+  settlementOffchainAmount: bigint;
 };
 
 /**
@@ -517,7 +1044,7 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
  * Use `create(UsageRowSchema)` to create a new message.
  */
 export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 13);
+  messageDesc(file_tollgate_billing_v1_billing, 27);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageRequest
@@ -550,7 +1077,7 @@ export type ListUsageRequest = Message<"tollgate.billing.v1.ListUsageRequest"> &
  * Use `create(ListUsageRequestSchema)` to create a new message.
  */
 export const ListUsageRequestSchema: GenMessage<ListUsageRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 14);
+  messageDesc(file_tollgate_billing_v1_billing, 28);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageResponse
@@ -574,7 +1101,7 @@ export type ListUsageResponse = Message<"tollgate.billing.v1.ListUsageResponse">
  * Use `create(ListUsageResponseSchema)` to create a new message.
  */
 export const ListUsageResponseSchema: GenMessage<ListUsageResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 15);
+  messageDesc(file_tollgate_billing_v1_billing, 29);
 
 /**
  * @generated from message tollgate.billing.v1.CreditRequest
@@ -619,7 +1146,7 @@ export type CreditRequest = Message<"tollgate.billing.v1.CreditRequest"> & {
  * Use `create(CreditRequestSchema)` to create a new message.
  */
 export const CreditRequestSchema: GenMessage<CreditRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 16);
+  messageDesc(file_tollgate_billing_v1_billing, 30);
 
 /**
  * @generated from message tollgate.billing.v1.CreditResponse
@@ -643,7 +1170,7 @@ export type CreditResponse = Message<"tollgate.billing.v1.CreditResponse"> & {
  * Use `create(CreditResponseSchema)` to create a new message.
  */
 export const CreditResponseSchema: GenMessage<CreditResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 17);
+  messageDesc(file_tollgate_billing_v1_billing, 31);
 
 /**
  * A text call to price: the worst case is input_tokens at the dearest input-side rate plus the
@@ -677,7 +1204,7 @@ export type TextCall = Message<"tollgate.billing.v1.TextCall"> & {
  * Use `create(TextCallSchema)` to create a new message.
  */
 export const TextCallSchema: GenMessage<TextCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 18);
+  messageDesc(file_tollgate_billing_v1_billing, 32);
 
 /**
  * An image call to price: count images at size.
@@ -710,7 +1237,7 @@ export type ImageCall = Message<"tollgate.billing.v1.ImageCall"> & {
  * Use `create(ImageCallSchema)` to create a new message.
  */
 export const ImageCallSchema: GenMessage<ImageCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 19);
+  messageDesc(file_tollgate_billing_v1_billing, 33);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteRequest
@@ -753,7 +1280,7 @@ export type QuoteRequest = Message<"tollgate.billing.v1.QuoteRequest"> & {
  * Use `create(QuoteRequestSchema)` to create a new message.
  */
 export const QuoteRequestSchema: GenMessage<QuoteRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 20);
+  messageDesc(file_tollgate_billing_v1_billing, 34);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteResponse
@@ -777,7 +1304,7 @@ export type QuoteResponse = Message<"tollgate.billing.v1.QuoteResponse"> & {
  * Use `create(QuoteResponseSchema)` to create a new message.
  */
 export const QuoteResponseSchema: GenMessage<QuoteResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 21);
+  messageDesc(file_tollgate_billing_v1_billing, 35);
 
 /**
  * A hold on an account's funds for one call.
@@ -842,7 +1369,7 @@ export type Hold = Message<"tollgate.billing.v1.Hold"> & {
  * Use `create(HoldSchema)` to create a new message.
  */
 export const HoldSchema: GenMessage<Hold> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 22);
+  messageDesc(file_tollgate_billing_v1_billing, 36);
 
 /**
  * @generated from message tollgate.billing.v1.HoldRequest
@@ -897,7 +1424,7 @@ export type HoldRequest = Message<"tollgate.billing.v1.HoldRequest"> & {
  * Use `create(HoldRequestSchema)` to create a new message.
  */
 export const HoldRequestSchema: GenMessage<HoldRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 23);
+  messageDesc(file_tollgate_billing_v1_billing, 37);
 
 /**
  * @generated from message tollgate.billing.v1.HoldResponse
@@ -914,7 +1441,7 @@ export type HoldResponse = Message<"tollgate.billing.v1.HoldResponse"> & {
  * Use `create(HoldResponseSchema)` to create a new message.
  */
 export const HoldResponseSchema: GenMessage<HoldResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 24);
+  messageDesc(file_tollgate_billing_v1_billing, 38);
 
 /**
  * @generated from message tollgate.billing.v1.SettleRequest
@@ -938,7 +1465,7 @@ export type SettleRequest = Message<"tollgate.billing.v1.SettleRequest"> & {
  * Use `create(SettleRequestSchema)` to create a new message.
  */
 export const SettleRequestSchema: GenMessage<SettleRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 25);
+  messageDesc(file_tollgate_billing_v1_billing, 39);
 
 /**
  * @generated from message tollgate.billing.v1.SettleResponse
@@ -955,7 +1482,7 @@ export type SettleResponse = Message<"tollgate.billing.v1.SettleResponse"> & {
  * Use `create(SettleResponseSchema)` to create a new message.
  */
 export const SettleResponseSchema: GenMessage<SettleResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 26);
+  messageDesc(file_tollgate_billing_v1_billing, 40);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseRequest
@@ -972,7 +1499,7 @@ export type ReleaseRequest = Message<"tollgate.billing.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 27);
+  messageDesc(file_tollgate_billing_v1_billing, 41);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseResponse
@@ -989,7 +1516,94 @@ export type ReleaseResponse = Message<"tollgate.billing.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 28);
+  messageDesc(file_tollgate_billing_v1_billing, 42);
+
+/**
+ * Where a charged call's onchain settlement stands.
+ *
+ * @generated from enum tollgate.billing.v1.SettlementStatus
+ */
+export enum SettlementStatus {
+  /**
+   * The call charged nothing (or is not settled): nothing to move.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Charged against operator credit only: nothing onchain backs it, so nothing moves.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_OFFCHAIN = 1;
+   */
+  OFFCHAIN = 1,
+
+  /**
+   * Waiting for the settlement worker (or its batch window).
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_QUEUED = 2;
+   */
+  QUEUED = 2,
+
+  /**
+   * Signed and sent; waiting for the chain's finality rule.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_SUBMITTED = 3;
+   */
+  SUBMITTED = 3,
+
+  /**
+   * Moved to the treasury, final onchain.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_CONFIRMED = 4;
+   */
+  CONFIRMED = 4,
+}
+
+/**
+ * Describes the enum tollgate.billing.v1.SettlementStatus.
+ */
+export const SettlementStatusSchema: GenEnum<SettlementStatus> = /*@__PURE__*/
+  enumDesc(file_tollgate_billing_v1_billing, 0);
+
+/**
+ * Where a withdrawal (or settlement) transfer stands onchain.
+ *
+ * @generated from enum tollgate.billing.v1.TransferStatus
+ */
+export enum TransferStatus {
+  /**
+   * @generated from enum value: TRANSFER_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Written; not yet signed.
+   *
+   * @generated from enum value: TRANSFER_STATUS_QUEUED = 1;
+   */
+  QUEUED = 1,
+
+  /**
+   * Signed and stored; being broadcast or waiting to land.
+   *
+   * @generated from enum value: TRANSFER_STATUS_SUBMITTED = 2;
+   */
+  SUBMITTED = 2,
+
+  /**
+   * Landed at the chain's finality rule.
+   *
+   * @generated from enum value: TRANSFER_STATUS_CONFIRMED = 3;
+   */
+  CONFIRMED = 3,
+}
+
+/**
+ * Describes the enum tollgate.billing.v1.TransferStatus.
+ */
+export const TransferStatusSchema: GenEnum<TransferStatus> = /*@__PURE__*/
+  enumDesc(file_tollgate_billing_v1_billing, 1);
 
 /**
  * How a chain's deposits and settlements are secured.
@@ -1017,7 +1631,7 @@ export enum ChainFamily {
  * Describes the enum tollgate.billing.v1.ChainFamily.
  */
 export const ChainFamilySchema: GenEnum<ChainFamily> = /*@__PURE__*/
-  enumDesc(file_tollgate_billing_v1_billing, 0);
+  enumDesc(file_tollgate_billing_v1_billing, 2);
 
 /**
  * Where a hold is in its life: pending, then exactly one of settled, released or expired.
@@ -1063,7 +1677,7 @@ export enum HoldStatus {
  * Describes the enum tollgate.billing.v1.HoldStatus.
  */
 export const HoldStatusSchema: GenEnum<HoldStatus> = /*@__PURE__*/
-  enumDesc(file_tollgate_billing_v1_billing, 1);
+  enumDesc(file_tollgate_billing_v1_billing, 3);
 
 /**
  * BillingService owns the money: the price catalog, the chain registry, per-chain balances and
@@ -1197,6 +1811,68 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseRequestSchema;
     output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * The account's deposit address on every chain that has an adapter. Chains of one family
+   * share the address (it is derived from the server's master secret and the account id).
+   * Sending the chain's asset there credits the account once the chain's finality rule is met.
+   * A key holder sees its own account's; the operator names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.GetDepositAddresses
+   */
+  getDepositAddresses: {
+    methodKind: "unary";
+    input: typeof GetDepositAddressesRequestSchema;
+    output: typeof GetDepositAddressesResponseSchema;
+  },
+  /**
+   * Deposits to the account's addresses: first those seen but not yet final (not spendable),
+   * then credited ones, newest first. A key holder sees its own account's; the operator names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.ListDeposits
+   */
+  listDeposits: {
+    methodKind: "unary";
+    input: typeof ListDepositsRequestSchema;
+    output: typeof ListDepositsResponseSchema;
+  },
+  /**
+   * Sends `amount` of the account's funds on `chain` to `to_address`: a ledger debit now and an
+   * onchain transfer from the account's deposit address (the treasury pays the fee) through the
+   * settlement outbox. Only funds that are both available and backed by deposits can leave
+   * (operator credits cannot). Bad address or amount → INVALID_ADDRESS / INVALID_FIELD,
+   * too much → INSUFFICIENT_FUNDS; nothing is written then. With a `withdrawal_id`, a retry
+   * returns the first withdrawal. A key holder withdraws from its own account; the operator
+   * names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.Withdraw
+   */
+  withdraw: {
+    methodKind: "unary";
+    input: typeof WithdrawRequestSchema;
+    output: typeof WithdrawResponseSchema;
+  },
+  /**
+   * The account's withdrawals, newest first, with their onchain status and transaction hash.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.ListWithdrawals
+   */
+  listWithdrawals: {
+    methodKind: "unary";
+    input: typeof ListWithdrawalsRequestSchema;
+    output: typeof ListWithdrawalsResponseSchema;
+  },
+  /**
+   * Per chain: settled amounts not yet moved onchain (intents waiting for their batch,
+   * transfers not yet confirmed), withdrawals in flight, the oldest waiting item and the last
+   * error, and the totals settled onchain and off-chain. Operator only.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.GetSettlementBacklog
+   */
+  getSettlementBacklog: {
+    methodKind: "unary";
+    input: typeof GetSettlementBacklogRequestSchema;
+    output: typeof GetSettlementBacklogResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tollgate_billing_v1_billing, 0);

@@ -37,7 +37,12 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
   if (config.coreUrl !== undefined) {
     const transport = remoteCoreTransport(config.coreUrl);
     return {
-      facade: await buildFacade({ transport, coreLocation: config.coreUrl, logger }),
+      facade: await buildFacade({
+        transport,
+        coreLocation: config.coreUrl,
+        logger,
+        publicUrl: config.publicUrl,
+      }),
       core: undefined,
       db: undefined,
       sweeper: undefined,
@@ -78,7 +83,12 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
-    const facade = await buildFacade({ transport, coreLocation: "in-process", logger });
+    const facade = await buildFacade({
+      transport,
+      coreLocation: "in-process",
+      logger,
+      publicUrl: config.publicUrl,
+    });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();

@@ -31,6 +31,8 @@ describe("loadConfig", () => {
     ["TOLLGATE_CLIENT_POLICY", "claude-only"],
     ["TOLLGATE_STREAM_PING_MS", "300000"],
     ["TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", "0"],
+    ["TOLLGATE_PUBLIC_URL", "gateway.example"],
+    ["TOLLGATE_PUBLIC_URL", "https://gateway.example/dashboard"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
@@ -51,5 +53,11 @@ describe("loadConfig", () => {
     const config = loadConfig({});
     expect(config.clientPolicy).toBe("any");
     expect(config.countTokensPerMinute).toBeGreaterThan(config.rateLimitPerMinute);
+  });
+
+  it("takes the public origin for the dashboard's sign-in checks", () => {
+    expect(loadConfig({}).publicUrl).toBeUndefined();
+    const url = loadConfig({ TOLLGATE_PUBLIC_URL: "https://gateway.example" }).publicUrl;
+    expect([url?.host, url?.origin]).toEqual(["gateway.example", "https://gateway.example"]);
   });
 });

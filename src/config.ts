@@ -54,6 +54,12 @@ export interface Config {
   readonly clientPolicy: ClientPolicy;
   /** A gateway `ping` is sent after this long without an event from a streaming provider. */
   readonly streamPingMs: number;
+  /**
+   * The gateway's public origin (TOLLGATE_PUBLIC_URL), e.g. `https://gateway.example`. The
+   * dashboard's sign-in messages must name its host, and its session cookie is `Secure` when it
+   * is https. Undefined: the request's own Host, over http (local use).
+   */
+  readonly publicUrl: URL | undefined;
 }
 
 /** Which clients may make text calls: everyone, or only the Claude Code CLI. */
@@ -121,7 +127,26 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
+    publicUrl: publicUrl(env),
   };
+}
+
+function publicUrl(env: Env): URL | undefined {
+  const raw = optional(env, "TOLLGATE_PUBLIC_URL");
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError("TOLLGATE_PUBLIC_URL", `not a URL: ${JSON.stringify(raw)}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ConfigError("TOLLGATE_PUBLIC_URL", "must be an http:// or https:// URL");
+  }
+  if (parsed.pathname !== "/" || parsed.search !== "" || parsed.hash !== "") {
+    throw new ConfigError("TOLLGATE_PUBLIC_URL", "must be an origin only, without a path");
+  }
+  return parsed;
 }
 
 function anthropicUpstream(env: Env): AnthropicUpstreamConfig {

@@ -7,8 +7,10 @@ import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
+import { SessionRepository } from "../store/session-repository.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
+import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
 import { createBillingService } from "./billing/billing-service.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
@@ -72,9 +74,11 @@ export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const repo = new AuthRepository(deps.db);
   const authenticator = new Authenticator(repo, now);
+  const chains = deps.chains ?? defaultChainRegistry();
+  const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
   const billing = new Billing({
     ledger: new LedgerRepository(deps.db),
-    chains: deps.chains ?? defaultChainRegistry(),
+    chains,
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
   });
@@ -109,7 +113,7 @@ export function createCore(deps: CoreDeps): Core {
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
   const routes = (router: ConnectRouter) => {
-    router.service(AuthService, createAuthService({ repo, authenticator, now }));
+    router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
     router.service(BillingService, createBillingService(billing));
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined) router.service(InferenceService, createInferenceService(inference, now));
@@ -128,7 +132,7 @@ export function createCore(deps: CoreDeps): Core {
   });
   return {
     routes,
-    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken)),
+    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken, sessions)),
     routerOptionsFor,
     billing,
     sweeper,

@@ -6,6 +6,7 @@ import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
 import { anthropicRoutes } from "./anthropic/routes.js";
+import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import { openaiRoutes } from "./openai/routes.js";
 
@@ -15,6 +16,8 @@ export interface FacadeDeps {
   /** Shown by the health route: "in-process" or the core's URL. */
   readonly coreLocation: string;
   readonly logger?: boolean | { readonly level: string };
+  /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the Host header when absent. */
+  readonly publicUrl?: URL | undefined;
 }
 
 /** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
@@ -22,6 +25,7 @@ export async function buildFacade({
   transport,
   coreLocation,
   logger = false,
+  publicUrl,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger,
@@ -65,5 +69,6 @@ export async function buildFacade({
   await app.register(healthRoutes, { health, coreLocation });
   await app.register(anthropicRoutes, { auth, inference });
   await app.register(openaiRoutes, { auth, prefix: "/v1/images" });
+  await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

@@ -68,18 +68,36 @@ export function copyButton(text: string, label = "Copy"): HTMLButtonElement {
 }
 
 /** A horizontally scrollable table, so wide tables work at 375 px. */
-export function table(head: string[], rows: Child[][], numeric: ReadonlySet<number> = new Set()): HTMLElement {
+export function table(
+  head: string[],
+  rows: Child[][],
+  numeric: ReadonlySet<number> = new Set(),
+): HTMLElement {
   return h(
     "div",
     { class: "table-wrap" },
     h(
       "table",
       {},
-      h("thead", {}, h("tr", {}, head.map((title, i) => h("th", { class: numeric.has(i) ? "num" : undefined, scope: "col" }, title)))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          head.map((title, i) => h("th", { class: numeric.has(i) ? "num" : undefined, scope: "col" }, title)),
+        ),
+      ),
       h(
         "tbody",
         {},
-        rows.map((cells) => h("tr", {}, cells.map((cell, i) => h("td", { class: numeric.has(i) ? "num" : undefined }, cell)))),
+        rows.map((cells) =>
+          h(
+            "tr",
+            {},
+            cells.map((cell, i) => h("td", { class: numeric.has(i) ? "num" : undefined }, cell)),
+          ),
+        ),
       ),
     ),
   );

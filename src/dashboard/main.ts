@@ -77,7 +77,11 @@ function drawChrome(active: string): void {
   const identities = session.identities.map((identity) => identity.address);
   mount(
     who,
-    h("span", { class: "mono", id: "signed-in-as", title: identities.join("\n") }, session.account?.name ?? ""),
+    h(
+      "span",
+      { class: "mono", id: "signed-in-as", title: identities.join("\n") },
+      session.account?.name ?? "",
+    ),
     signOut,
   );
 }

@@ -39,7 +39,9 @@ export function ethereumWallet(): Eip1193Provider {
 /** The injected Solana wallet, or an error that says how to get one. */
 export function solanaWallet(): SolanaProvider {
   if (window.solana === undefined) {
-    throw new Error("No Solana wallet found in this browser. Install one (for example Phantom or Solflare) and reload.");
+    throw new Error(
+      "No Solana wallet found in this browser. Install one (for example Phantom or Solflare) and reload.",
+    );
   }
   return window.solana;
 }
@@ -59,7 +61,9 @@ export async function signInWithEthereum(chains: readonly Chain[], link = false)
   const wallet = ethereumWallet();
   const address = await ethereumAccount();
   const current = Number(BigInt((await wallet.request({ method: "eth_chainId" })) as string));
-  const known = chains.filter((c) => c.family === ChainFamily.EVM && c.enabled).map((c) => Number(c.evmChainId));
+  const known = chains
+    .filter((c) => c.family === ChainFamily.EVM && c.enabled)
+    .map((c) => Number(c.evmChainId));
   if (known.length === 0) throw new Error("This gateway has no EVM chain enabled.");
   const chainId = known.includes(current) ? current : known[0]!;
   const { nonce } = await auth.createSignInNonce({});

@@ -13,15 +13,16 @@ export function when(ts: Parameters<typeof timestampDate>[0] | undefined): strin
 export async function keysPage(ctx: PageContext): Promise<void> {
   const created = h("div", { id: "new-key" });
   const list = h("div", { id: "key-list" }, loading("keys"));
-  const name = h("input", { id: "key-name", name: "name", maxlength: 200, placeholder: "e.g. laptop", required: true });
+  const name = h("input", {
+    id: "key-name",
+    name: "name",
+    maxlength: 200,
+    placeholder: "e.g. laptop",
+    required: true,
+  });
   const createButton = h("button", { type: "submit" }, "Create key");
   const formError = h("p", { class: "error", role: "alert" });
-  const form = h(
-    "form",
-    { class: "row", id: "create-key" },
-    h("label", {}, "Key name", name),
-    createButton,
-  );
+  const form = h("form", { class: "row", id: "create-key" }, h("label", {}, "Key name", name), createButton);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     createButton.disabled = true;
@@ -41,11 +42,20 @@ export async function keysPage(ctx: PageContext): Promise<void> {
             "Copy this key now. It will not be shown again: the gateway keeps only a digest of it.",
           ),
           h("code", { class: "secret", id: "new-key-secret" }, res.secret),
-          h("div", { class: "row" }, copyButton(res.secret, "Copy key"), h("button", {
-            type: "button",
-            class: "secondary",
-            onclick: () => mount(created),
-          }, "I have stored it")),
+          h(
+            "div",
+            { class: "row" },
+            copyButton(res.secret, "Copy key"),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
+                onclick: () => mount(created),
+              },
+              "I have stored it",
+            ),
+          ),
         ),
       );
       await drawList();
@@ -59,7 +69,11 @@ export async function keysPage(ctx: PageContext): Promise<void> {
   const revokeCell = (key: ApiKey): HTMLElement => {
     const cell = h("div", { class: "row" });
     const ask = () => {
-      const confirm = h("button", { type: "button", class: "danger", "data-confirm-revoke": key.id }, "Confirm revoke");
+      const confirm = h(
+        "button",
+        { type: "button", class: "danger", "data-confirm-revoke": key.id },
+        "Confirm revoke",
+      );
       const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
       confirm.addEventListener("click", async () => {
         confirm.disabled = true;
@@ -75,7 +89,10 @@ export async function keysPage(ctx: PageContext): Promise<void> {
       confirm.focus();
     };
     const initial = () =>
-      mount(cell, h("button", { type: "button", class: "secondary", "data-revoke": key.id, onclick: ask }, "Revoke"));
+      mount(
+        cell,
+        h("button", { type: "button", class: "secondary", "data-revoke": key.id, onclick: ask }, "Revoke"),
+      );
     initial();
     return cell;
   };

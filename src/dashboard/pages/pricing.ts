@@ -9,7 +9,11 @@ export async function pricingPage(ctx: PageContext): Promise<void> {
   mount(
     ctx.main,
     h("h1", {}, "Pricing"),
-    h("p", {}, "Pay per call from a stablecoin wallet. Only what a call delivers is charged, at these prices."),
+    h(
+      "p",
+      {},
+      "Pay per call from a stablecoin wallet. Only what a call delivers is charged, at these prices.",
+    ),
     h("h2", {}, "Text models (per million tokens)"),
     h(
       "div",
@@ -33,7 +37,9 @@ export async function pricingPage(ctx: PageContext): Promise<void> {
       { id: "image-prices" },
       table(
         ["Model", "Size", "Price"],
-        imageModels.flatMap((m) => m.sizes.map((s) => [h("code", {}, m.model), s.size, microDollars(s.pricePerImage)])),
+        imageModels.flatMap((m) =>
+          m.sizes.map((s) => [h("code", {}, m.model), s.size, microDollars(s.pricePerImage)]),
+        ),
         new Set([2]),
       ),
     ),

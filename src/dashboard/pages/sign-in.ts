@@ -7,7 +7,13 @@ import { signInWithEthereum, signInWithSolana } from "../wallets.js";
 /** Sign-in with an Ethereum (SIWE) or a Solana wallet. The first sign-in creates the account. */
 export async function signInPage(ctx: PageContext): Promise<void> {
   const status = h("p", { role: "status", id: "sign-in-status" });
-  const option = (id: string, label: string, present: boolean, missing: string, run: () => Promise<SignInResponse>) => {
+  const option = (
+    id: string,
+    label: string,
+    present: boolean,
+    missing: string,
+    run: () => Promise<SignInResponse>,
+  ) => {
     const button = h("button", { type: "button", id }, label);
     if (!present) button.disabled = true;
     button.addEventListener("click", async () => {

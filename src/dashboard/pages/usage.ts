@@ -79,12 +79,19 @@ export async function usagePage(ctx: PageContext): Promise<void> {
         values.map((v) => h("option", { value: v, selected: v === chosen }, label(v))),
       );
     };
-    options(keyFilter, [...new Set(rows.map((r) => r.keyId).filter((k) => k !== ""))], (id) => keyNames.get(id) ?? id);
+    options(
+      keyFilter,
+      [...new Set(rows.map((r) => r.keyId).filter((k) => k !== ""))],
+      (id) => keyNames.get(id) ?? id,
+    );
     options(modelFilter, [...new Set(rows.map((r) => r.model))].sort(), (m) => m);
     const shown = filtered();
     moreButton.hidden = next === "";
     if (shown.length === 0) {
-      mount(results, h("p", { class: "muted" }, rows.length === 0 ? "No calls yet." : "No calls match the filters."));
+      mount(
+        results,
+        h("p", { class: "muted" }, rows.length === 0 ? "No calls yet." : "No calls match the filters."),
+      );
       return;
     }
     mount(

@@ -49,7 +49,9 @@ function defaultChainForm(ctx: PageContext, current: string): HTMLElement {
     { id: "default-chain-select", name: "chain" },
     ctx.pricing.chains
       .filter((c) => c.enabled)
-      .map((c) => h("option", { value: c.id, selected: c.id === current }, `${c.id} (${c.asset?.symbol ?? ""})`)),
+      .map((c) =>
+        h("option", { value: c.id, selected: c.id === current }, `${c.id} (${c.asset?.symbol ?? ""})`),
+      ),
   );
   const save = h("button", { type: "submit" }, "Save");
   const status = h("p", { role: "status", id: "default-chain-status" });
@@ -113,8 +115,12 @@ function identities(ctx: PageContext): HTMLElement {
     h(
       "div",
       { class: "row" },
-      has(WalletFamily.EVM) ? null : link("Link an Ethereum wallet", () => signInWithEthereum(ctx.pricing.chains, true)),
-      has(WalletFamily.SOLANA) ? null : link("Link a Solana wallet", () => signInWithSolana(ctx.pricing.chains, true)),
+      has(WalletFamily.EVM)
+        ? null
+        : link("Link an Ethereum wallet", () => signInWithEthereum(ctx.pricing.chains, true)),
+      has(WalletFamily.SOLANA)
+        ? null
+        : link("Link a Solana wallet", () => signInWithSolana(ctx.pricing.chains, true)),
     ),
     status,
   );

@@ -191,10 +191,12 @@ function dailyChart(ctx: PageContext, rows: UsageRow[]): HTMLElement {
     perDay.set(day, (perDay.get(day) ?? 0n) + nano);
   }
   const days = [...perDay.keys()].sort().slice(-31);
-  const max = days.reduce((m, d) => (perDay.get(d)! > m ? perDay.get(d)! : m), 1n);
+  let max = 1n;
+  for (const day of days) if (perDay.get(day)! > max) max = perDay.get(day)!;
   const width = 600;
   const height = 160;
-  const bar = width / Math.max(days.length, 1);
+  // At least two weeks of slots, so a single day is a bar, not a wall.
+  const bar = width / Math.max(days.length, 14);
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("viewBox", `0 0 ${width} ${height + 30}`);
   svg.setAttribute("class", "chart");

@@ -72,9 +72,9 @@ export async function injectEvmWallet(
     }
   });
   await context.addInitScript(() => {
-    const call = (window as unknown as { __testEvmWallet: (m: string, p: unknown[]) => Promise<unknown> })
+    const call = (globalThis as unknown as { __testEvmWallet: (m: string, p: unknown[]) => Promise<unknown> })
       .__testEvmWallet;
-    (window as unknown as { ethereum: unknown }).ethereum = {
+    (globalThis as unknown as { ethereum: unknown }).ethereum = {
       request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params ?? []),
       on() {},
       removeListener() {},
@@ -89,10 +89,10 @@ export async function injectSolanaWallet(context: BrowserContext, wallet: Solana
     Array.from(wallet.signMessage(Uint8Array.from(bytes))),
   );
   await context.addInitScript((address: string) => {
-    const sign = (window as unknown as { __testSolanaSign: (b: number[]) => Promise<number[]> })
+    const sign = (globalThis as unknown as { __testSolanaSign: (b: number[]) => Promise<number[]> })
       .__testSolanaSign;
     const publicKey = { toString: () => address, toBase58: () => address };
-    (window as unknown as { solana: unknown }).solana = {
+    (globalThis as unknown as { solana: unknown }).solana = {
       publicKey,
       connect: async () => ({ publicKey }),
       signMessage: async (message: Uint8Array) => ({

@@ -173,12 +173,12 @@ describe("the dashboard in a real browser", () => {
     for (const route of ["#/pricing", "#/start", "#/sign-in"]) {
       await page.goto(`${t.baseUrl}/dashboard${route}`);
       await page.locator("main h1").waitFor();
-      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+      expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(375);
       await screenshot(page, `narrow-${route.slice(2)}`);
     }
     // The skip link and the nav are reachable with Tab.
     await page.keyboard.press("Tab");
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
+    expect(await page.evaluate<string>("document.activeElement?.textContent")).toBe("Skip to content");
     await context.close();
   });
 

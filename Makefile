@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build dashboard browser generate checkgenerate lint format typecheck test test-only run clean
+.PHONY: help install build dashboard browser generate checkgenerate lint format typecheck test test-only run clean contracts
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -58,3 +58,7 @@ run: build ## Run the gateway on its embedded defaults (facade :8787, core :8788
 
 clean: ## Remove build output (keeps ./data)
 	rm -rf dist
+
+contracts: install ## Recompile the dev chains' test stablecoin (contracts/*.sol) into src/chains/evm/test-stablecoin-artifact.ts
+	node scripts/compile-test-token.mjs
+	biome format --write src/chains/evm/test-stablecoin-artifact.ts

@@ -7,6 +7,7 @@ import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
+import { OnchainRepository } from "../store/onchain-repository.js";
 import { SessionRepository } from "../store/session-repository.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
@@ -17,10 +18,11 @@ import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
+import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
-import { createHealthService } from "./health-service.js";
+import { createHealthService, type HealthProbe } from "./health-service.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference, type TextUpstream } from "./inference/text-inference.js";
@@ -44,6 +46,10 @@ export interface CoreDeps {
   readonly holdSweepIntervalMs?: number | undefined;
   /** Model calls; without it (the operator CLI) InferenceService is not served. */
   readonly inference?: InferenceDeps | undefined;
+  /** The chains runtime's deposit addresses and address checks; without it onchain RPCs refuse. */
+  readonly chainDirectory?: ChainDirectory | undefined;
+  /** Health checks of each chain (RPC reachability, watcher lag), added to HealthService. */
+  readonly chainProbes?: readonly HealthProbe[] | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider and the call policies. */
@@ -76,8 +82,9 @@ export function createCore(deps: CoreDeps): Core {
   const authenticator = new Authenticator(repo, now);
   const chains = deps.chains ?? defaultChainRegistry();
   const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
+  const ledger = new LedgerRepository(deps.db);
   const billing = new Billing({
-    ledger: new LedgerRepository(deps.db),
+    ledger,
     chains,
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
@@ -86,6 +93,13 @@ export function createCore(deps: CoreDeps): Core {
     maxCallMs: deps.maxCallMs ?? 15 * 60_000,
     intervalMs: deps.holdSweepIntervalMs ?? 60_000,
     onError: (error) => deps.onInternalError?.(error, "hold sweeper"),
+  });
+  const onchain = new OnchainBilling({
+    ledger,
+    onchain: new OnchainRepository(deps.db, ledger),
+    chains: billing.chains,
+    directory: deps.chainDirectory,
+    now,
   });
   const ping = deps.db.prepare("SELECT 1");
   const probes = [
@@ -97,6 +111,7 @@ export function createCore(deps: CoreDeps): Core {
         return "sqlite ok";
       },
     },
+    ...(deps.chainProbes ?? []),
   ];
   const inference =
     deps.inference === undefined
@@ -114,7 +129,7 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
-    router.service(BillingService, createBillingService(billing));
+    router.service(BillingService, createBillingService(billing, onchain));
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined) router.service(InferenceService, createInferenceService(inference, now));
   };

@@ -1,5 +1,6 @@
 import type { Db } from "./database.js";
 import { isSystem } from "./ledger-repository.js";
+import { auditOnchain } from "./onchain-audit.js";
 
 interface Totals {
   debitsPending: bigint;
@@ -15,7 +16,8 @@ const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPendin
  * (empty when sound): each running balance equals the replay of its entries; per chain,
  * Σdebits = Σcredits for pending and posted alike; no user balance is overdrawn; every hold
  * has the pending entry it should, a charge no larger than itself, and an open-list row
- * exactly while unresolved. Reads in one transaction, so it sees a consistent snapshot.
+ * exactly while unresolved; and the onchain tables agree with the ledger (`auditOnchain`).
+ * Reads in one transaction, so it sees a consistent snapshot.
  */
 export function auditLedger(db: Db): string[] {
   return db.transaction(() => audit(db))();
@@ -144,5 +146,6 @@ function audit(db: Db): string[] {
     if ((h.charge_entry ?? 0n) !== charged)
       problems.push(`hold ${h.id}: charge entry ${h.charge_entry} ≠ ${charged}`);
   }
+  problems.push(...auditOnchain(db));
   return problems;
 }

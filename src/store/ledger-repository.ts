@@ -1,4 +1,5 @@
 import type { Db } from "./database.js";
+import { SettlementOutbox } from "./settlement-outbox.js";
 
 /** The counterpart of every charge: what callers paid, per chain. */
 export const SYSTEM_REVENUE = "system:revenue";
@@ -6,6 +7,8 @@ export const SYSTEM_REVENUE = "system:revenue";
 export const SYSTEM_MANUAL_CREDIT = "system:manual-credit";
 /** The counterpart of onchain deposits (used by the deposit watcher). */
 export const SYSTEM_DEPOSITS = "system:deposits";
+/** The counterpart of withdrawals: funds sent onchain to an address the account named. */
+export const SYSTEM_WITHDRAWALS = "system:withdrawals";
 
 /** Running totals of one ledger account on one chain, in the chain's ledger units (see money.ts). */
 export interface BalanceRow {
@@ -92,6 +95,18 @@ export interface NewCredit {
   readonly createdAt: number;
 }
 
+/** A posted (non-pending) entry outside the hold cycle: a deposit or a withdrawal. */
+export interface PostedEntry {
+  readonly id: string;
+  readonly chain: string;
+  readonly debit: string;
+  readonly credit: string;
+  readonly amount: bigint;
+  readonly kind: "deposit" | "withdrawal";
+  readonly memo: string;
+  readonly createdAt: number;
+}
+
 /** The outcome of {@link LedgerRepository.credit}. */
 export type CreditResult =
   | { readonly kind: "credited" | "existing"; readonly balance: BalanceRow }
@@ -124,8 +139,11 @@ type Raw = Record<string, unknown>;
 export class LedgerRepository {
   private readonly s;
   private readonly tx;
+  /** The settlement outbox, written inside the settle transaction. */
+  readonly outbox: SettlementOutbox;
 
   constructor(db: Db) {
+    this.outbox = new SettlementOutbox(db);
     const money = <T extends unknown[] = unknown[]>(sql: string) =>
       db.prepare<T, Raw>(sql).safeIntegers(true);
     this.s = {
@@ -348,6 +366,8 @@ export class LedgerRepository {
         now,
       );
       this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { posted: charge });
+      // The outbox: the onchain settlement's intent commits (or not) with the charge itself.
+      if (status === "settled") this.outbox.record(holdId, hold.accountId, hold.chain, charge, now);
     }
     return { kind: "resolved", state: this.getHold(holdId)! };
   }
@@ -384,6 +404,26 @@ export class LedgerRepository {
     );
     this.move(credit.chain, credit.from, credit.accountId, { posted: credit.amount });
     return { kind: "credited", balance: this.balance(credit.accountId, credit.chain) };
+  }
+
+  /**
+   * Posts one entry and updates both running balances. It opens no transaction of its own:
+   * callers (the deposit watcher, withdrawals) run it inside theirs, with their own checks.
+   */
+  post(entry: PostedEntry): void {
+    this.s.insertEntry.run(
+      entry.id,
+      entry.chain,
+      entry.debit,
+      entry.credit,
+      entry.amount,
+      0,
+      entry.kind,
+      null,
+      entry.memo,
+      entry.createdAt,
+    );
+    this.move(entry.chain, entry.debit, entry.credit, { posted: entry.amount });
   }
 
   /** Applies one entry's effect to both sides' running totals. */

@@ -138,6 +138,146 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 3,
+    name: "onchain deposits, settlement outbox and withdrawals",
+    sql: `
+      -- ledger_entries gains two kinds: 'deposit' (an onchain deposit credited by the watcher,
+      -- from 'system:deposits') and 'withdrawal' (an account's funds sent onchain, to
+      -- 'system:withdrawals'). SQLite cannot alter a CHECK, so the table is rebuilt as it was.
+      CREATE TABLE ledger_entries_v3 (
+        seq            INTEGER PRIMARY KEY,
+        id             TEXT NOT NULL UNIQUE,
+        chain          TEXT NOT NULL,
+        debit_account  TEXT NOT NULL,
+        credit_account TEXT NOT NULL CHECK (credit_account <> debit_account),
+        amount         INTEGER NOT NULL CHECK (amount > 0),
+        pending        INTEGER NOT NULL CHECK (pending IN (0, 1)),
+        kind           TEXT NOT NULL CHECK (kind IN ('credit', 'hold', 'charge', 'deposit', 'withdrawal')),
+        hold_id        TEXT,
+        memo           TEXT NOT NULL DEFAULT '',
+        created_at     INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO ledger_entries_v3 SELECT * FROM ledger_entries;
+      DROP TABLE ledger_entries;
+      ALTER TABLE ledger_entries_v3 RENAME TO ledger_entries;
+      CREATE INDEX ledger_entries_by_hold ON ledger_entries (hold_id) WHERE hold_id IS NOT NULL;
+      CREATE TRIGGER ledger_entries_no_update BEFORE UPDATE ON ledger_entries
+        BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END;
+      CREATE TRIGGER ledger_entries_no_delete BEFORE DELETE ON ledger_entries
+        BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END;
+
+      -- Deposit addresses (never keys: those are re-derived from the master secret), so the
+      -- watcher can map a recipient back to its account. seq lets it load only new rows.
+      CREATE TABLE deposit_addresses (
+        seq        INTEGER PRIMARY KEY,
+        family     TEXT NOT NULL CHECK (family IN ('evm', 'solana')),
+        address    TEXT NOT NULL,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        created_at INTEGER NOT NULL,
+        UNIQUE (family, address),
+        UNIQUE (account_id, family)
+      ) STRICT;
+
+      -- The deposit watcher's position per chain: every position below next_position has been
+      -- scanned and its deposits credited, in the same transaction that moved the cursor.
+      CREATE TABLE chain_cursors (
+        chain         TEXT PRIMARY KEY,
+        next_position INTEGER NOT NULL CHECK (next_position >= 0),
+        updated_at    INTEGER NOT NULL
+      ) STRICT;
+
+      -- Deposits credited at finality, once per (chain, transaction, log or instruction index).
+      -- onchain_amount is the asset's smallest unit as decimal text (it may exceed int64 for an
+      -- 18-decimal asset); amount is what the ledger credited (0 for dust below its scale).
+      CREATE TABLE deposits (
+        chain          TEXT NOT NULL,
+        tx_hash        TEXT NOT NULL,
+        log_index      INTEGER NOT NULL,
+        position       INTEGER NOT NULL,
+        from_address   TEXT NOT NULL,
+        to_address     TEXT NOT NULL,
+        account_id     TEXT NOT NULL REFERENCES accounts (id),
+        onchain_amount TEXT NOT NULL,
+        amount         INTEGER NOT NULL CHECK (amount >= 0),
+        entry_id       TEXT,
+        credited_at    INTEGER NOT NULL,
+        PRIMARY KEY (chain, tx_hash, log_index)
+      ) STRICT;
+      CREATE INDEX deposits_by_account ON deposits (account_id, credited_at);
+
+      -- Deposits seen above the finality line, shown as pending; rewritten on every scan and
+      -- never credited from (a reorg simply removes them).
+      CREATE TABLE pending_deposits (
+        chain          TEXT NOT NULL,
+        tx_hash        TEXT NOT NULL,
+        log_index      INTEGER NOT NULL,
+        position       INTEGER NOT NULL,
+        from_address   TEXT NOT NULL,
+        to_address     TEXT NOT NULL,
+        account_id     TEXT NOT NULL,
+        onchain_amount TEXT NOT NULL,
+        seen_at        INTEGER NOT NULL,
+        PRIMARY KEY (chain, tx_hash, log_index)
+      ) STRICT;
+      CREATE INDEX pending_deposits_by_account ON pending_deposits (account_id);
+
+      -- How much of an account's money on a chain is backed by tokens on its deposit address:
+      -- deposited (credited deposits) and committed (already assigned to settlements or
+      -- withdrawals). Charges beyond the backing (operator credits) settle off-chain.
+      CREATE TABLE onchain_backing (
+        account_id TEXT NOT NULL,
+        chain      TEXT NOT NULL,
+        deposited  INTEGER NOT NULL DEFAULT 0 CHECK (deposited >= 0),
+        committed  INTEGER NOT NULL DEFAULT 0 CHECK (committed >= 0),
+        PRIMARY KEY (account_id, chain),
+        CHECK (committed <= deposited)
+      ) STRICT;
+
+      -- The outbox: one row per charged call, written in the transaction that settles its hold.
+      -- onchain_amount moves to the treasury in a chain transfer; offchain_amount was backed by
+      -- operator credit only and has nothing onchain to move.
+      CREATE TABLE settlement_intents (
+        hold_id         TEXT PRIMARY KEY REFERENCES holds (id),
+        account_id      TEXT NOT NULL,
+        chain           TEXT NOT NULL,
+        amount          INTEGER NOT NULL CHECK (amount > 0),
+        onchain_amount  INTEGER NOT NULL CHECK (onchain_amount >= 0),
+        offchain_amount INTEGER NOT NULL CHECK (offchain_amount >= 0),
+        transfer_id     TEXT REFERENCES chain_transfers (id),
+        created_at      INTEGER NOT NULL,
+        CHECK (onchain_amount + offchain_amount = amount)
+      ) STRICT;
+      CREATE INDEX settlement_intents_unbatched ON settlement_intents (chain, account_id, created_at)
+        WHERE transfer_id IS NULL AND onchain_amount > 0;
+      CREATE INDEX settlement_intents_by_transfer ON settlement_intents (transfer_id) WHERE transfer_id IS NOT NULL;
+
+      -- Transfers out of deposit addresses: settlements (to the treasury, covering the intents
+      -- that link to them) and withdrawals. The signed transaction is stored (status
+      -- 'prepared') before it is broadcast, so a restart asks the chain about it instead of
+      -- paying again. amount is in ledger units.
+      CREATE TABLE chain_transfers (
+        seq             INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        kind            TEXT NOT NULL CHECK (kind IN ('settlement', 'withdrawal')),
+        account_id      TEXT NOT NULL REFERENCES accounts (id),
+        chain           TEXT NOT NULL,
+        to_address      TEXT NOT NULL,
+        amount          INTEGER NOT NULL CHECK (amount > 0),
+        status          TEXT NOT NULL CHECK (status IN ('queued', 'prepared', 'sent', 'confirmed')),
+        tx_hash         TEXT,
+        raw             TEXT,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        last_error      TEXT NOT NULL DEFAULT '',
+        created_at      INTEGER NOT NULL,
+        updated_at      INTEGER NOT NULL,
+        confirmed_at    INTEGER
+      ) STRICT;
+      CREATE INDEX chain_transfers_open ON chain_transfers (chain, next_attempt_at) WHERE status <> 'confirmed';
+      CREATE INDEX chain_transfers_by_account ON chain_transfers (account_id, kind, seq);
+    `,
+  },
+  {
+    version: 4,
     name: "dashboard sign-in: nonces, wallet identities, sessions",
     sql: `
       -- Single-use sign-in nonces; a used or expired one never signs anyone in.

@@ -12,12 +12,17 @@ import {
   HoldSchema,
   HoldStatus,
   type ImageCall,
+  SettlementStatus,
   type TextCall,
   type Usage,
   type UsageRow,
   UsageRowSchema,
 } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { availableOf, type HoldState } from "../../store/ledger-repository.js";
+import type {
+  SettlementView,
+  SettlementStatus as StoredSettlementStatus,
+} from "../../store/settlement-outbox.js";
 import { invalidField } from "../errors.js";
 import type { ChainBalance } from "./billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
@@ -91,8 +96,8 @@ export function toHold({ hold, resolution }: HoldState): Hold {
   });
 }
 
-/** A hold and its outcome as one ListUsage row. */
-export function toUsageRow({ hold, resolution }: HoldState): UsageRow {
+/** A hold and its outcome (and its onchain settlement, if charged) as one ListUsage row. */
+export function toUsageRow({ hold, resolution }: HoldState, settlement?: SettlementView): UsageRow {
   const usage = resolution?.usage ?? NO_USAGE;
   return create(UsageRowSchema, {
     holdId: hold.id,
@@ -114,6 +119,10 @@ export function toUsageRow({ hold, resolution }: HoldState): UsageRow {
     },
     createdAt: timestampFromMs(hold.createdAt),
     resolvedAt: resolution === undefined ? undefined : timestampFromMs(resolution.resolvedAt),
+    settlementStatus: toSettlementStatus(settlement?.status),
+    settlementTxHash: settlement?.txHash ?? "",
+    settlementOnchainAmount: settlement?.onchainAmount ?? 0n,
+    settlementOffchainAmount: settlement?.offchainAmount ?? 0n,
   });
 }
 
@@ -147,4 +156,20 @@ export function fromUsage(usage: Usage | undefined): DeliveredUsage {
     cacheReadTokens: usage.cacheReadTokens,
     images: usage.images,
   };
+}
+
+/** A call's stored settlement status as the proto enum. */
+export function toSettlementStatus(status: StoredSettlementStatus | undefined): SettlementStatus {
+  switch (status) {
+    case undefined:
+      return SettlementStatus.UNSPECIFIED;
+    case "offchain":
+      return SettlementStatus.OFFCHAIN;
+    case "queued":
+      return SettlementStatus.QUEUED;
+    case "submitted":
+      return SettlementStatus.SUBMITTED;
+    case "confirmed":
+      return SettlementStatus.CONFIRMED;
+  }
 }

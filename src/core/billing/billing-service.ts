@@ -5,6 +5,8 @@ import { invalidField } from "../errors.js";
 import type { Billing } from "./billing.js";
 import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from "./billing-messages.js";
 import { INT64_MAX } from "./money.js";
+import type { OnchainBilling } from "./onchain-billing.js";
+import { createOnchainMethods } from "./onchain-service.js";
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
@@ -14,8 +16,13 @@ const MAX_PAGE = 1000;
  * Credit and the internal Quote/Hold/Settle/Release are operator-only over the network (the
  * Inference service calls {@link Billing} in-process instead).
  */
-export function createBillingService(billing: Billing): ServiceImpl<typeof BillingService> {
+export function createBillingService(
+  billing: Billing,
+  onchain: OnchainBilling,
+): ServiceImpl<typeof BillingService> {
   return {
+    ...createOnchainMethods(onchain),
+
     getPricing() {
       return toPricing(billing.catalog, billing.chains);
     },
@@ -39,8 +46,9 @@ export function createBillingService(billing: Billing): ServiceImpl<typeof Billi
       const size = req.pageSize === 0 ? DEFAULT_PAGE : req.pageSize;
       const rows = billing.usage(accountId, decodePageToken(req.pageToken), size);
       const last = rows.at(-1);
+      const settlements = onchain.settlements(rows.map((r) => r.hold.id));
       return {
-        rows: rows.map(toUsageRow),
+        rows: rows.map((r) => toUsageRow(r, settlements.get(r.hold.id))),
         nextPageToken: rows.length === size && last !== undefined ? encodePageToken(last.hold.seq) : "",
       };
     },

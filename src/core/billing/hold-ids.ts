@@ -25,3 +25,8 @@ export function holdIdFor(accountId: string, requestId: string): string {
 export function creditIdFor(accountId: string, creditId: string): string {
   return derivedId("credit", ["credit", accountId, creditId]);
 }
+
+/** The transfer id of a withdrawal carrying an idempotency key. */
+export function withdrawalIdFor(accountId: string, withdrawalId: string): string {
+  return derivedId("wd", ["withdrawal", accountId, withdrawalId]);
+}

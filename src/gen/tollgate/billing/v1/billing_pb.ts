@@ -12,7 +12,507 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tollgate/billing/v1/billing.proto.
  */
 export const file_tollgate_billing_v1_billing: GenFile = /*@__PURE__*/
-  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiOgoFQXNzZXQSDgoGc3ltYm9sGAEgASgJEhAKCGRlY2ltYWxzGAIgASgFEg8KB2FkZHJlc3MYAyABKAkilwEKBUNoYWluEgoKAmlkGAEgASgJEjAKBmZhbWlseRgCIAEoDjIgLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW5GYW1pbHkSKQoFYXNzZXQYAyABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkFzc2V0Eg8KB2VuYWJsZWQYBCABKAgSFAoMZXZtX2NoYWluX2lkGAUgASgEIsoBCg5UZXh0TW9kZWxQcmljZRINCgVtb2RlbBgBIAEoCRIWCg5pbnB1dF9wZXJfbXRvaxgCIAEoAxIXCg9vdXRwdXRfcGVyX210b2sYAyABKAMSGwoTY2FjaGVfcmVhZF9wZXJfbXRvaxgEIAEoAxIfChdjYWNoZV93cml0ZV81bV9wZXJfbXRvaxgFIAEoAxIfChdjYWNoZV93cml0ZV8xaF9wZXJfbXRvaxgGIAEoAxIZChFtYXhfb3V0cHV0X3Rva2VucxgHIAEoBSI3Cg5JbWFnZVNpemVQcmljZRIMCgRzaXplGAEgASgJEhcKD3ByaWNlX3Blcl9pbWFnZRgCIAEoAyJUCg9JbWFnZU1vZGVsUHJpY2USDQoFbW9kZWwYASABKAkSMgoFc2l6ZXMYAiADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlU2l6ZVByaWNlIhMKEUdldFByaWNpbmdSZXF1ZXN0Is0BChJHZXRQcmljaW5nUmVzcG9uc2USOAoLdGV4dF9tb2RlbHMYASADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRNb2RlbFByaWNlEjoKDGltYWdlX21vZGVscxgCIAMoCzIkLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VNb2RlbFByaWNlEioKBmNoYWlucxgDIAMoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SFQoNZGVmYXVsdF9jaGFpbhgEIAEoCSKOAQoHQmFsYW5jZRIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SFgoOY3JlZGl0c19wb3N0ZWQYAiABKAMSFQoNZGViaXRzX3Bvc3RlZBgDIAEoAxIWCg5kZWJpdHNfcGVuZGluZxgEIAEoAxIRCglhdmFpbGFibGUYBSABKAMiKAoSR2V0QmFsYW5jZXNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkicAoTR2V0QmFsYW5jZXNSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEhUKDWRlZmF1bHRfY2hhaW4YAiABKAkSLgoIYmFsYW5jZXMYAyADKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkJhbGFuY2UiOwoWU2V0RGVmYXVsdENoYWluUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJIkQKF1NldERlZmF1bHRDaGFpblJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSFQoNZGVmYXVsdF9jaGFpbhgCIAEoCSKdAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSHQoVY2FjaGVfd3JpdGVfNW1fdG9rZW5zGAMgASgDEh0KFWNhY2hlX3dyaXRlXzFoX3Rva2VucxgEIAEoAxIZChFjYWNoZV9yZWFkX3Rva2VucxgFIAEoAxIOCgZpbWFnZXMYBiABKAUi0wIKCFVzYWdlUm93Eg8KB2hvbGRfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDQoFbW9kZWwYBCABKAkSEgoKaW1hZ2Vfc2l6ZRgFIAEoCRINCgVjaGFpbhgGIAEoCRIvCgZzdGF0dXMYByABKA4yHy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRTdGF0dXMSEwoLaGVsZF9hbW91bnQYCCABKAMSDgoGYW1vdW50GAkgASgDEikKBXVzYWdlGAogASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZRIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXNvbHZlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiTQoQTGlzdFVzYWdlUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlkKEUxpc3RVc2FnZVJlc3BvbnNlEisKBHJvd3MYASADKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlUm93EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlCg1DcmVkaXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDEg4KBnJlYXNvbhgEIAEoCRIRCgljcmVkaXRfaWQYBSABKAkiUQoOQ3JlZGl0UmVzcG9uc2USEAoIZW50cnlfaWQYASABKAkSLQoHYmFsYW5jZRgCIAEoCzIcLnRvbGxnYXRlLmJpbGxpbmcudjEuQmFsYW5jZSJDCghUZXh0Q2FsbBINCgVtb2RlbBgBIAEoCRIUCgxpbnB1dF90b2tlbnMYAiABKAMSEgoKbWF4X3Rva2VucxgDIAEoAyI3CglJbWFnZUNhbGwSDQoFbW9kZWwYASABKAkSDAoEc2l6ZRgCIAEoCRINCgVjb3VudBgDIAEoBSKZAQoMUXVvdGVSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSLQoEdGV4dBgDIAEoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dENhbGxIABIvCgVpbWFnZRgEIAEoCzIeLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VDYWxsSABCBgoEY2FsbCIuCg1RdW90ZVJlc3BvbnNlEg0KBWNoYWluGAEgASgJEg4KBmFtb3VudBgCIAEoAyLhAQoESG9sZBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSDQoFY2hhaW4YBCABKAkSDgoGYW1vdW50GAUgASgDEi8KBnN0YXR1cxgGIAEoDjIfLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFN0YXR1cxIWCg5zZXR0bGVkX2Ftb3VudBgHIAEoAxINCgVtb2RlbBgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK8AQoLSG9sZFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRINCgVjaGFpbhgEIAEoCRItCgR0ZXh0GAUgASgLMh0udG9sbGdhdGUuYmlsbGluZy52MS5UZXh0Q2FsbEgAEi8KBWltYWdlGAYgASgLMh4udG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZUNhbGxIAEIGCgRjYWxsIjcKDEhvbGRSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkIksKDVNldHRsZVJlcXVlc3QSDwoHaG9sZF9pZBgBIAEoCRIpCgV1c2FnZRgCIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2UiOQoOU2V0dGxlUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCIhCg5SZWxlYXNlUmVxdWVzdBIPCgdob2xkX2lkGAEgASgJIjoKD1JlbGVhc2VSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkKloKC0NoYWluRmFtaWx5EhwKGENIQUlOX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhQKEENIQUlOX0ZBTUlMWV9FVk0QARIXChNDSEFJTl9GQU1JTFlfU09MQU5BEAIqjgEKCkhvbGRTdGF0dXMSGwoXSE9MRF9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNIT0xEX1NUQVRVU19QRU5ESU5HEAESFwoTSE9MRF9TVEFUVVNfU0VUVExFRBACEhgKFEhPTERfU1RBVFVTX1JFTEVBU0VEEAMSFwoTSE9MRF9TVEFUVVNfRVhQSVJFRBAEMrQGCg5CaWxsaW5nU2VydmljZRJdCgpHZXRQcmljaW5nEiYudG9sbGdhdGUuYmlsbGluZy52MS5HZXRQcmljaW5nUmVxdWVzdBonLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0UHJpY2luZ1Jlc3BvbnNlEmAKC0dldEJhbGFuY2VzEicudG9sbGdhdGUuYmlsbGluZy52MS5HZXRCYWxhbmNlc1JlcXVlc3QaKC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VzUmVzcG9uc2USbAoPU2V0RGVmYXVsdENoYWluEisudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXF1ZXN0GiwudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXNwb25zZRJaCglMaXN0VXNhZ2USJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlcXVlc3QaJi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlc3BvbnNlElEKBkNyZWRpdBIiLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVzcG9uc2USTgoFUXVvdGUSIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlF1b3RlUmVxdWVzdBoiLnRvbGxnYXRlLmJpbGxpbmcudjEuUXVvdGVSZXNwb25zZRJLCgRIb2xkEiAudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkUmVxdWVzdBohLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFJlc3BvbnNlElEKBlNldHRsZRIiLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVzcG9uc2USVAoHUmVsZWFzZRIjLnRvbGxnYXRlLmJpbGxpbmcudjEuUmVsZWFzZVJlcXVlc3QaJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlbGVhc2VSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiMAoaR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJMCg5EZXBvc2l0QWRkcmVzcxIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SDwoHYWRkcmVzcxgCIAEoCSJpChtHZXREZXBvc2l0QWRkcmVzc2VzUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRI2CglhZGRyZXNzZXMYAiADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkRlcG9zaXRBZGRyZXNzIjwKE0xpc3REZXBvc2l0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUi1gEKB0RlcG9zaXQSDQoFY2hhaW4YASABKAkSDwoHdHhfaGFzaBgCIAEoCRINCgVpbmRleBgDIAEoBRIQCghwb3NpdGlvbhgEIAEoAxIUCgxmcm9tX2FkZHJlc3MYBSABKAkSEgoKdG9fYWRkcmVzcxgGIAEoCRIWCg5vbmNoYWluX2Ftb3VudBgHIAEoCRIOCgZhbW91bnQYCCABKAMSEAoIY3JlZGl0ZWQYCSABKAgSJgoCYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKFExpc3REZXBvc2l0c1Jlc3BvbnNlEi4KCGRlcG9zaXRzGAEgAygLMhwudG9sbGdhdGUuYmlsbGluZy52MS5EZXBvc2l0Im8KD1dpdGhkcmF3UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEg4KBmFtb3VudBgDIAEoAxISCgp0b19hZGRyZXNzGAQgASgJEhUKDXdpdGhkcmF3YWxfaWQYBSABKAkimwIKCldpdGhkcmF3YWwSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRINCgVjaGFpbhgDIAEoCRISCgp0b19hZGRyZXNzGAQgASgJEg4KBmFtb3VudBgFIAEoAxIzCgZzdGF0dXMYBiABKA4yIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRyYW5zZmVyU3RhdHVzEg8KB3R4X2hhc2gYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29uZmlybWVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAogASgJInYKEFdpdGhkcmF3UmVzcG9uc2USMwoKd2l0aGRyYXdhbBgBIAEoCzIfLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdhbBItCgdiYWxhbmNlGAIgASgLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIlMKFkxpc3RXaXRoZHJhd2Fsc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJoChdMaXN0V2l0aGRyYXdhbHNSZXNwb25zZRI0Cgt3aXRoZHJhd2FscxgBIAMoCzIfLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiHQobR2V0U2V0dGxlbWVudEJhY2tsb2dSZXF1ZXN0IrcCCgxDaGFpbkJhY2tsb2cSDQoFY2hhaW4YASABKAkSFwoPdW5iYXRjaGVkX2NhbGxzGAIgASgDEhgKEHVuYmF0Y2hlZF9hbW91bnQYAyABKAMSGAoQb3Blbl9zZXR0bGVtZW50cxgEIAEoAxIeChZvcGVuX3NldHRsZW1lbnRfYW1vdW50GAUgASgDEhgKEG9wZW5fd2l0aGRyYXdhbHMYBiABKAMSHgoWb3Blbl93aXRoZHJhd2FsX2Ftb3VudBgHIAEoAxIqCgZvbGRlc3QYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYCSABKAkSFwoPc2V0dGxlZF9vbmNoYWluGAogASgDEhgKEHNldHRsZWRfb2ZmY2hhaW4YCyABKAMiUQocR2V0U2V0dGxlbWVudEJhY2tsb2dSZXNwb25zZRIxCgZjaGFpbnMYASADKAsyIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYWluQmFja2xvZyI6CgVBc3NldBIOCgZzeW1ib2wYASABKAkSEAoIZGVjaW1hbHMYAiABKAUSDwoHYWRkcmVzcxgDIAEoCSKXAQoFQ2hhaW4SCgoCaWQYASABKAkSMAoGZmFtaWx5GAIgASgOMiAudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbkZhbWlseRIpCgVhc3NldBgDIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQXNzZXQSDwoHZW5hYmxlZBgEIAEoCBIUCgxldm1fY2hhaW5faWQYBSABKAQiygEKDlRleHRNb2RlbFByaWNlEg0KBW1vZGVsGAEgASgJEhYKDmlucHV0X3Blcl9tdG9rGAIgASgDEhcKD291dHB1dF9wZXJfbXRvaxgDIAEoAxIbChNjYWNoZV9yZWFkX3Blcl9tdG9rGAQgASgDEh8KF2NhY2hlX3dyaXRlXzVtX3Blcl9tdG9rGAUgASgDEh8KF2NhY2hlX3dyaXRlXzFoX3Blcl9tdG9rGAYgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAcgASgFIjcKDkltYWdlU2l6ZVByaWNlEgwKBHNpemUYASABKAkSFwoPcHJpY2VfcGVyX2ltYWdlGAIgASgDIlQKD0ltYWdlTW9kZWxQcmljZRINCgVtb2RlbBgBIAEoCRIyCgVzaXplcxgCIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VTaXplUHJpY2UiEwoRR2V0UHJpY2luZ1JlcXVlc3QizQEKEkdldFByaWNpbmdSZXNwb25zZRI4Cgt0ZXh0X21vZGVscxgBIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dE1vZGVsUHJpY2USOgoMaW1hZ2VfbW9kZWxzGAIgAygLMiQudG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZU1vZGVsUHJpY2USKgoGY2hhaW5zGAMgAygLMhoudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbhIVCg1kZWZhdWx0X2NoYWluGAQgASgJIo4BCgdCYWxhbmNlEikKBWNoYWluGAEgASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbhIWCg5jcmVkaXRzX3Bvc3RlZBgCIAEoAxIVCg1kZWJpdHNfcG9zdGVkGAMgASgDEhYKDmRlYml0c19wZW5kaW5nGAQgASgDEhEKCWF2YWlsYWJsZRgFIAEoAyIoChJHZXRCYWxhbmNlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJwChNHZXRCYWxhbmNlc1Jlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSFQoNZGVmYXVsdF9jaGFpbhgCIAEoCRIuCghiYWxhbmNlcxgDIAMoCzIcLnRvbGxnYXRlLmJpbGxpbmcudjEuQmFsYW5jZSI7ChZTZXREZWZhdWx0Q2hhaW5SZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkiRAoXU2V0RGVmYXVsdENoYWluUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRIVCg1kZWZhdWx0X2NoYWluGAIgASgJIp0BCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIdChVjYWNoZV93cml0ZV81bV90b2tlbnMYAyABKAMSHQoVY2FjaGVfd3JpdGVfMWhfdG9rZW5zGAQgASgDEhkKEWNhY2hlX3JlYWRfdG9rZW5zGAUgASgDEg4KBmltYWdlcxgGIAEoBSL4AwoIVXNhZ2VSb3cSDwoHaG9sZF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRINCgVtb2RlbBgEIAEoCRISCgppbWFnZV9zaXplGAUgASgJEg0KBWNoYWluGAYgASgJEi8KBnN0YXR1cxgHIAEoDjIfLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFN0YXR1cxITCgtoZWxkX2Ftb3VudBgIIAEoAxIOCgZhbW91bnQYCSABKAMSKQoFdXNhZ2UYCiABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jlc29sdmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBJAChFzZXR0bGVtZW50X3N0YXR1cxgNIAEoDjIlLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlbWVudFN0YXR1cxIaChJzZXR0bGVtZW50X3R4X2hhc2gYDiABKAkSIQoZc2V0dGxlbWVudF9vbmNoYWluX2Ftb3VudBgPIAEoAxIiChpzZXR0bGVtZW50X29mZmNoYWluX2Ftb3VudBgQIAEoAyJNChBMaXN0VXNhZ2VSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWQoRTGlzdFVzYWdlUmVzcG9uc2USKwoEcm93cxgBIAMoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2VSb3cSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImUKDUNyZWRpdFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCRIOCgZhbW91bnQYAyABKAMSDgoGcmVhc29uGAQgASgJEhEKCWNyZWRpdF9pZBgFIAEoCSJRCg5DcmVkaXRSZXNwb25zZRIQCghlbnRyeV9pZBgBIAEoCRItCgdiYWxhbmNlGAIgASgLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIkMKCFRleHRDYWxsEg0KBW1vZGVsGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoAxISCgptYXhfdG9rZW5zGAMgASgDIjcKCUltYWdlQ2FsbBINCgVtb2RlbBgBIAEoCRIMCgRzaXplGAIgASgJEg0KBWNvdW50GAMgASgFIpkBCgxRdW90ZVJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCRItCgR0ZXh0GAMgASgLMh0udG9sbGdhdGUuYmlsbGluZy52MS5UZXh0Q2FsbEgAEi8KBWltYWdlGAQgASgLMh4udG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZUNhbGxIAEIGCgRjYWxsIi4KDVF1b3RlUmVzcG9uc2USDQoFY2hhaW4YASABKAkSDgoGYW1vdW50GAIgASgDIuEBCgRIb2xkEgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRINCgVjaGFpbhgEIAEoCRIOCgZhbW91bnQYBSABKAMSLwoGc3RhdHVzGAYgASgOMh8udG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkU3RhdHVzEhYKDnNldHRsZWRfYW1vdW50GAcgASgDEg0KBW1vZGVsGAggASgJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrwBCgtIb2xkUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg0KBWNoYWluGAQgASgJEi0KBHRleHQYBSABKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRDYWxsSAASLwoFaW1hZ2UYBiABKAsyHi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlQ2FsbEgAQgYKBGNhbGwiNwoMSG9sZFJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQiSwoNU2V0dGxlUmVxdWVzdBIPCgdob2xkX2lkGAEgASgJEikKBXVzYWdlGAIgASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZSI5Cg5TZXR0bGVSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkIiEKDlJlbGVhc2VSZXF1ZXN0Eg8KB2hvbGRfaWQYASABKAkiOgoPUmVsZWFzZVJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQqtQEKEFNldHRsZW1lbnRTdGF0dXMSIQodU0VUVExFTUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpTRVRUTEVNRU5UX1NUQVRVU19PRkZDSEFJThABEhwKGFNFVFRMRU1FTlRfU1RBVFVTX1FVRVVFRBACEh8KG1NFVFRMRU1FTlRfU1RBVFVTX1NVQk1JVFRFRBADEh8KG1NFVFRMRU1FTlRfU1RBVFVTX0NPTkZJUk1FRBAEKosBCg5UcmFuc2ZlclN0YXR1cxIfChtUUkFOU0ZFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIaChZUUkFOU0ZFUl9TVEFUVVNfUVVFVUVEEAESHQoZVFJBTlNGRVJfU1RBVFVTX1NVQk1JVFRFRBACEh0KGVRSQU5TRkVSX1NUQVRVU19DT05GSVJNRUQQAypaCgtDaGFpbkZhbWlseRIcChhDSEFJTl9GQU1JTFlfVU5TUEVDSUZJRUQQABIUChBDSEFJTl9GQU1JTFlfRVZNEAESFwoTQ0hBSU5fRkFNSUxZX1NPTEFOQRACKo4BCgpIb2xkU3RhdHVzEhsKF0hPTERfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTSE9MRF9TVEFUVVNfUEVORElORxABEhcKE0hPTERfU1RBVFVTX1NFVFRMRUQQAhIYChRIT0xEX1NUQVRVU19SRUxFQVNFRBADEhcKE0hPTERfU1RBVFVTX0VYUElSRUQQBDLXCgoOQmlsbGluZ1NlcnZpY2USXQoKR2V0UHJpY2luZxImLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0UHJpY2luZ1JlcXVlc3QaJy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldFByaWNpbmdSZXNwb25zZRJgCgtHZXRCYWxhbmNlcxInLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0QmFsYW5jZXNSZXF1ZXN0GigudG9sbGdhdGUuYmlsbGluZy52MS5HZXRCYWxhbmNlc1Jlc3BvbnNlEmwKD1NldERlZmF1bHRDaGFpbhIrLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0RGVmYXVsdENoYWluUmVxdWVzdBosLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0RGVmYXVsdENoYWluUmVzcG9uc2USWgoJTGlzdFVzYWdlEiUudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0VXNhZ2VSZXF1ZXN0GiYudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0VXNhZ2VSZXNwb25zZRJRCgZDcmVkaXQSIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNyZWRpdFJlcXVlc3QaIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNyZWRpdFJlc3BvbnNlEk4KBVF1b3RlEiEudG9sbGdhdGUuYmlsbGluZy52MS5RdW90ZVJlcXVlc3QaIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlF1b3RlUmVzcG9uc2USSwoESG9sZBIgLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFJlcXVlc3QaIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRSZXNwb25zZRJRCgZTZXR0bGUSIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldHRsZVJlcXVlc3QaIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldHRsZVJlc3BvbnNlElQKB1JlbGVhc2USIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlbGVhc2VSZXF1ZXN0GiQudG9sbGdhdGUuYmlsbGluZy52MS5SZWxlYXNlUmVzcG9uc2USeAoTR2V0RGVwb3NpdEFkZHJlc3NlcxIvLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QaMC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldERlcG9zaXRBZGRyZXNzZXNSZXNwb25zZRJjCgxMaXN0RGVwb3NpdHMSKC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3REZXBvc2l0c1JlcXVlc3QaKS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3REZXBvc2l0c1Jlc3BvbnNlElcKCFdpdGhkcmF3EiQudG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd1JlcXVlc3QaJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLldpdGhkcmF3UmVzcG9uc2USbAoPTGlzdFdpdGhkcmF3YWxzEisudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0V2l0aGRyYXdhbHNSZXF1ZXN0GiwudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0V2l0aGRyYXdhbHNSZXNwb25zZRJ7ChRHZXRTZXR0bGVtZW50QmFja2xvZxIwLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0U2V0dGxlbWVudEJhY2tsb2dSZXF1ZXN0GjEudG9sbGdhdGUuYmlsbGluZy52MS5HZXRTZXR0bGVtZW50QmFja2xvZ1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * @generated from message tollgate.billing.v1.GetDepositAddressesRequest
+ */
+export type GetDepositAddressesRequest = Message<"tollgate.billing.v1.GetDepositAddressesRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetDepositAddressesRequest.
+ * Use `create(GetDepositAddressesRequestSchema)` to create a new message.
+ */
+export const GetDepositAddressesRequestSchema: GenMessage<GetDepositAddressesRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 0);
+
+/**
+ * Where to send a chain's asset to fund the account.
+ *
+ * @generated from message tollgate.billing.v1.DepositAddress
+ */
+export type DepositAddress = Message<"tollgate.billing.v1.DepositAddress"> & {
+  /**
+   * @generated from field: tollgate.billing.v1.Chain chain = 1;
+   */
+  chain?: Chain | undefined;
+
+  /**
+   * 0x… (EVM) or base58 owner address (Solana; send to its associated token account).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.DepositAddress.
+ * Use `create(DepositAddressSchema)` to create a new message.
+ */
+export const DepositAddressSchema: GenMessage<DepositAddress> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 1);
+
+/**
+ * @generated from message tollgate.billing.v1.GetDepositAddressesResponse
+ */
+export type GetDepositAddressesResponse = Message<"tollgate.billing.v1.GetDepositAddressesResponse"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: repeated tollgate.billing.v1.DepositAddress addresses = 2;
+   */
+  addresses: DepositAddress[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetDepositAddressesResponse.
+ * Use `create(GetDepositAddressesResponseSchema)` to create a new message.
+ */
+export const GetDepositAddressesResponseSchema: GenMessage<GetDepositAddressesResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 2);
+
+/**
+ * @generated from message tollgate.billing.v1.ListDepositsRequest
+ */
+export type ListDepositsRequest = Message<"tollgate.billing.v1.ListDepositsRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * Credited deposits to return, at most 1000; 0 means 100. Pending ones are always all listed.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListDepositsRequest.
+ * Use `create(ListDepositsRequestSchema)` to create a new message.
+ */
+export const ListDepositsRequestSchema: GenMessage<ListDepositsRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 3);
+
+/**
+ * One transfer of a chain's asset to a deposit address.
+ *
+ * @generated from message tollgate.billing.v1.Deposit
+ */
+export type Deposit = Message<"tollgate.billing.v1.Deposit"> & {
+  /**
+   * @generated from field: string chain = 1;
+   */
+  chain: string;
+
+  /**
+   * Transaction hash (EVM) or signature (Solana).
+   *
+   * @generated from field: string tx_hash = 2;
+   */
+  txHash: string;
+
+  /**
+   * Log index (EVM) or instruction index (Solana): with chain and tx_hash, the deposit's identity.
+   *
+   * @generated from field: int32 index = 3;
+   */
+  index: number;
+
+  /**
+   * Block number or slot.
+   *
+   * @generated from field: int64 position = 4;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: string from_address = 5;
+   */
+  fromAddress: string;
+
+  /**
+   * @generated from field: string to_address = 6;
+   */
+  toAddress: string;
+
+  /**
+   * In the asset's smallest unit (10^-decimals), as decimal text: it may exceed int64.
+   *
+   * @generated from field: string onchain_amount = 7;
+   */
+  onchainAmount: string;
+
+  /**
+   * Ledger units credited; 0 while pending.
+   *
+   * @generated from field: int64 amount = 8;
+   */
+  amount: bigint;
+
+  /**
+   * True once the chain's finality rule was met and the ledger credited it; false while it is
+   * only seen (it may still vanish in a reorg).
+   *
+   * @generated from field: bool credited = 9;
+   */
+  credited: boolean;
+
+  /**
+   * When it was credited, or first seen while pending.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 10;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.Deposit.
+ * Use `create(DepositSchema)` to create a new message.
+ */
+export const DepositSchema: GenMessage<Deposit> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 4);
+
+/**
+ * @generated from message tollgate.billing.v1.ListDepositsResponse
+ */
+export type ListDepositsResponse = Message<"tollgate.billing.v1.ListDepositsResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.Deposit deposits = 1;
+   */
+  deposits: Deposit[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListDepositsResponse.
+ * Use `create(ListDepositsResponseSchema)` to create a new message.
+ */
+export const ListDepositsResponseSchema: GenMessage<ListDepositsResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 5);
+
+/**
+ * @generated from message tollgate.billing.v1.WithdrawRequest
+ */
+export type WithdrawRequest = Message<"tollgate.billing.v1.WithdrawRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * A configured chain with an adapter.
+   *
+   * @generated from field: string chain = 2;
+   */
+  chain: string;
+
+  /**
+   * Ledger units; positive.
+   *
+   * @generated from field: int64 amount = 3;
+   */
+  amount: bigint;
+
+  /**
+   * An address of the chain's family (EVM: 0x…, checksummed if mixed-case).
+   *
+   * @generated from field: string to_address = 4;
+   */
+  toAddress: string;
+
+  /**
+   * Optional idempotency key: the same id withdraws once.
+   *
+   * @generated from field: string withdrawal_id = 5;
+   */
+  withdrawalId: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.WithdrawRequest.
+ * Use `create(WithdrawRequestSchema)` to create a new message.
+ */
+export const WithdrawRequestSchema: GenMessage<WithdrawRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 6);
+
+/**
+ * A transfer out of the account's deposit address to an address it named.
+ *
+ * @generated from message tollgate.billing.v1.Withdrawal
+ */
+export type Withdrawal = Message<"tollgate.billing.v1.Withdrawal"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string chain = 3;
+   */
+  chain: string;
+
+  /**
+   * @generated from field: string to_address = 4;
+   */
+  toAddress: string;
+
+  /**
+   * Ledger units.
+   *
+   * @generated from field: int64 amount = 5;
+   */
+  amount: bigint;
+
+  /**
+   * @generated from field: tollgate.billing.v1.TransferStatus status = 6;
+   */
+  status: TransferStatus;
+
+  /**
+   * Empty until signed.
+   *
+   * @generated from field: string tx_hash = 7;
+   */
+  txHash: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Unset until confirmed.
+   *
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 9;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * The last failed attempt's error while it retries; empty otherwise.
+   *
+   * @generated from field: string last_error = 10;
+   */
+  lastError: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.Withdrawal.
+ * Use `create(WithdrawalSchema)` to create a new message.
+ */
+export const WithdrawalSchema: GenMessage<Withdrawal> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 7);
+
+/**
+ * @generated from message tollgate.billing.v1.WithdrawResponse
+ */
+export type WithdrawResponse = Message<"tollgate.billing.v1.WithdrawResponse"> & {
+  /**
+   * @generated from field: tollgate.billing.v1.Withdrawal withdrawal = 1;
+   */
+  withdrawal?: Withdrawal | undefined;
+
+  /**
+   * The account's balance on the chain after the debit.
+   *
+   * @generated from field: tollgate.billing.v1.Balance balance = 2;
+   */
+  balance?: Balance | undefined;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.WithdrawResponse.
+ * Use `create(WithdrawResponseSchema)` to create a new message.
+ */
+export const WithdrawResponseSchema: GenMessage<WithdrawResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 8);
+
+/**
+ * @generated from message tollgate.billing.v1.ListWithdrawalsRequest
+ */
+export type ListWithdrawalsRequest = Message<"tollgate.billing.v1.ListWithdrawalsRequest"> & {
+  /**
+   * Empty means the caller's own account.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * At most 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListWithdrawalsRequest.
+ * Use `create(ListWithdrawalsRequestSchema)` to create a new message.
+ */
+export const ListWithdrawalsRequestSchema: GenMessage<ListWithdrawalsRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 9);
+
+/**
+ * @generated from message tollgate.billing.v1.ListWithdrawalsResponse
+ */
+export type ListWithdrawalsResponse = Message<"tollgate.billing.v1.ListWithdrawalsResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.Withdrawal withdrawals = 1;
+   */
+  withdrawals: Withdrawal[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ListWithdrawalsResponse.
+ * Use `create(ListWithdrawalsResponseSchema)` to create a new message.
+ */
+export const ListWithdrawalsResponseSchema: GenMessage<ListWithdrawalsResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 10);
+
+/**
+ * @generated from message tollgate.billing.v1.GetSettlementBacklogRequest
+ */
+export type GetSettlementBacklogRequest = Message<"tollgate.billing.v1.GetSettlementBacklogRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetSettlementBacklogRequest.
+ * Use `create(GetSettlementBacklogRequestSchema)` to create a new message.
+ */
+export const GetSettlementBacklogRequestSchema: GenMessage<GetSettlementBacklogRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 11);
+
+/**
+ * One chain's settlement pipeline. Amounts in the chain's ledger units.
+ *
+ * @generated from message tollgate.billing.v1.ChainBacklog
+ */
+export type ChainBacklog = Message<"tollgate.billing.v1.ChainBacklog"> & {
+  /**
+   * @generated from field: string chain = 1;
+   */
+  chain: string;
+
+  /**
+   * Charged calls whose onchain part waits for its batch window.
+   *
+   * @generated from field: int64 unbatched_calls = 2;
+   */
+  unbatchedCalls: bigint;
+
+  /**
+   * @generated from field: int64 unbatched_amount = 3;
+   */
+  unbatchedAmount: bigint;
+
+  /**
+   * Settlement transfers signed or queued but not yet confirmed.
+   *
+   * @generated from field: int64 open_settlements = 4;
+   */
+  openSettlements: bigint;
+
+  /**
+   * @generated from field: int64 open_settlement_amount = 5;
+   */
+  openSettlementAmount: bigint;
+
+  /**
+   * @generated from field: int64 open_withdrawals = 6;
+   */
+  openWithdrawals: bigint;
+
+  /**
+   * @generated from field: int64 open_withdrawal_amount = 7;
+   */
+  openWithdrawalAmount: bigint;
+
+  /**
+   * The oldest item still waiting; unset when none.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest = 8;
+   */
+  oldest?: Timestamp | undefined;
+
+  /**
+   * The newest error of a transfer still open (an RPC outage, a revert); empty when none.
+   *
+   * @generated from field: string last_error = 9;
+   */
+  lastError: string;
+
+  /**
+   * Moved to the treasury and confirmed onchain, all time.
+   *
+   * @generated from field: int64 settled_onchain = 10;
+   */
+  settledOnchain: bigint;
+
+  /**
+   * Charged against operator credit, with nothing onchain to move, all time.
+   *
+   * @generated from field: int64 settled_offchain = 11;
+   */
+  settledOffchain: bigint;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ChainBacklog.
+ * Use `create(ChainBacklogSchema)` to create a new message.
+ */
+export const ChainBacklogSchema: GenMessage<ChainBacklog> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 12);
+
+/**
+ * @generated from message tollgate.billing.v1.GetSettlementBacklogResponse
+ */
+export type GetSettlementBacklogResponse = Message<"tollgate.billing.v1.GetSettlementBacklogResponse"> & {
+  /**
+   * @generated from field: repeated tollgate.billing.v1.ChainBacklog chains = 1;
+   */
+  chains: ChainBacklog[];
+};
+
+/**
+ * Describes the message tollgate.billing.v1.GetSettlementBacklogResponse.
+ * Use `create(GetSettlementBacklogResponseSchema)` to create a new message.
+ */
+export const GetSettlementBacklogResponseSchema: GenMessage<GetSettlementBacklogResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 13);
 
 /**
  * The dollar stablecoin a chain settles in.
@@ -48,7 +548,7 @@ export type Asset = Message<"tollgate.billing.v1.Asset"> & {
  * Use `create(AssetSchema)` to create a new message.
  */
 export const AssetSchema: GenMessage<Asset> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 0);
+  messageDesc(file_tollgate_billing_v1_billing, 14);
 
 /**
  * A chain callers may pay on (its RPC endpoint is never shown).
@@ -94,7 +594,7 @@ export type Chain = Message<"tollgate.billing.v1.Chain"> & {
  * Use `create(ChainSchema)` to create a new message.
  */
 export const ChainSchema: GenMessage<Chain> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 1);
+  messageDesc(file_tollgate_billing_v1_billing, 15);
 
 /**
  * Prices of one text model, in integer micro-dollars per 1,000,000 tokens.
@@ -151,7 +651,7 @@ export type TextModelPrice = Message<"tollgate.billing.v1.TextModelPrice"> & {
  * Use `create(TextModelPriceSchema)` to create a new message.
  */
 export const TextModelPriceSchema: GenMessage<TextModelPrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 2);
+  messageDesc(file_tollgate_billing_v1_billing, 16);
 
 /**
  * The price of one delivered image of a given size.
@@ -179,7 +679,7 @@ export type ImageSizePrice = Message<"tollgate.billing.v1.ImageSizePrice"> & {
  * Use `create(ImageSizePriceSchema)` to create a new message.
  */
 export const ImageSizePriceSchema: GenMessage<ImageSizePrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 3);
+  messageDesc(file_tollgate_billing_v1_billing, 17);
 
 /**
  * Prices of one image model. A size the model does not offer is absent.
@@ -205,7 +705,7 @@ export type ImageModelPrice = Message<"tollgate.billing.v1.ImageModelPrice"> & {
  * Use `create(ImageModelPriceSchema)` to create a new message.
  */
 export const ImageModelPriceSchema: GenMessage<ImageModelPrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 4);
+  messageDesc(file_tollgate_billing_v1_billing, 18);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingRequest
@@ -218,7 +718,7 @@ export type GetPricingRequest = Message<"tollgate.billing.v1.GetPricingRequest">
  * Use `create(GetPricingRequestSchema)` to create a new message.
  */
 export const GetPricingRequestSchema: GenMessage<GetPricingRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 5);
+  messageDesc(file_tollgate_billing_v1_billing, 19);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingResponse
@@ -254,7 +754,7 @@ export type GetPricingResponse = Message<"tollgate.billing.v1.GetPricingResponse
  * Use `create(GetPricingResponseSchema)` to create a new message.
  */
 export const GetPricingResponseSchema: GenMessage<GetPricingResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 6);
+  messageDesc(file_tollgate_billing_v1_billing, 20);
 
 /**
  * An account's funds on one chain. available = credits_posted − debits_posted − debits_pending.
@@ -295,7 +795,7 @@ export type Balance = Message<"tollgate.billing.v1.Balance"> & {
  * Use `create(BalanceSchema)` to create a new message.
  */
 export const BalanceSchema: GenMessage<Balance> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 7);
+  messageDesc(file_tollgate_billing_v1_billing, 21);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesRequest
@@ -314,7 +814,7 @@ export type GetBalancesRequest = Message<"tollgate.billing.v1.GetBalancesRequest
  * Use `create(GetBalancesRequestSchema)` to create a new message.
  */
 export const GetBalancesRequestSchema: GenMessage<GetBalancesRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 8);
+  messageDesc(file_tollgate_billing_v1_billing, 22);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesResponse
@@ -341,7 +841,7 @@ export type GetBalancesResponse = Message<"tollgate.billing.v1.GetBalancesRespon
  * Use `create(GetBalancesResponseSchema)` to create a new message.
  */
 export const GetBalancesResponseSchema: GenMessage<GetBalancesResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 9);
+  messageDesc(file_tollgate_billing_v1_billing, 23);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainRequest
@@ -367,7 +867,7 @@ export type SetDefaultChainRequest = Message<"tollgate.billing.v1.SetDefaultChai
  * Use `create(SetDefaultChainRequestSchema)` to create a new message.
  */
 export const SetDefaultChainRequestSchema: GenMessage<SetDefaultChainRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 10);
+  messageDesc(file_tollgate_billing_v1_billing, 24);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainResponse
@@ -389,7 +889,7 @@ export type SetDefaultChainResponse = Message<"tollgate.billing.v1.SetDefaultCha
  * Use `create(SetDefaultChainResponseSchema)` to create a new message.
  */
 export const SetDefaultChainResponseSchema: GenMessage<SetDefaultChainResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 11);
+  messageDesc(file_tollgate_billing_v1_billing, 25);
 
 /**
  * What one call delivered (or, in a quote, may deliver).
@@ -437,7 +937,7 @@ export type Usage = Message<"tollgate.billing.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 12);
+  messageDesc(file_tollgate_billing_v1_billing, 26);
 
 /**
  * One call as billed.
@@ -518,6 +1018,33 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
    * @generated from field: google.protobuf.Timestamp resolved_at = 12;
    */
   resolvedAt?: Timestamp | undefined;
+
+  /**
+   * Where the charge's onchain settlement stands (UNSPECIFIED when nothing was charged).
+   *
+   * @generated from field: tollgate.billing.v1.SettlementStatus settlement_status = 13;
+   */
+  settlementStatus: SettlementStatus;
+
+  /**
+   * The transaction that moved (or will move) the charge to the treasury; empty until signed.
+   * Calls batched together share one.
+   *
+   * @generated from field: string settlement_tx_hash = 14;
+   */
+  settlementTxHash: string;
+
+  /**
+   * Of `amount`: the part moved onchain, and the part settled off-chain (operator credit).
+   *
+   * @generated from field: int64 settlement_onchain_amount = 15;
+   */
+  settlementOnchainAmount: bigint;
+
+  /**
+   * @generated from field: int64 settlement_offchain_amount = 16;
+   */
+  settlementOffchainAmount: bigint;
 };
 
 /**
@@ -525,7 +1052,7 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
  * Use `create(UsageRowSchema)` to create a new message.
  */
 export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 13);
+  messageDesc(file_tollgate_billing_v1_billing, 27);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageRequest
@@ -558,7 +1085,7 @@ export type ListUsageRequest = Message<"tollgate.billing.v1.ListUsageRequest"> &
  * Use `create(ListUsageRequestSchema)` to create a new message.
  */
 export const ListUsageRequestSchema: GenMessage<ListUsageRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 14);
+  messageDesc(file_tollgate_billing_v1_billing, 28);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageResponse
@@ -582,7 +1109,7 @@ export type ListUsageResponse = Message<"tollgate.billing.v1.ListUsageResponse">
  * Use `create(ListUsageResponseSchema)` to create a new message.
  */
 export const ListUsageResponseSchema: GenMessage<ListUsageResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 15);
+  messageDesc(file_tollgate_billing_v1_billing, 29);
 
 /**
  * @generated from message tollgate.billing.v1.CreditRequest
@@ -627,7 +1154,7 @@ export type CreditRequest = Message<"tollgate.billing.v1.CreditRequest"> & {
  * Use `create(CreditRequestSchema)` to create a new message.
  */
 export const CreditRequestSchema: GenMessage<CreditRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 16);
+  messageDesc(file_tollgate_billing_v1_billing, 30);
 
 /**
  * @generated from message tollgate.billing.v1.CreditResponse
@@ -651,7 +1178,7 @@ export type CreditResponse = Message<"tollgate.billing.v1.CreditResponse"> & {
  * Use `create(CreditResponseSchema)` to create a new message.
  */
 export const CreditResponseSchema: GenMessage<CreditResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 17);
+  messageDesc(file_tollgate_billing_v1_billing, 31);
 
 /**
  * A text call to price: the worst case is input_tokens at the dearest input-side rate plus the
@@ -685,7 +1212,7 @@ export type TextCall = Message<"tollgate.billing.v1.TextCall"> & {
  * Use `create(TextCallSchema)` to create a new message.
  */
 export const TextCallSchema: GenMessage<TextCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 18);
+  messageDesc(file_tollgate_billing_v1_billing, 32);
 
 /**
  * An image call to price: count images at size.
@@ -718,7 +1245,7 @@ export type ImageCall = Message<"tollgate.billing.v1.ImageCall"> & {
  * Use `create(ImageCallSchema)` to create a new message.
  */
 export const ImageCallSchema: GenMessage<ImageCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 19);
+  messageDesc(file_tollgate_billing_v1_billing, 33);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteRequest
@@ -761,7 +1288,7 @@ export type QuoteRequest = Message<"tollgate.billing.v1.QuoteRequest"> & {
  * Use `create(QuoteRequestSchema)` to create a new message.
  */
 export const QuoteRequestSchema: GenMessage<QuoteRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 20);
+  messageDesc(file_tollgate_billing_v1_billing, 34);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteResponse
@@ -785,7 +1312,7 @@ export type QuoteResponse = Message<"tollgate.billing.v1.QuoteResponse"> & {
  * Use `create(QuoteResponseSchema)` to create a new message.
  */
 export const QuoteResponseSchema: GenMessage<QuoteResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 21);
+  messageDesc(file_tollgate_billing_v1_billing, 35);
 
 /**
  * A hold on an account's funds for one call.
@@ -850,7 +1377,7 @@ export type Hold = Message<"tollgate.billing.v1.Hold"> & {
  * Use `create(HoldSchema)` to create a new message.
  */
 export const HoldSchema: GenMessage<Hold> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 22);
+  messageDesc(file_tollgate_billing_v1_billing, 36);
 
 /**
  * @generated from message tollgate.billing.v1.HoldRequest
@@ -905,7 +1432,7 @@ export type HoldRequest = Message<"tollgate.billing.v1.HoldRequest"> & {
  * Use `create(HoldRequestSchema)` to create a new message.
  */
 export const HoldRequestSchema: GenMessage<HoldRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 23);
+  messageDesc(file_tollgate_billing_v1_billing, 37);
 
 /**
  * @generated from message tollgate.billing.v1.HoldResponse
@@ -922,7 +1449,7 @@ export type HoldResponse = Message<"tollgate.billing.v1.HoldResponse"> & {
  * Use `create(HoldResponseSchema)` to create a new message.
  */
 export const HoldResponseSchema: GenMessage<HoldResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 24);
+  messageDesc(file_tollgate_billing_v1_billing, 38);
 
 /**
  * @generated from message tollgate.billing.v1.SettleRequest
@@ -946,7 +1473,7 @@ export type SettleRequest = Message<"tollgate.billing.v1.SettleRequest"> & {
  * Use `create(SettleRequestSchema)` to create a new message.
  */
 export const SettleRequestSchema: GenMessage<SettleRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 25);
+  messageDesc(file_tollgate_billing_v1_billing, 39);
 
 /**
  * @generated from message tollgate.billing.v1.SettleResponse
@@ -963,7 +1490,7 @@ export type SettleResponse = Message<"tollgate.billing.v1.SettleResponse"> & {
  * Use `create(SettleResponseSchema)` to create a new message.
  */
 export const SettleResponseSchema: GenMessage<SettleResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 26);
+  messageDesc(file_tollgate_billing_v1_billing, 40);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseRequest
@@ -980,7 +1507,7 @@ export type ReleaseRequest = Message<"tollgate.billing.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 27);
+  messageDesc(file_tollgate_billing_v1_billing, 41);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseResponse
@@ -997,7 +1524,94 @@ export type ReleaseResponse = Message<"tollgate.billing.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 28);
+  messageDesc(file_tollgate_billing_v1_billing, 42);
+
+/**
+ * Where a charged call's onchain settlement stands.
+ *
+ * @generated from enum tollgate.billing.v1.SettlementStatus
+ */
+export enum SettlementStatus {
+  /**
+   * The call charged nothing (or is not settled): nothing to move.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Charged against operator credit only: nothing onchain backs it, so nothing moves.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_OFFCHAIN = 1;
+   */
+  OFFCHAIN = 1,
+
+  /**
+   * Waiting for the settlement worker (or its batch window).
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_QUEUED = 2;
+   */
+  QUEUED = 2,
+
+  /**
+   * Signed and sent; waiting for the chain's finality rule.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_SUBMITTED = 3;
+   */
+  SUBMITTED = 3,
+
+  /**
+   * Moved to the treasury, final onchain.
+   *
+   * @generated from enum value: SETTLEMENT_STATUS_CONFIRMED = 4;
+   */
+  CONFIRMED = 4,
+}
+
+/**
+ * Describes the enum tollgate.billing.v1.SettlementStatus.
+ */
+export const SettlementStatusSchema: GenEnum<SettlementStatus> = /*@__PURE__*/
+  enumDesc(file_tollgate_billing_v1_billing, 0);
+
+/**
+ * Where a withdrawal (or settlement) transfer stands onchain.
+ *
+ * @generated from enum tollgate.billing.v1.TransferStatus
+ */
+export enum TransferStatus {
+  /**
+   * @generated from enum value: TRANSFER_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Written; not yet signed.
+   *
+   * @generated from enum value: TRANSFER_STATUS_QUEUED = 1;
+   */
+  QUEUED = 1,
+
+  /**
+   * Signed and stored; being broadcast or waiting to land.
+   *
+   * @generated from enum value: TRANSFER_STATUS_SUBMITTED = 2;
+   */
+  SUBMITTED = 2,
+
+  /**
+   * Landed at the chain's finality rule.
+   *
+   * @generated from enum value: TRANSFER_STATUS_CONFIRMED = 3;
+   */
+  CONFIRMED = 3,
+}
+
+/**
+ * Describes the enum tollgate.billing.v1.TransferStatus.
+ */
+export const TransferStatusSchema: GenEnum<TransferStatus> = /*@__PURE__*/
+  enumDesc(file_tollgate_billing_v1_billing, 1);
 
 /**
  * How a chain's deposits and settlements are secured.
@@ -1025,7 +1639,7 @@ export enum ChainFamily {
  * Describes the enum tollgate.billing.v1.ChainFamily.
  */
 export const ChainFamilySchema: GenEnum<ChainFamily> = /*@__PURE__*/
-  enumDesc(file_tollgate_billing_v1_billing, 0);
+  enumDesc(file_tollgate_billing_v1_billing, 2);
 
 /**
  * Where a hold is in its life: pending, then exactly one of settled, released or expired.
@@ -1071,7 +1685,7 @@ export enum HoldStatus {
  * Describes the enum tollgate.billing.v1.HoldStatus.
  */
 export const HoldStatusSchema: GenEnum<HoldStatus> = /*@__PURE__*/
-  enumDesc(file_tollgate_billing_v1_billing, 1);
+  enumDesc(file_tollgate_billing_v1_billing, 3);
 
 /**
  * BillingService owns the money: the price catalog, the chain registry, per-chain balances and
@@ -1205,6 +1819,68 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseRequestSchema;
     output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * The account's deposit address on every chain that has an adapter. Chains of one family
+   * share the address (it is derived from the server's master secret and the account id).
+   * Sending the chain's asset there credits the account once the chain's finality rule is met.
+   * A key holder sees its own account's; the operator names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.GetDepositAddresses
+   */
+  getDepositAddresses: {
+    methodKind: "unary";
+    input: typeof GetDepositAddressesRequestSchema;
+    output: typeof GetDepositAddressesResponseSchema;
+  },
+  /**
+   * Deposits to the account's addresses: first those seen but not yet final (not spendable),
+   * then credited ones, newest first. A key holder sees its own account's; the operator names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.ListDeposits
+   */
+  listDeposits: {
+    methodKind: "unary";
+    input: typeof ListDepositsRequestSchema;
+    output: typeof ListDepositsResponseSchema;
+  },
+  /**
+   * Sends `amount` of the account's funds on `chain` to `to_address`: a ledger debit now and an
+   * onchain transfer from the account's deposit address (the treasury pays the fee) through the
+   * settlement outbox. Only funds that are both available and backed by deposits can leave
+   * (operator credits cannot). Bad address or amount → INVALID_ADDRESS / INVALID_FIELD,
+   * too much → INSUFFICIENT_FUNDS; nothing is written then. With a `withdrawal_id`, a retry
+   * returns the first withdrawal. A key holder withdraws from its own account; the operator
+   * names one.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.Withdraw
+   */
+  withdraw: {
+    methodKind: "unary";
+    input: typeof WithdrawRequestSchema;
+    output: typeof WithdrawResponseSchema;
+  },
+  /**
+   * The account's withdrawals, newest first, with their onchain status and transaction hash.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.ListWithdrawals
+   */
+  listWithdrawals: {
+    methodKind: "unary";
+    input: typeof ListWithdrawalsRequestSchema;
+    output: typeof ListWithdrawalsResponseSchema;
+  },
+  /**
+   * Per chain: settled amounts not yet moved onchain (intents waiting for their batch,
+   * transfers not yet confirmed), withdrawals in flight, the oldest waiting item and the last
+   * error, and the totals settled onchain and off-chain. Operator only.
+   *
+   * @generated from rpc tollgate.billing.v1.BillingService.GetSettlementBacklog
+   */
+  getSettlementBacklog: {
+    methodKind: "unary";
+    input: typeof GetSettlementBacklogRequestSchema;
+    output: typeof GetSettlementBacklogResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tollgate_billing_v1_billing, 0);

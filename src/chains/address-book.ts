@@ -1,0 +1,69 @@
+import type { OnchainRepository } from "../store/onchain-repository.js";
+import type { ChainAdapter } from "./chain-port.js";
+
+/** Accounts given an address per sync step: bounds each step's key derivations. */
+const SYNC_BATCH = 500;
+
+/**
+ * The deposit addresses of one chain family, in memory, for the watchers: address → account.
+ * Addresses are derived from the master secret and stored (never the keys), so each process
+ * derives an account's address once and then loads only rows it has not seen.
+ */
+export class AddressBook {
+  private readonly byAddress = new Map<string, string>();
+  private readonly all = new Set<string>();
+  private lastSeq = 0;
+
+  constructor(
+    private readonly repo: OnchainRepository,
+    /** Any adapter of the family: every chain of one family gives an account the same address. */
+    private readonly adapter: ChainAdapter,
+    private readonly now: () => number,
+  ) {}
+
+  get family(): string {
+    return this.adapter.chain.family;
+  }
+
+  /** The account's address, stored so the watchers see it from their next scan. */
+  addressOf(accountId: string): string {
+    const stored = this.repo.depositAddressOf(accountId, this.family);
+    if (stored !== undefined) return stored;
+    const address = this.adapter.depositAddress(accountId);
+    this.repo.saveDepositAddress(this.family, accountId, address, this.now());
+    return address;
+  }
+
+  /** Derives addresses for accounts that have none yet (a batch per call); returns how many. */
+  deriveMissing(): number {
+    const missing = this.repo.accountsWithoutAddress(this.family, SYNC_BATCH);
+    const now = this.now();
+    for (const accountId of missing) {
+      this.repo.saveDepositAddress(this.family, accountId, this.adapter.depositAddress(accountId), now);
+    }
+    return missing.length;
+  }
+
+  /** Loads addresses stored since the last refresh (by this or another process). */
+  refresh(): void {
+    for (const row of this.repo.addressesSince(this.family, this.lastSeq)) {
+      this.byAddress.set(row.address, row.accountId);
+      this.all.add(row.address);
+      this.lastSeq = row.seq;
+    }
+  }
+
+  /** The account an address belongs to. */
+  accountOf(address: string): string | undefined {
+    return this.byAddress.get(address);
+  }
+
+  /** Every known address (the watcher's recipient filter); a live view, not a copy. */
+  addresses(): ReadonlySet<string> {
+    return this.all;
+  }
+
+  get size(): number {
+    return this.byAddress.size;
+  }
+}

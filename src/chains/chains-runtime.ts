@@ -1,0 +1,225 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ChainConfig, ChainRegistry } from "../core/billing/chain-registry.js";
+import type { ChainDirectory } from "../core/billing/onchain-billing.js";
+import type { HealthProbe } from "../core/health-service.js";
+import { newId } from "../core/ids.js";
+import type { Db } from "../store/database.js";
+import { LedgerRepository } from "../store/ledger-repository.js";
+import { OnchainRepository } from "../store/onchain-repository.js";
+import { type AdapterOptions, createChainAdapter } from "./adapter-factory.js";
+import { AddressBook } from "./address-book.js";
+import type { ChainAdapter } from "./chain-port.js";
+import { DepositWatcher } from "./deposit-watcher.js";
+import { SettlementWorker } from "./settlement-worker.js";
+
+/** How the runtime watches, settles and retries. */
+export interface ChainsRuntimeOptions {
+  readonly db: Db;
+  readonly registry: ChainRegistry;
+  readonly masterSecret: Uint8Array;
+  readonly settlement: { readonly mode: "per-call" | "batch"; readonly batchWindowMs: number };
+  /** Pause between two watcher scans, and between two settlement passes. */
+  readonly pollMs: number;
+  /** The most positions one deposit scan covers. */
+  readonly scanRange: number;
+  /** Where a chain never scanned before starts (see {@link DepositWatcher}). */
+  readonly startAt: "genesis" | "finalized";
+  readonly now?: () => number;
+  /** Operator-facing lines (a chain without an adapter, …). */
+  readonly log?: (line: string) => void;
+  /** Failures of a tick (an RPC outage); the loop backs off and continues. */
+  readonly onError?: (error: unknown, context: string) => void;
+  /** Builds adapters; the family factory unless a test substitutes one. */
+  readonly createAdapter?: (chain: ChainConfig, options: AdapterOptions) => Promise<ChainAdapter>;
+}
+
+/** One chain's moving parts. */
+interface ChainRuntime {
+  readonly adapter: ChainAdapter;
+  readonly book: AddressBook;
+  readonly watcher: DepositWatcher;
+  readonly worker: SettlementWorker;
+}
+
+const MAX_BACKOFF_MS = 5 * 60_000;
+const PROBE_TIMEOUT_MS = 1_500;
+
+/**
+ * Every chain's adapter, deposit watcher and settlement worker, built from the registry by
+ * family, and the {@link ChainDirectory} the core asks for deposit addresses. Nothing outside
+ * `src/chains/` learns a chain's family from it. {@link start} runs one watcher loop and one
+ * settlement loop per chain; an RPC outage makes a loop back off, never stops billing.
+ */
+export class ChainsRuntime implements ChainDirectory {
+  private readonly abort = new AbortController();
+  private loops: Promise<void>[] = [];
+
+  private constructor(
+    private readonly options: ChainsRuntimeOptions,
+    private readonly chains: ReadonlyMap<string, ChainRuntime>,
+    /** Chains without an adapter, and why. */
+    private readonly missing: ReadonlyMap<string, string>,
+    private readonly repo: OnchainRepository,
+  ) {}
+
+  /**
+   * Builds an adapter for every chain of the registry. A chain whose family's adapter cannot be
+   * built is left out with a log line (its onchain features refuse with CHAINS_UNAVAILABLE).
+   */
+  static async create(options: ChainsRuntimeOptions): Promise<ChainsRuntime> {
+    const now = options.now ?? Date.now;
+    const repo = new OnchainRepository(options.db, new LedgerRepository(options.db));
+    const create = options.createAdapter ?? createChainAdapter;
+    const books = new Map<string, AddressBook>();
+    const chains = new Map<string, ChainRuntime>();
+    const missing = new Map<string, string>();
+    for (const chain of options.registry.chains) {
+      let adapter: ChainAdapter;
+      try {
+        adapter = await create(chain, { masterSecret: options.masterSecret });
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        missing.set(chain.id, reason);
+        options.log?.(`chains: ${chain.id}: no adapter, onchain features off for it (${reason})`);
+        continue;
+      }
+      let book = books.get(chain.family);
+      if (book === undefined) {
+        book = new AddressBook(repo, adapter, now);
+        books.set(chain.family, book);
+      }
+      const watcher = new DepositWatcher(adapter, book, repo, {
+        maxRange: BigInt(options.scanRange),
+        startAt: options.startAt,
+        now,
+      });
+      const worker = new SettlementWorker(adapter, repo, {
+        mode: options.settlement.mode,
+        batchWindowMs: options.settlement.batchWindowMs,
+        recheckMs: options.pollMs,
+        maxBackoffMs: MAX_BACKOFF_MS,
+        newId: () => newId("stl"),
+        now,
+        onError: (error, transfer) => options.onError?.(error, `settlement ${transfer.id} on ${chain.id}`),
+      });
+      chains.set(chain.id, { adapter, book, watcher, worker });
+    }
+    return new ChainsRuntime(options, chains, missing, repo);
+  }
+
+  has(chainId: string): boolean {
+    return this.chains.has(chainId);
+  }
+
+  depositAddress(chainId: string, accountId: string): string {
+    const runtime = this.chains.get(chainId);
+    if (runtime === undefined) throw new Error(`chain ${chainId} has no adapter`);
+    return runtime.book.addressOf(accountId);
+  }
+
+  isValidAddress(chainId: string, address: string): boolean {
+    return this.chains.get(chainId)?.adapter.isValidAddress(address) ?? false;
+  }
+
+  /** The adapter of a chain (reconciliation, tests). */
+  adapter(chainId: string): ChainAdapter | undefined {
+    return this.chains.get(chainId)?.adapter;
+  }
+
+  /** Runs one watcher scan on every chain now (tests and the CLI's one-shot commands). */
+  async scanOnce(): Promise<void> {
+    for (const runtime of this.chains.values()) {
+      runtime.book.deriveMissing();
+      await runtime.watcher.tick();
+    }
+  }
+
+  /** Runs one settlement pass on every chain now. */
+  async settleOnce(): Promise<void> {
+    for (const runtime of this.chains.values()) await runtime.worker.tick();
+  }
+
+  /** Starts the watcher and settlement loops of every chain. */
+  start(): void {
+    if (this.loops.length > 0) return;
+    for (const [id, runtime] of this.chains) {
+      this.loops.push(
+        this.loop(`deposit watcher on ${id}`, async () => {
+          while (runtime.book.deriveMissing() > 0) {
+            // Each batch derives a bounded number of keys; yield between batches.
+            await sleep(0);
+          }
+          await runtime.watcher.tick();
+        }),
+        this.loop(`settlement worker on ${id}`, () => runtime.worker.tick()),
+      );
+    }
+  }
+
+  /** Stops the loops (finishing the tick in progress) and closes the adapters. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await Promise.all(this.loops);
+    this.loops = [];
+    await Promise.all([...this.chains.values()].map((r) => r.adapter.close().catch(() => {})));
+  }
+
+  /**
+   * One health check per chain: RPC reachability and head, the watcher's lag behind the
+   * finality line, and the settlement backlog. Not required: a chain outage delays deposits
+   * and settlement but never stops calls.
+   */
+  probes(): HealthProbe[] {
+    const probes: HealthProbe[] = [];
+    for (const chain of this.options.registry.chains) {
+      const runtime = this.chains.get(chain.id);
+      probes.push({
+        name: `chain:${chain.id}`,
+        required: false,
+        check: async () => {
+          if (runtime === undefined)
+            throw new Error(`no adapter: ${this.missing.get(chain.id) ?? "unknown"}`);
+          const health = await Promise.race([
+            runtime.adapter.health(),
+            sleep(PROBE_TIMEOUT_MS, { reachable: false, head: undefined, error: "RPC timed out" } as const, {
+              ref: false,
+            }),
+          ]);
+          if (!health.reachable) throw new Error(`RPC unreachable: ${health.error ?? "unknown error"}`);
+          const w = runtime.watcher.state;
+          const backlog = this.repo.backlog().find((b) => b.chain === chain.id);
+          const waiting =
+            backlog === undefined
+              ? 0
+              : backlog.unbatchedCalls + backlog.openSettlements + backlog.openWithdrawals;
+          return (
+            `rpc ok, head ${health.head}; watcher lag ${w.lag ?? "?"} (finalized ${w.finalized ?? "?"}, ` +
+            `next ${w.cursor ?? "?"}); settlement backlog ${waiting}` +
+            (backlog?.lastError ? ` (last error: ${backlog.lastError})` : "")
+          );
+        },
+      });
+    }
+    return probes;
+  }
+
+  private async loop(name: string, tick: () => Promise<unknown>): Promise<void> {
+    const { signal } = this.abort;
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        await tick();
+        failures = 0;
+      } catch (error) {
+        failures += 1;
+        this.options.onError?.(error, name);
+      }
+      const wait = Math.min(this.options.pollMs * 2 ** Math.min(failures, 20), MAX_BACKOFF_MS);
+      try {
+        await sleep(wait, undefined, { signal });
+      } catch {
+        return;
+      }
+    }
+  }
+}

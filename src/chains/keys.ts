@@ -1,0 +1,20 @@
+import { createHmac } from "node:crypto";
+import type { ChainFamily } from "../core/billing/chain-registry.js";
+
+/**
+ * The 32-byte seed of an account's deposit key on a chain family:
+ * HMAC-SHA256(master secret, `tollgate/<family>/deposit/<accountId>`). EVM uses it as the
+ * secp256k1 private key; Solana as `Keypair.fromSeed`. Re-derived on demand, never stored.
+ */
+export function depositSeed(masterSecret: Uint8Array, family: ChainFamily, accountId: string): Uint8Array {
+  return hmac(masterSecret, `tollgate/${family}/deposit/${accountId}`);
+}
+
+/** The 32-byte seed of the treasury key on a chain family: HMAC-SHA256(master, `tollgate/<family>/treasury`). */
+export function treasurySeed(masterSecret: Uint8Array, family: ChainFamily): Uint8Array {
+  return hmac(masterSecret, `tollgate/${family}/treasury`);
+}
+
+function hmac(key: Uint8Array, message: string): Uint8Array {
+  return new Uint8Array(createHmac("sha256", key).update(message, "utf8").digest());
+}

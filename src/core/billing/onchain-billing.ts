@@ -1,0 +1,152 @@
+import { availableOf, type LedgerRepository } from "../../store/ledger-repository.js";
+import type {
+  BacklogRow,
+  DepositRow,
+  OnchainRepository,
+  TransferRow,
+} from "../../store/onchain-repository.js";
+import type { SettlementView } from "../../store/settlement-outbox.js";
+import { accountNotFound, invalidField } from "../errors.js";
+import { newId } from "../ids.js";
+import type { ChainBalance } from "./billing.js";
+import { idConflict, insufficientFunds } from "./billing-errors.js";
+import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
+import { configuredChain } from "./chain-selection.js";
+import { withdrawalIdFor } from "./hold-ids.js";
+import { INT64_MAX } from "./money.js";
+import { chainsUnavailable, invalidAddress } from "./onchain-errors.js";
+
+/**
+ * What the core asks of the chains runtime (`src/chains/`), without knowing any chain family:
+ * which chains have an adapter, an account's deposit address on one, and whether an address is
+ * well-formed there.
+ */
+export interface ChainDirectory {
+  /** Whether `chainId` has an adapter on this gateway. */
+  has(chainId: string): boolean;
+  /** The account's deposit address on the chain; from now on the watcher credits it. */
+  depositAddress(chainId: string, accountId: string): string;
+  isValidAddress(chainId: string, address: string): boolean;
+}
+
+/** What onchain billing is built from. */
+export interface OnchainBillingDeps {
+  readonly ledger: LedgerRepository;
+  readonly onchain: OnchainRepository;
+  readonly chains: ChainRegistry;
+  /** Undefined when this process runs without chain adapters. */
+  readonly directory: ChainDirectory | undefined;
+  readonly now: () => number;
+}
+
+/** A withdrawal to make. */
+export interface WithdrawInput {
+  readonly accountId: string;
+  readonly chain: string;
+  /** Ledger units. */
+  readonly amount: bigint;
+  readonly to: string;
+  /** Optional idempotency key; "" withdraws unconditionally. */
+  readonly withdrawalId: string;
+}
+
+const MAX_WITHDRAWAL_ID = 200;
+
+/**
+ * The onchain side of billing, in-process: deposit addresses, deposits, withdrawals, the
+ * settlement backlog and each call's settlement. Like {@link Billing}, it does no caller
+ * checks; expected failures are ConnectErrors with a reason.
+ */
+export class OnchainBilling {
+  constructor(private readonly deps: OnchainBillingDeps) {}
+
+  /** The account's deposit address on every chain with an adapter, in registry order. */
+  depositAddresses(accountId: string): { chain: ChainConfig; address: string }[] {
+    this.requireAccount(accountId);
+    const directory = this.requireDirectory("");
+    return this.deps.chains.chains
+      .filter((c) => directory.has(c.id))
+      .map((chain) => ({ chain, address: directory.depositAddress(chain.id, accountId) }));
+  }
+
+  /** Pending deposits, then the newest `limit` credited ones. */
+  deposits(accountId: string, limit: number): DepositRow[] {
+    this.requireAccount(accountId);
+    return this.deps.onchain.listDeposits(accountId, limit);
+  }
+
+  /**
+   * Debits the account and queues the onchain transfer, in one transaction; nothing is written
+   * when the chain, address or amount is refused.
+   */
+  withdraw(input: WithdrawInput): { transfer: TransferRow; balance: ChainBalance } {
+    const chain = configuredChain(this.deps.chains, input.chain);
+    const directory = this.requireDirectory(chain.id);
+    if (input.amount <= 0n || input.amount > INT64_MAX) {
+      throw invalidField("amount", "amount must be a positive whole number of the chain's ledger units.");
+    }
+    const to = input.to.trim();
+    if (!directory.isValidAddress(chain.id, to)) throw invalidAddress("to_address", chain.id, to);
+    const key = input.withdrawalId.trim();
+    if (key.length > MAX_WITHDRAWAL_ID) {
+      throw invalidField("withdrawal_id", `withdrawal_id must be at most ${MAX_WITHDRAWAL_ID} characters.`);
+    }
+    this.requireAccount(input.accountId);
+    // The deposit address must be known before money leaves it (the worker signs with its key).
+    directory.depositAddress(chain.id, input.accountId);
+    const result = this.deps.onchain.withdraw({
+      id: key === "" ? newId("wd") : withdrawalIdFor(input.accountId, key),
+      accountId: input.accountId,
+      chain: chain.id,
+      to,
+      amount: input.amount,
+      now: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "written":
+      case "existing":
+        return {
+          transfer: result.transfer,
+          balance: { chain, row: this.deps.ledger.balance(input.accountId, chain.id) },
+        };
+      case "conflict":
+        throw idConflict(`withdrawal_id ${JSON.stringify(key)}`);
+      case "insufficient":
+        throw insufficientFunds(chain, input.amount, result.available);
+    }
+  }
+
+  /** The account's withdrawals, newest first, with seq below `beforeSeq`. */
+  withdrawals(accountId: string, beforeSeq: bigint, limit: number): TransferRow[] {
+    this.requireAccount(accountId);
+    return this.deps.onchain.listTransfers(accountId, "withdrawal", beforeSeq, limit);
+  }
+
+  /** The settlement pipeline of every chain that has one. */
+  backlog(): BacklogRow[] {
+    return this.deps.onchain.backlog();
+  }
+
+  /** The settlements of these calls. */
+  settlements(holdIds: readonly string[]): Map<string, SettlementView> {
+    return this.deps.ledger.outbox.views(holdIds);
+  }
+
+  /** Funds the account could withdraw on a chain now. */
+  withdrawable(accountId: string, chainId: string): bigint {
+    const available = availableOf(this.deps.ledger.balance(accountId, chainId));
+    const backed = this.deps.onchain.withdrawable(accountId, chainId);
+    return available < backed ? available : backed;
+  }
+
+  private requireDirectory(chainId: string): ChainDirectory {
+    const directory = this.deps.directory;
+    if (directory === undefined || (chainId !== "" && !directory.has(chainId)))
+      throw chainsUnavailable(chainId);
+    return directory;
+  }
+
+  private requireAccount(accountId: string): void {
+    if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
+  }
+}

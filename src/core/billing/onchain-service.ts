@@ -1,0 +1,148 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  type BillingService,
+  type ChainBacklog,
+  ChainBacklogSchema,
+  type Deposit,
+  DepositSchema,
+  TransferStatus,
+  type Withdrawal,
+  WithdrawalSchema,
+} from "../../gen/tollgate/billing/v1/billing_pb.js";
+import type { BacklogRow, DepositRow, TransferRow } from "../../store/onchain-repository.js";
+import { callerKey, requireOperator, scopedAccount } from "../caller.js";
+import { invalidField } from "../errors.js";
+import { toBalance, toChain } from "./billing-messages.js";
+import { INT64_MAX } from "./money.js";
+import type { OnchainBilling } from "./onchain-billing.js";
+
+/** The onchain RPCs of BillingService. */
+export type OnchainMethods = Pick<
+  ServiceImpl<typeof BillingService>,
+  "getDepositAddresses" | "listDeposits" | "withdraw" | "listWithdrawals" | "getSettlementBacklog"
+>;
+
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1000;
+
+/**
+ * BillingService's onchain RPCs over {@link OnchainBilling}: reads and withdrawals are scoped
+ * to the caller's account (the operator names one); the backlog is operator-only.
+ */
+export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
+  return {
+    getDepositAddresses(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      return {
+        accountId,
+        addresses: onchain
+          .depositAddresses(accountId)
+          .map((a) => ({ chain: toChain(a.chain), address: a.address })),
+      };
+    },
+
+    listDeposits(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      return { deposits: onchain.deposits(accountId, pageSize(req.pageSize)).map(toDeposit) };
+    },
+
+    withdraw(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const { transfer, balance } = onchain.withdraw({
+        accountId,
+        chain: req.chain,
+        amount: req.amount,
+        to: req.toAddress,
+        withdrawalId: req.withdrawalId,
+      });
+      return { withdrawal: toWithdrawal(transfer), balance: toBalance(balance) };
+    },
+
+    listWithdrawals(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const size = pageSize(req.pageSize);
+      const rows = onchain.withdrawals(accountId, decodePageToken(req.pageToken), size);
+      const last = rows.at(-1);
+      return {
+        withdrawals: rows.map(toWithdrawal),
+        nextPageToken: rows.length === size && last !== undefined ? encodePageToken(last.seq) : "",
+      };
+    },
+
+    getSettlementBacklog(_req, ctx) {
+      requireOperator(ctx.values.get(callerKey));
+      return { chains: onchain.backlog().map(toBacklog) };
+    },
+  };
+}
+
+function toDeposit(d: DepositRow): Deposit {
+  return create(DepositSchema, {
+    chain: d.chain,
+    txHash: d.txHash,
+    index: d.index,
+    position: d.position,
+    fromAddress: d.from,
+    toAddress: d.to,
+    onchainAmount: d.onchainAmount.toString(),
+    amount: d.amount,
+    credited: d.credited,
+    at: timestampFromMs(d.at),
+  });
+}
+
+function toWithdrawal(t: TransferRow): Withdrawal {
+  return create(WithdrawalSchema, {
+    id: t.id,
+    accountId: t.accountId,
+    chain: t.chain,
+    toAddress: t.to,
+    amount: t.amount,
+    status:
+      t.status === "confirmed"
+        ? TransferStatus.CONFIRMED
+        : t.status === "queued"
+          ? TransferStatus.QUEUED
+          : TransferStatus.SUBMITTED,
+    txHash: t.txHash,
+    createdAt: timestampFromMs(t.createdAt),
+    confirmedAt: t.confirmedAt === undefined ? undefined : timestampFromMs(t.confirmedAt),
+    lastError: t.lastError,
+  });
+}
+
+function toBacklog(b: BacklogRow): ChainBacklog {
+  return create(ChainBacklogSchema, {
+    chain: b.chain,
+    unbatchedCalls: BigInt(b.unbatchedCalls),
+    unbatchedAmount: b.unbatchedAmount,
+    openSettlements: BigInt(b.openSettlements),
+    openSettlementAmount: b.openSettlementAmount,
+    openWithdrawals: BigInt(b.openWithdrawals),
+    openWithdrawalAmount: b.openWithdrawalAmount,
+    oldest: b.oldestAt === 0 ? undefined : timestampFromMs(b.oldestAt),
+    lastError: b.lastError,
+    settledOnchain: b.confirmedSettlementAmount,
+    settledOffchain: b.offchainAmount,
+  });
+}
+
+function pageSize(requested: number): number {
+  if (requested < 0 || requested > MAX_PAGE) {
+    throw invalidField("page_size", `page_size must be between 0 and ${MAX_PAGE}.`);
+  }
+  return requested === 0 ? DEFAULT_PAGE : requested;
+}
+
+function encodePageToken(seq: number): string {
+  return Buffer.from(`w:${seq}`).toString("base64url");
+}
+
+function decodePageToken(token: string): bigint {
+  if (token === "") return INT64_MAX;
+  const match = /^w:(\d{1,18})$/.exec(Buffer.from(token, "base64url").toString());
+  if (match === null) throw invalidField("page_token", "page_token is not one this service issued.");
+  return BigInt(match[1]!);
+}

@@ -1,5 +1,5 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { HoldStatus, type UsageRow } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { HoldStatus, SettlementStatus, type UsageRow } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { chainById, type PageContext } from "../context.js";
 import { errorLine, h, loading, mount, table } from "../dom.js";
 import { dollars, ledgerDecimals } from "../money.js";
@@ -13,6 +13,25 @@ const STATUS: Record<HoldStatus, string> = {
   [HoldStatus.RELEASED]: "not charged",
   [HoldStatus.EXPIRED]: "expired, not charged",
 };
+
+const SETTLEMENT: Record<SettlementStatus, string> = {
+  [SettlementStatus.UNSPECIFIED]: "—",
+  [SettlementStatus.OFFCHAIN]: "off-chain credit",
+  [SettlementStatus.QUEUED]: "queued",
+  [SettlementStatus.SUBMITTED]: "sent",
+  [SettlementStatus.CONFIRMED]: "settled onchain",
+};
+
+/** A call's settlement: its state, and the transaction hash once there is one. */
+function settlement(row: UsageRow): HTMLElement {
+  return h(
+    "span",
+    { "data-settlement": row.requestId, title: row.settlementTxHash },
+    SETTLEMENT[row.settlementStatus],
+    row.settlementTxHash === "" ? "" : " ",
+    row.settlementTxHash === "" ? "" : h("code", {}, `${row.settlementTxHash.slice(0, 10)}…`),
+  );
+}
 
 /**
  * One row per call, newest first, with filters by key, model and date, totals per day as a
@@ -98,7 +117,7 @@ export async function usagePage(ctx: PageContext): Promise<void> {
       results,
       dailyChart(ctx, shown),
       table(
-        ["Time", "Key", "Model", "Usage", "Price", "Chain", "Status"],
+        ["Time", "Key", "Model", "Usage", "Price", "Chain", "Status", "Settlement"],
         shown.map((row) => [
           row.createdAt === undefined ? "" : timestampDate(row.createdAt).toLocaleString(),
           keyNames.get(row.keyId) ?? (row.keyId || "—"),
@@ -107,6 +126,7 @@ export async function usagePage(ctx: PageContext): Promise<void> {
           h("span", { "data-price": row.requestId }, amountOf(row).text),
           row.chain,
           STATUS[row.status],
+          settlement(row),
         ]),
         new Set([4]),
       ),
@@ -127,7 +147,7 @@ export async function usagePage(ctx: PageContext): Promise<void> {
   });
   exportButton.addEventListener("click", () => {
     const lines = [
-      "time,request_id,key,model,image_size,input_tokens,output_tokens,cache_write_5m_tokens,cache_write_1h_tokens,cache_read_tokens,images,chain,status,amount",
+      "time,request_id,key,model,image_size,input_tokens,output_tokens,cache_write_5m_tokens,cache_write_1h_tokens,cache_read_tokens,images,chain,status,amount,settlement,settlement_tx",
       ...filtered().map((row) =>
         [
           row.createdAt === undefined ? "" : timestampDate(row.createdAt).toISOString(),
@@ -144,6 +164,8 @@ export async function usagePage(ctx: PageContext): Promise<void> {
           row.chain,
           STATUS[row.status],
           amountOf(row).text.replace(/[$,]/g, ""),
+          SETTLEMENT[row.settlementStatus],
+          row.settlementTxHash,
         ]
           .map(csvField)
           .join(","),

@@ -4,11 +4,13 @@ import { errorLine, h, loading, messageOf, mount, table } from "../dom.js";
 import { dollars, ledgerDecimals } from "../money.js";
 import { billing, setCsrfToken } from "../rpc.js";
 import { signInWithEthereum, signInWithSolana } from "../wallets.js";
+import { fundingSection } from "./funding.js";
 
 /** Balances per chain, the default billing chain, and the wallets that sign in to the account. */
 export async function walletPage(ctx: PageContext): Promise<void> {
   const balances = h("div", { id: "balances" }, loading("balances"));
   const chooser = h("div", { id: "default-chain" });
+  const funding = h("div", {}, loading("funding"));
   mount(
     ctx.main,
     h("h1", {}, "Wallet"),
@@ -16,10 +18,11 @@ export async function walletPage(ctx: PageContext): Promise<void> {
     balances,
     h("h2", {}, "Default billing chain"),
     chooser,
+    funding,
     h("h2", {}, "Wallets that sign in"),
     identities(ctx),
   );
-  try {
+  const drawBalances = async () => {
     const res = await billing.getBalances({});
     mount(
       balances,
@@ -37,10 +40,19 @@ export async function walletPage(ctx: PageContext): Promise<void> {
         new Set([2, 3]),
       ),
     );
-    mount(chooser, defaultChainForm(ctx, res.defaultChain));
+    return res.defaultChain;
+  };
+  try {
+    mount(chooser, defaultChainForm(ctx, await drawBalances()));
   } catch (error) {
     mount(balances, errorLine(error));
+    return;
   }
+  funding.replaceWith(
+    await fundingSection(ctx, async () => {
+      await drawBalances().catch((error) => mount(balances, errorLine(error)));
+    }),
+  );
 }
 
 function defaultChainForm(ctx: PageContext, current: string): HTMLElement {

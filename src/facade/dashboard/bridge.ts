@@ -45,6 +45,10 @@ const BILLING_POLICIES = {
   getBalances: "read",
   setDefaultChain: "write",
   listUsage: "read",
+  getDepositAddresses: "read",
+  listDeposits: "read",
+  listWithdrawals: "read",
+  withdraw: "write",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
 /** What the bridge needs: the facade's transport to the core, and the public origin if configured. */

@@ -6,6 +6,7 @@ import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
+import { type ImageResources, imageResources } from "./images-wiring.js";
 import { type Db, openDatabase } from "./store/database.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
@@ -20,6 +21,8 @@ export interface App {
   readonly sweeper: HoldSweeper | undefined;
   /** The text provider's connection pool; absent in facade-only mode or with no provider URL. */
   readonly textUpstream: AnthropicUpstream | undefined;
+  /** Image providers and the `url` image sweeper; absent in facade-only mode. */
+  readonly images?: ImageResources | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
@@ -41,12 +44,14 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
         transport,
         coreLocation: config.coreUrl,
         logger,
-        publicUrl: config.publicUrl,
+        images: config.images,
+        publicUrl: dashboardPublicUrl(config),
       }),
       core: undefined,
       db: undefined,
       sweeper: undefined,
       textUpstream: undefined,
+      images: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
@@ -61,6 +66,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
           headersTimeoutMs: anthropic.headersTimeoutMs,
           idleTimeoutMs: anthropic.idleTimeoutMs,
         });
+  const images = imageResources(config);
   try {
     const core = createCore({
       db,
@@ -79,6 +85,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
               messagesPerMinute: config.rateLimitPerMinute,
               countTokensPerMinute: config.countTokensPerMinute,
               streamPingMs: config.streamPingMs,
+              images: images.deps,
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     });
@@ -87,15 +94,18 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       transport,
       coreLocation: "in-process",
       logger,
-      publicUrl: config.publicUrl,
+      images: config.images,
+      publicUrl: dashboardPublicUrl(config),
     });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();
-    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream };
+    images.startSweeper((error) => console.error("internal error in the image sweeper:", error));
+    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, images };
   } catch (error) {
     db.close();
     await textUpstream?.close();
+    await images.close();
     throw error;
   }
 }
@@ -113,4 +123,9 @@ export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport
     });
   }
   return createGrpcTransport({ baseUrl, interceptors });
+}
+
+/** The public origin the dashboard's sign-in messages must name (TOLLGATE_PUBLIC_URL), if set. */
+function dashboardPublicUrl(config: Config): URL | undefined {
+  return config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl);
 }

@@ -32,7 +32,6 @@ describe("loadConfig", () => {
     ["TOLLGATE_STREAM_PING_MS", "300000"],
     ["TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", "0"],
     ["TOLLGATE_PUBLIC_URL", "gateway.example"],
-    ["TOLLGATE_PUBLIC_URL", "https://gateway.example/dashboard"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
@@ -55,9 +54,68 @@ describe("loadConfig", () => {
     expect(config.countTokensPerMinute).toBeGreaterThan(config.rateLimitPerMinute);
   });
 
-  it("takes the public origin for the dashboard's sign-in checks", () => {
-    expect(loadConfig({}).publicUrl).toBeUndefined();
-    const url = loadConfig({ TOLLGATE_PUBLIC_URL: "https://gateway.example" }).publicUrl;
-    expect([url?.host, url?.origin]).toEqual(["gateway.example", "https://gateway.example"]);
+  describe("images", () => {
+    it("has defaults: no provider (the dev upstream then), shipped routes, 1 h urls, 10/50 MiB uploads", () => {
+      expect(loadConfig({}).images).toEqual({
+        gemini: { url: undefined, apiKey: "" },
+        openai: { url: undefined, apiKey: "" },
+        routes: {},
+        urlTtlMs: 3_600_000,
+        maxFileBytes: 10 * 1024 * 1024,
+        maxRequestBytes: 50 * 1024 * 1024,
+        publicUrl: undefined,
+      });
+    });
+
+    it("reads providers, routes, expiry, limits and the public origin", () => {
+      const images = loadConfig({
+        TOLLGATE_GEMINI_API_KEY: "g-key",
+        TOLLGATE_OPENAI_IMAGES_URL: "http://images.internal:9000/v1/",
+        TOLLGATE_OPENAI_IMAGES_API_KEY: "o-key",
+        TOLLGATE_IMAGE_MODELS: "image-2=openai:gpt-image-1, image-pro=gemini:gemini-3-pro-image",
+        TOLLGATE_IMAGE_URL_TTL_S: "600",
+        TOLLGATE_IMAGE_MAX_FILE_BYTES: "1048576",
+        TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "4194304",
+        TOLLGATE_PUBLIC_URL: "https://gateway.example.com/",
+      }).images;
+      expect(images).toEqual({
+        gemini: { url: "https://generativelanguage.googleapis.com", apiKey: "g-key" },
+        openai: { url: "http://images.internal:9000", apiKey: "o-key" },
+        routes: {
+          "image-2": { adapter: "openai", upstreamModel: "gpt-image-1" },
+          "image-pro": { adapter: "gemini", upstreamModel: "gemini-3-pro-image" },
+        },
+        urlTtlMs: 600_000,
+        maxFileBytes: 1_048_576,
+        maxRequestBytes: 4_194_304,
+        publicUrl: "https://gateway.example.com",
+      });
+      expect(loadConfig({ TOLLGATE_GEMINI_URL: "http://127.0.0.1:9/v1beta" }).images.gemini.url).toBe(
+        "http://127.0.0.1:9",
+      );
+    });
+
+    it.each([
+      ["TOLLGATE_GEMINI_URL", "nope"],
+      ["TOLLGATE_OPENAI_IMAGES_URL", "ftp://images"],
+      ["TOLLGATE_IMAGE_MODELS", "image-2"],
+      ["TOLLGATE_IMAGE_MODELS", "image-2=dalle:gpt-image-1"],
+      ["TOLLGATE_IMAGE_MODELS", "image-9=gemini:gemini-3-pro-image-preview"],
+      ["TOLLGATE_IMAGE_URL_TTL_S", "0"],
+      ["TOLLGATE_IMAGE_MAX_REQUEST_BYTES", "999999999"],
+      ["TOLLGATE_PUBLIC_URL", "https://gateway.example.com/base"],
+    ])("refuses %s=%s, naming the variable", (name, value) => {
+      expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+    });
+
+    it("lowers the default per-file limit to a smaller per-request limit", () => {
+      expect(loadConfig({ TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "4096" }).images.maxFileBytes).toBe(4096);
+    });
+
+    it("refuses a per-file limit above the per-request limit", () => {
+      expect(() =>
+        loadConfig({ TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "2048", TOLLGATE_IMAGE_MAX_FILE_BYTES: "4096" }),
+      ).toThrow(/^TOLLGATE_IMAGE_MAX_FILE_BYTES: /);
+    });
   });
 });

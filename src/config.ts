@@ -4,6 +4,7 @@ import { type ChainRegistry, parseChainRegistry } from "./core/billing/chain-reg
 import { defaultPriceCatalog } from "./core/billing/default-catalog.js";
 import { defaultChainRegistry } from "./core/billing/default-chains.js";
 import { type PriceCatalog, parsePriceCatalog } from "./core/billing/price-catalog.js";
+import { IMAGE_ADAPTERS, type ImageAdapter, type ImageRoute } from "./core/images/image-models.js";
 
 /** Thrown for invalid configuration; the message always names the variable. */
 export class ConfigError extends Error {
@@ -54,12 +55,33 @@ export interface Config {
   readonly clientPolicy: ClientPolicy;
   /** A gateway `ping` is sent after this long without an event from a streaming provider. */
   readonly streamPingMs: number;
-  /**
-   * The gateway's public origin (TOLLGATE_PUBLIC_URL), e.g. `https://gateway.example`. The
-   * dashboard's sign-in messages must name its host, and its session cookie is `Secure` when it
-   * is https. Undefined: the request's own Host, over http (local use).
-   */
-  readonly publicUrl: URL | undefined;
+  /** Image providers, model routes, upload limits and `url` expiry. */
+  readonly images: ImagesConfig;
+}
+
+/** Where image calls go, what uploads may weigh, and how long `url` images live. */
+export interface ImagesConfig {
+  /** A Gemini-format provider; url undefined when neither its URL nor its key is set. */
+  readonly gemini: ImageProviderConfig;
+  /** An OpenAI-images-compatible provider; url undefined when neither its URL nor its key is set. */
+  readonly openai: ImageProviderConfig;
+  /** Per-model overrides of the shipped routes (TOLLGATE_IMAGE_MODELS). */
+  readonly routes: Readonly<Record<string, ImageRoute>>;
+  /** How long an image returned as `url` is served. */
+  readonly urlTtlMs: number;
+  /** Largest reference image accepted by `POST /v1/images/edits`. */
+  readonly maxFileBytes: number;
+  /** Largest `POST /v1/images/edits` body. */
+  readonly maxRequestBytes: number;
+  /** The public origin `url` images are named under (behind a proxy); else the request's own. */
+  readonly publicUrl: string | undefined;
+}
+
+/** One image provider's base URL (without its version path) and key. */
+export interface ImageProviderConfig {
+  readonly url: string | undefined;
+  /** "" when unset. */
+  readonly apiKey: string;
 }
 
 /** Which clients may make text calls: everyone, or only the Claude Code CLI. */
@@ -108,7 +130,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (adminToken !== undefined && adminToken.length < 32) {
     throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
   }
-  return {
+  const config: Config = {
     host: optional(env, "TOLLGATE_HOST") ?? "127.0.0.1",
     port: port(env, "TOLLGATE_PORT", 8787),
     coreHost: optional(env, "TOLLGATE_CORE_HOST") ?? "127.0.0.1",
@@ -127,26 +149,120 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
+    images: imagesConfig(env),
+  };
+  checkImageRoutes(config);
+  return config;
+}
+
+/** The core reads at most this much per RPC message; an edit body must fit with room to spare. */
+const MAX_IMAGE_REQUEST_BYTES = 60 * 1024 * 1024;
+
+function imagesConfig(env: Env): ImagesConfig {
+  const maxRequestBytes = integer(
+    env,
+    "TOLLGATE_IMAGE_MAX_REQUEST_BYTES",
+    50 * 1024 * 1024,
+    1024,
+    MAX_IMAGE_REQUEST_BYTES,
+  );
+  // The default per-file limit never exceeds a lowered per-request limit.
+  const maxFileBytes = integer(
+    env,
+    "TOLLGATE_IMAGE_MAX_FILE_BYTES",
+    Math.min(10 * 1024 * 1024, maxRequestBytes),
+    1024,
+    maxRequestBytes,
+  );
+  return {
+    gemini: imageProvider(env, "GEMINI", "https://generativelanguage.googleapis.com", /\/v1(beta)?$/),
+    openai: imageProvider(env, "OPENAI_IMAGES", "https://api.openai.com", /\/v1$/),
+    routes: imageRoutes(env),
+    urlTtlMs: integer(env, "TOLLGATE_IMAGE_URL_TTL_S", 3_600, 1, 7 * 86_400) * 1000,
+    maxFileBytes,
+    maxRequestBytes,
     publicUrl: publicUrl(env),
   };
 }
 
-function publicUrl(env: Env): URL | undefined {
-  const raw = optional(env, "TOLLGATE_PUBLIC_URL");
+/** TOLLGATE_PUBLIC_URL: an origin (scheme, host, optional port), without a trailing slash. */
+function publicUrl(env: Env): string | undefined {
+  const variable = "TOLLGATE_PUBLIC_URL";
+  const raw = optional(env, variable);
   if (raw === undefined) return undefined;
   let parsed: URL;
   try {
     parsed = new URL(raw);
   } catch {
-    throw new ConfigError("TOLLGATE_PUBLIC_URL", `not a URL: ${JSON.stringify(raw)}`);
+    throw new ConfigError(variable, `not a URL: ${JSON.stringify(raw)}`);
+  }
+  if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.pathname !== "/") {
+    throw new ConfigError(variable, "must be an http:// or https:// origin without a path");
+  }
+  return parsed.origin;
+}
+
+/** TOLLGATE_<name>_URL and TOLLGATE_<name>_API_KEY; a key alone means the public endpoint. */
+function imageProvider(
+  env: Env,
+  name: string,
+  publicUrl: string,
+  versionSuffix: RegExp,
+): ImageProviderConfig {
+  const apiKey = optional(env, `TOLLGATE_${name}_API_KEY`) ?? "";
+  const variable = `TOLLGATE_${name}_URL`;
+  const raw = optional(env, variable);
+  if (raw === undefined) return { url: apiKey === "" ? undefined : publicUrl, apiKey };
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(variable, `not a URL: ${JSON.stringify(raw)}`);
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new ConfigError("TOLLGATE_PUBLIC_URL", "must be an http:// or https:// URL");
+    throw new ConfigError(variable, "must be an http:// or https:// URL");
   }
-  if (parsed.pathname !== "/" || parsed.search !== "" || parsed.hash !== "") {
-    throw new ConfigError("TOLLGATE_PUBLIC_URL", "must be an origin only, without a path");
+  // The client appends the version path itself; a trailing one in the setting would double it.
+  return { url: raw.replace(/\/+$/, "").replace(versionSuffix, ""), apiKey };
+}
+
+/** TOLLGATE_IMAGE_MODELS: `model=adapter:provider-model`, comma-separated. */
+function imageRoutes(env: Env): Record<string, ImageRoute> {
+  const variable = "TOLLGATE_IMAGE_MODELS";
+  const raw = optional(env, variable);
+  const routes: Record<string, ImageRoute> = {};
+  if (raw === undefined) return routes;
+  for (const entry of raw.split(",").map((part) => part.trim())) {
+    const match = /^([a-z0-9][a-z0-9.-]*)=([a-z]+):([A-Za-z0-9._\-/]+)$/.exec(entry);
+    if (match === null) {
+      throw new ConfigError(
+        variable,
+        `expected model=adapter:provider-model (e.g. image-2=openai:gpt-image-1), got ${JSON.stringify(entry)}`,
+      );
+    }
+    const [, model = "", adapter = "", upstreamModel = ""] = match;
+    if (!(IMAGE_ADAPTERS as readonly string[]).includes(adapter)) {
+      throw new ConfigError(
+        variable,
+        `adapter must be one of ${IMAGE_ADAPTERS.join(", ")}, got ${JSON.stringify(adapter)}`,
+      );
+    }
+    routes[model] = { adapter: adapter as ImageAdapter, upstreamModel };
   }
-  return parsed;
+  return routes;
+}
+
+/** Every routed image model must be priced: the gateway never serves what it cannot bill. */
+function checkImageRoutes(config: Config): void {
+  for (const model of Object.keys(config.images.routes)) {
+    if (!config.catalog.images.has(model)) {
+      const priced = [...config.catalog.images.keys()].join(", ");
+      throw new ConfigError(
+        "TOLLGATE_IMAGE_MODELS",
+        `${model} is not an image model of the catalog (${priced})`,
+      );
+    }
+  }
 }
 
 function anthropicUpstream(env: Env): AnthropicUpstreamConfig {

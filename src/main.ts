@@ -15,6 +15,13 @@ export async function serve(config: Config): Promise<App> {
     devUpstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
     config = { ...config, anthropic: { ...config.anthropic, url: devUpstream.url } };
   }
+  // No image provider either: images go to the same stand-in (it speaks the Gemini format too).
+  const devImages = config.coreUrl === undefined && !hasImageProvider(config);
+  if (devImages) {
+    devUpstream ??= await startDevUpstream({ host: "127.0.0.1", port: 0 });
+    const gemini = { ...config.images.gemini, url: devUpstream.url };
+    config = { ...config, images: { ...config.images, gemini } };
+  }
   const app = await buildApp(config, { logger: { level: config.logLevel } });
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
   let coreUrl = config.coreUrl ?? "";
@@ -46,8 +53,14 @@ export async function serve(config: Config): Promise<App> {
       : app.core === undefined
         ? "text: via the core"
         : `text: ${config.anthropic.url}`;
+  const images = devImages
+    ? `images: built-in dev upstream ${devUpstream?.url}, generated labelled images, not a model ` +
+      "(set TOLLGATE_GEMINI_API_KEY for a real provider)"
+    : app.core === undefined
+      ? "images: via the core"
+      : `images: ${[config.images.gemini.url, config.images.openai.url].filter(Boolean).join(", ")}`;
   // One plain line that scripts and tests can wait for.
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text})\n`);
+  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text}; ${images})\n`);
 
   return app;
 }
@@ -73,5 +86,11 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   clearTimeout(force);
   app.sweeper?.stop();
   await app.textUpstream?.close();
+  await app.images?.close();
   app.db?.close();
+}
+
+/** Whether any image provider is configured (Gemini or OpenAI-images format). */
+function hasImageProvider(config: Config): boolean {
+  return config.images.gemini.url !== undefined || config.images.openai.url !== undefined;
 }

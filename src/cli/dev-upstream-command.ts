@@ -46,7 +46,8 @@ export async function runDevUpstream(args: readonly string[]): Promise<DevUpstre
   process.on("SIGINT", onSignal);
   process.stdout.write(
     `tollgate dev-upstream ready: ${upstream.url} ` +
-      "(a local stand-in that speaks the Anthropic wire format with generated, labelled text; not a model)\n",
+      "(a local stand-in that speaks the Anthropic wire format with generated, labelled text, and the " +
+      "Gemini and OpenAI image formats with generated, labelled images; not a model)\n",
   );
   return upstream;
 }

@@ -31,7 +31,8 @@ Commands:
   balance --account ID                    an account's balances on every chain
   dev-upstream [--host H] [--port P] [--api-key K]
                                           run a local stand-in provider (Anthropic wire format,
-                                          generated labelled text, not a model; default 127.0.0.1:8789)
+                                          generated labelled text; Gemini and OpenAI image formats,
+                                          generated labelled images; not a model; default 127.0.0.1:8789)
 
 Options:
   --json        machine-readable output

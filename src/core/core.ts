@@ -9,6 +9,7 @@ import type { Db } from "../store/database.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
 import { OnchainRepository } from "../store/onchain-repository.js";
 import { SessionRepository } from "../store/session-repository.js";
+import type { ImageUpstream } from "../upstream/image-upstream.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Sessions } from "./auth/sessions.js";
@@ -23,6 +24,9 @@ import type { PriceCatalog } from "./billing/price-catalog.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
 import { createHealthService, type HealthProbe } from "./health-service.js";
+import { ImageInference } from "./images/image-inference.js";
+import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
+import type { ImageStore } from "./images/image-store.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference, type TextUpstream } from "./inference/text-inference.js";
@@ -59,7 +63,25 @@ export interface InferenceDeps {
   readonly messagesPerMinute: number;
   readonly countTokensPerMinute: number;
   readonly streamPingMs: number;
+  /** Image calls; without it the image RPCs answer Unimplemented. */
+  readonly images?: ImageDeps | undefined;
 }
+
+/** What image calls need: providers per wire format, `url` storage, routes and limits. */
+export interface ImageDeps {
+  readonly upstreams: Readonly<Partial<Record<ImageAdapter, ImageUpstream>>>;
+  readonly store: ImageStore;
+  readonly urlTtlMs: number;
+  /** Per-model overrides of the shipped routes. */
+  readonly routes: Readonly<Record<string, ImageRoute>>;
+  readonly perMinute: number;
+}
+
+/**
+ * The core's read and write limit per RPC message: an edit carries up to 14 reference images
+ * and a response a 4K image, far above the 4 MiB many gRPC stacks default to.
+ */
+export const CORE_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** The core services, ready to be mounted on a server or an in-process transport. */
 export interface Core {
@@ -127,11 +149,25 @@ export function createCore(deps: CoreDeps): Core {
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
+  const images =
+    deps.inference?.images === undefined
+      ? undefined
+      : new ImageInference({
+          billing,
+          models: buildImageModelCatalog(billing.catalog, deps.inference.images.routes),
+          upstreams: deps.inference.images.upstreams,
+          store: deps.inference.images.store,
+          urlTtlMs: deps.inference.images.urlTtlMs,
+          limit: memoryRateLimiter(deps.inference.images.perMinute, 60_000),
+          now,
+          onError: (error, context) => deps.onInternalError?.(error, context),
+        });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
     router.service(BillingService, createBillingService(billing, onchain));
     router.service(HealthService, createHealthService(probes));
-    if (inference !== undefined) router.service(InferenceService, createInferenceService(inference, now));
+    if (inference !== undefined)
+      router.service(InferenceService, createInferenceService(inference, now, images));
   };
   const masking: Interceptor = (next) => async (req) => {
     try {
@@ -144,6 +180,8 @@ export function createCore(deps: CoreDeps): Core {
   };
   const routerOptionsFor = (resolve: CallerResolver): ConnectRouterOptions => ({
     interceptors: [masking, callerInterceptor(resolve)],
+    readMaxBytes: CORE_MAX_MESSAGE_BYTES,
+    writeMaxBytes: CORE_MAX_MESSAGE_BYTES,
   });
   return {
     routes,

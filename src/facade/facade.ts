@@ -9,6 +9,7 @@ import { anthropicRoutes } from "./anthropic/routes.js";
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import { openaiRoutes } from "./openai/routes.js";
+import type { UploadLimits } from "./openai/uploads.js";
 
 /** What the facade is built from: only a transport to the core, never the store or upstreams. */
 export interface FacadeDeps {
@@ -18,7 +19,21 @@ export interface FacadeDeps {
   readonly logger?: boolean | { readonly level: string };
   /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the Host header when absent. */
   readonly publicUrl?: URL | undefined;
+  /** Upload limits of the image routes and the public origin of `url` images. */
+  readonly images?: FacadeImageOptions | undefined;
 }
+
+/** How the image routes take uploads and name stored images. */
+export interface FacadeImageOptions extends UploadLimits {
+  /** The public origin for `url` images (behind a proxy); the request's own origin when undefined. */
+  readonly publicUrl?: string | undefined;
+}
+
+/** Upload limits when none are configured (the config defaults). */
+const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
+  maxFileBytes: 10 * 1024 * 1024,
+  maxRequestBytes: 50 * 1024 * 1024,
+};
 
 /** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
 export async function buildFacade({
@@ -26,6 +41,7 @@ export async function buildFacade({
   coreLocation,
   logger = false,
   publicUrl,
+  images,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger,
@@ -68,7 +84,13 @@ export async function buildFacade({
 
   await app.register(healthRoutes, { health, coreLocation });
   await app.register(anthropicRoutes, { auth, inference });
-  await app.register(openaiRoutes, { auth, prefix: "/v1/images" });
+  await app.register(openaiRoutes, {
+    auth,
+    inference,
+    limits: images ?? DEFAULT_UPLOAD_LIMITS,
+    publicUrl: images?.publicUrl,
+    prefix: "/v1/images",
+  });
   await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

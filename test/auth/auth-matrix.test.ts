@@ -40,12 +40,12 @@ afterAll(async () => {
 });
 
 /**
- * What an authenticated caller gets for an empty body: the text routes validate it (400 naming
- * `model`); the image routes are not built yet (501).
+ * What an authenticated caller gets for an empty body: a 400 naming the missing field (`model`
+ * for the text routes and generations, `image` for an edit without files).
  */
 const PAST_AUTH: Record<Format, { status: number; type: string }> = {
   anthropic: { status: 400, type: "invalid_request_error" },
-  openai: { status: 501, type: "server_error" },
+  openai: { status: 400, type: "invalid_request_error" },
 };
 
 async function call(path: string, headers: Record<string, string>, contentType: string, body: string) {
@@ -68,6 +68,7 @@ function expectEnvelope(
   status: number,
   type: string,
   code?: string | null,
+  param: unknown = null,
 ) {
   expect(result.status).toBe(status);
   expect(result.requestId).toMatch(/^req_[A-Za-z0-9_-]{24}$/);
@@ -82,7 +83,7 @@ function expectEnvelope(
       error: {
         message: expect.any(String),
         type,
-        param: null,
+        param,
         code: code === undefined ? expect.anything() : code,
       },
     });
@@ -132,6 +133,11 @@ describe.each(ENDPOINTS)("auth matrix on $path", ({ path, format, contentType, b
     ];
     for (const headers of presentations) {
       const result = await call(path, headers, contentType, body);
+      if (format === "openai") {
+        const param = path.endsWith("/edits") ? "image" : "model";
+        expectEnvelope(format, result, 400, "invalid_request_error", "invalid_field", param);
+        continue;
+      }
       expectEnvelope(format, result, PAST_AUTH[format].status, PAST_AUTH[format].type, null);
       if (format === "anthropic")
         expect((result.body as { error: { message: string } }).error.message).toMatch(/^model: /);

@@ -5,9 +5,16 @@ import { startTestGateway } from "../helpers/app.js";
 
 describe("graceful shutdown", () => {
   it("lets an in-flight request finish, then stops accepting and closes the database", async () => {
+    // Shutdown starts once the request has reached the server, not after a guessed delay (a
+    // loaded machine can take longer than that to deliver it).
+    let arrived!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
     const gw = await startTestGateway({}, (app) => {
       // A test-only slow route standing in for a long model call.
       app.facade.get("/test/slow", async () => {
+        arrived();
         await sleep(400);
         return { done: true };
       });
@@ -16,7 +23,7 @@ describe("graceful shutdown", () => {
       status: r.status,
       body: await r.json(),
     }));
-    await sleep(50);
+    await reached;
     const stopped = shutdown(gw.app, 5_000);
     expect(await inFlight).toEqual({ status: 200, body: { done: true } });
     await stopped;
@@ -25,14 +32,21 @@ describe("graceful shutdown", () => {
   });
 
   it("is bounded: a request that never ends is cut at the timeout", async () => {
+    let arrived!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
     const gw = await startTestGateway({}, (app) => {
-      app.facade.get("/test/hang", () => new Promise(() => {}));
+      app.facade.get("/test/hang", () => {
+        arrived();
+        return new Promise(() => {});
+      });
     });
     const hanging = fetch(`${gw.facadeUrl}/test/hang`).then(
       () => "answered",
       () => "cut",
     );
-    await sleep(50);
+    await reached;
     const started = Date.now();
     await shutdown(gw.app, 300);
     expect(Date.now() - started).toBeLessThan(3_000);

@@ -35,11 +35,17 @@ export interface TextGateway {
   close(): Promise<void>;
 }
 
-/** Starts the dev upstream and a gateway pointed at it; `env` adds TOLLGATE_* settings. */
-export async function startTextGateway(env: Record<string, string> = {}): Promise<TextGateway> {
+/**
+ * Starts the dev upstream and a gateway pointed at it; `env` adds TOLLGATE_* settings (a
+ * function of the dev upstream's URL when a setting needs it).
+ */
+export async function startTextGateway(
+  env: Record<string, string> | ((upstreamUrl: string) => Record<string, string>) = {},
+): Promise<TextGateway> {
   let current: ((request: RecordedRequest) => ScriptedReply | undefined) | undefined;
   const upstream = await startDevUpstream({ script: (request) => current?.(request) });
-  const gateway = await startTestGateway({ TOLLGATE_ANTHROPIC_URL: upstream.url, ...env });
+  const extra = typeof env === "function" ? env(upstream.url) : env;
+  const gateway = await startTestGateway({ TOLLGATE_ANTHROPIC_URL: upstream.url, ...extra });
   const core = createCore({ db: gateway.app.db! });
   const billing = createClient(
     BillingService,

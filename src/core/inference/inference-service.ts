@@ -13,14 +13,20 @@ import type { AuthenticatedKey } from "../auth/authenticator.js";
 import { callerKey } from "../caller.js";
 import { keyMissing } from "../errors.js";
 import { newRequestId } from "../ids.js";
+import type { ImageInference } from "../images/image-inference.js";
+import { imageRpcs } from "../images/image-service.js";
 import type { RateLimitDecision } from "../limits/rate-limiter.js";
 import { payingCallerRequired } from "./inference-errors.js";
 import type { MessagePart, TextInference } from "./text-inference.js";
 
-/** The InferenceService RPCs over {@link TextInference}: caller, request id and proto mapping. */
+/**
+ * The InferenceService RPCs over {@link TextInference} and, when given, {@link ImageInference}:
+ * caller, request id and proto mapping.
+ */
 export function createInferenceService(
   inference: TextInference,
   now: () => number,
+  images?: ImageInference,
 ): ServiceImpl<typeof InferenceService> {
   const rateLimit = (decision: RateLimitDecision): RateLimit =>
     create(RateLimitSchema, {
@@ -60,6 +66,8 @@ export function createInferenceService(
   };
 
   return {
+    ...imageRpcs(images, payingKey),
+
     async *createMessage(req, ctx) {
       const key = payingKey(ctx);
       const call = {

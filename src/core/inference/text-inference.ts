@@ -1,29 +1,17 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import type { ClientPolicy } from "../../config.js";
-import {
-  readBody,
-  type UpstreamCall,
-  UpstreamFailure,
-  type UpstreamResponse,
-} from "../../upstream/anthropic/client.js";
+import { readBody, type UpstreamCall, type UpstreamResponse } from "../../upstream/anthropic/client.js";
 import { type SseFrame, sseFrames } from "../../upstream/anthropic/sse.js";
 import type { Billing } from "../billing/billing.js";
 import type { DeliveredUsage } from "../billing/pricing.js";
 import type { RateLimitDecision, RateLimiter } from "../limits/rate-limiter.js";
-import {
-  clientNotAllowed,
-  modelNotFound,
-  rateLimited,
-  upstreamError,
-  upstreamOverloaded,
-  upstreamRejected,
-  upstreamTimeout,
-} from "./inference-errors.js";
+import { clientNotAllowed, modelNotFound, rateLimited, upstreamError } from "./inference-errors.js";
 import { inputTokenBound } from "./input-bound.js";
 import { withKeepAlive } from "./keep-alive.js";
 import { parseMessagesRequest } from "./messages-request.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { repairRequest } from "./repair.js";
+import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import { messageUsage, StreamMeter } from "./usage.js";
 
 /** The provider port: one request in the Anthropic wire format (AnthropicUpstream implements it). */
@@ -306,31 +294,17 @@ export class TextInference {
     }
     if (response.status === 200) return response;
     const body = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => "");
-    const { status } = response;
-    if (status === 529) throw upstreamOverloaded();
-    if (status === 401 || status === 403) {
-      // The provider refused the gateway's own key: not the caller's fault, and not a reason
-      // for a client to drop its (valid) gateway key.
-      this.deps.onError(new Error(`provider answered ${status}: ${body}`), "provider credentials");
-      throw upstreamError(`HTTP ${status} for the gateway's provider credentials`);
-    }
-    if (status >= 400 && status < 500) {
-      throw upstreamRejected(status, body, headerValue(response.headers["retry-after"]) || undefined);
-    }
-    throw upstreamError(`HTTP ${status}`);
+    throw upstreamStatusError(
+      response.status,
+      body,
+      headerValue(response.headers["retry-after"]),
+      this.deps.onError,
+    );
   }
 
   /** A failure without an HTTP answer, as the caller sees it. */
   private failure(error: unknown, signal?: AbortSignal): ConnectError {
-    if (error instanceof ConnectError) return error;
-    if (signal?.aborted) return new ConnectError("The client cancelled the call.", Code.Canceled);
-    if (error instanceof UpstreamFailure) {
-      if (error.kind === "timeout") return upstreamTimeout();
-      if (error.kind === "aborted") return new ConnectError("The call was cancelled.", Code.Canceled);
-      return upstreamError(error.kind === "broken" ? "the response broke off" : "unreachable");
-    }
-    this.deps.onError(error, "provider call");
-    return upstreamError("an unexpected failure");
+    return upstreamFailureError(error, signal, this.deps.onError);
   }
 
   private settle(holdId: string, usage: DeliveredUsage, model: TextModel): void {

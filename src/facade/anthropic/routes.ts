@@ -1,6 +1,5 @@
 import type { Client } from "@connectrpc/connect";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { presentedCredential } from "../../core/auth/credentials.js";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type {
   CreateMessageResponse,
@@ -9,6 +8,7 @@ import type {
   RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
+import { abortOnDisconnect, coreHeaders, header } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
@@ -146,15 +146,6 @@ function waitForDrain(raw: FastifyReply["raw"]): Promise<void> {
   });
 }
 
-/** Aborts the core call when the client goes away before the answer is complete. */
-function abortOnDisconnect(reply: FastifyReply): AbortController {
-  const abort = new AbortController();
-  reply.raw.on("close", () => {
-    if (!reply.raw.writableFinished) abort.abort();
-  });
-  return abort;
-}
-
 /** The gateway's response headers for a call's head. */
 function headHeaders(head: MessageHead): Record<string, string> {
   const headers: Record<string, string> = {
@@ -177,19 +168,6 @@ function rateLimitHeaders(limit: RateLimit | undefined): Record<string, string> 
   };
 }
 
-/** Metadata for core calls: the caller's key (the core authenticates every RPC) and the request id. */
-function coreHeaders(request: FastifyRequest): Record<string, string> {
-  return {
-    "x-request-id": request.id,
-    "x-api-key": presentedCredential((name) => header(request, name) || undefined) ?? "",
-  };
-}
-
 function bodyBytes(request: FastifyRequest): Uint8Array {
   return Buffer.isBuffer(request.body) ? request.body : new Uint8Array();
-}
-
-function header(request: FastifyRequest, name: string): string {
-  const value = request.headers[name];
-  return (Array.isArray(value) ? value.join(",") : value) ?? "";
 }

@@ -1,16 +1,35 @@
-import { type Client, Code, ConnectError } from "@connectrpc/connect";
-import type { FastifyPluginAsync } from "fastify";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
+import multipart from "@fastify/multipart";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
+import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
+import { abortOnDisconnect, coreHeaders, header } from "../core-call.js";
 import { openaiErrorHandler } from "./envelope.js";
+import { editFields, generationFields, imagesResponse } from "./images-request.js";
+import { busboyLimits, readEditUpload, type UploadLimits } from "./uploads.js";
 
 /** What the OpenAI-images-format scope needs from the core. */
 export interface OpenaiRoutesDeps {
   readonly auth: Client<typeof AuthService>;
+  readonly inference: Client<typeof InferenceService>;
+  readonly limits: UploadLimits;
+  /** The public origin for `url` images; the request's own origin when undefined. */
+  readonly publicUrl: string | undefined;
 }
 
-/** The OpenAI images-format routes, with their own authentication and error envelope. */
-export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, { auth }) => {
+/** Where stored images are served, under the scope's prefix (`/v1/images`). */
+const FILES_PATH = "/files";
+/** A generations body is a prompt and a few scalars. */
+const GENERATIONS_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * The OpenAI images-format routes, with their own error envelope: generations and edits
+ * (authenticated, billed in the core), and the stored images of `url` responses (the
+ * unguessable URL is the credential, as with the provider's own image URLs).
+ */
+export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
   scope.setErrorHandler(openaiErrorHandler);
   scope.setNotFoundHandler((request, reply) =>
     openaiErrorHandler(
@@ -19,13 +38,74 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
       reply,
     ),
   );
-  scope.addHook("onRequest", authenticateHook(auth));
-  // Edits arrive as multipart; until the images issue parses them, the body is left unread.
-  scope.addContentTypeParser("multipart/form-data", (_request, _payload, done) => done(null, undefined));
-
-  const notYet = async () => {
-    throw new ConnectError("This endpoint is not implemented yet.", Code.Unimplemented);
-  };
-  scope.post("/generations", notYet);
-  scope.post("/edits", notYet);
+  // Only the deps: the scope's own options carry its prefix, which children would add again.
+  const { auth, inference, limits, publicUrl } = deps;
+  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl });
+  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl });
 };
+
+/** Generations and edits: authenticated before the body is read, billed in the core. */
+const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
+  const { auth, inference, limits } = deps;
+  scope.addHook("onRequest", authenticateHook(auth));
+  await scope.register(multipart, { limits: busboyLimits(limits), throwFileSizeLimit: true });
+
+  scope.post("/generations", { bodyLimit: GENERATIONS_BODY_LIMIT }, async (request, reply) => {
+    const fields = generationFields(request.body);
+    const abort = abortOnDisconnect(reply);
+    const { result } = await inference.generateImage(
+      { ...fields, billingChain: header(request, "x-gateway-billing-chain") },
+      { headers: coreHeaders(request), signal: abort.signal },
+    );
+    return sendResult(request, reply, result, deps.publicUrl);
+  });
+
+  scope.post("/edits", async (request, reply) => {
+    const upload = await readEditUpload(request, limits).catch((error: unknown) => {
+      // Refused mid-upload: close the connection rather than read the rest of a body we refuse.
+      if ((error as { statusCode?: unknown }).statusCode === 413) reply.header("connection", "close");
+      throw error;
+    });
+    const fields = editFields(upload.fields);
+    const abort = abortOnDisconnect(reply);
+    const { result } = await inference.editImage(
+      {
+        ...fields,
+        billingChain: header(request, "x-gateway-billing-chain"),
+        images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
+      },
+      { headers: coreHeaders(request), signal: abort.signal },
+    );
+    return sendResult(request, reply, result, deps.publicUrl);
+  });
+};
+
+/** `GET /v1/images/files/{token}`: a stored image until it expires, 404 after. No key needed. */
+const storedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, { inference }) => {
+  scope.get<{ Params: { token: string } }>(`${FILES_PATH}/:token`, async (request, reply) => {
+    const image = await inference.getStoredImage(
+      { token: request.params.token },
+      { headers: { "x-request-id": request.id } },
+    );
+    const expiresAt = image.expiresAt === undefined ? Date.now() : timestampMs(image.expiresAt);
+    const maxAge = Math.max(0, Math.floor((expiresAt - Date.now()) / 1000));
+    return reply
+      .type(image.mimeType)
+      .header("cache-control", `private, max-age=${maxAge}`)
+      .header("expires", new Date(expiresAt).toUTCString())
+      .header("x-content-type-options", "nosniff")
+      .send(Buffer.from(image.data));
+  });
+};
+
+function sendResult(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  result: ImageResult | undefined,
+  publicUrl: string | undefined,
+) {
+  if (result === undefined) throw new Error("the core answered without a result");
+  const origin = publicUrl ?? `${request.protocol}://${request.host}`;
+  reply.header("x-gateway-billing-chain", result.billingChain);
+  return reply.send(imagesResponse(result, (token) => `${origin}/v1/images${FILES_PATH}/${token}`));
+}

@@ -11,12 +11,18 @@
  * that does not fit is left out. Usage counts tokens with {@link countRequestTokens} and splits
  * input by prompt caching per the rule in dev-tokens.ts (an in-memory cache per server).
  * Streams emit one word per text or thinking delta, so k text deltas carry exactly k tokens.
+ *
+ * It also speaks the image formats (../gemini/dev-images.ts): Gemini `generateContent`
+ * (`POST /v1beta/models/{model}:generateContent`) and the OpenAI images routes, answering with
+ * deterministic PNGs labelled as generated, at the pixel size the request implies. The key, when
+ * set, is also accepted as `x-goog-api-key`.
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { newId } from "../../core/ids.js";
+import { type DevImageAnswer, devGenerateContent, devOpenaiImages } from "../gemini/dev-images.js";
 import { countRequestTokens, DevPromptCache, devTokenCount, type InputUsage } from "./dev-tokens.js";
 import { encodeSseFrame } from "./sse.js";
 
@@ -105,7 +111,8 @@ export interface DevUpstream {
 export const DEV_TEXT_LABEL = "[tollgate dev-upstream: generated text, not a model]";
 const DEV_THINKING_LABEL = "[tollgate dev-upstream: generated thinking, not a model]";
 const ECHO_WORDS = 12;
-const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+/** Image edits carry up to 14 references, base64-encoded in the Gemini format. */
+const MAX_REQUEST_BYTES = 128 * 1024 * 1024;
 const MODELS = ["dev-upstream-model"] as const;
 
 /** Starts the dev upstream on a real socket; resolves once it listens. */
@@ -182,6 +189,7 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
     if (
       options.apiKey !== undefined &&
       req.headers["x-api-key"] !== options.apiKey &&
+      req.headers["x-goog-api-key"] !== options.apiKey &&
       req.headers.authorization !== `Bearer ${options.apiKey}`
     ) {
       return sendError(res, requestId, 401, "authentication_error", "invalid x-api-key");
@@ -189,6 +197,8 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
     const pathname = new URL(recorded.path, "http://dev-upstream").pathname;
     const route = `${recorded.method} ${pathname}`;
     if (route === "GET /v1/models") return sendJson(res, requestId, 200, modelList());
+    const image = imageRoute(route, rawBody, body);
+    if (image !== undefined) return sendJson(res, requestId, image.status, image.body);
     if (route !== "POST /v1/messages" && route !== "POST /v1/messages/count_tokens") {
       return sendError(res, requestId, 404, "not_found_error", `${route} not found`);
     }
@@ -561,6 +571,15 @@ function modelList(): Record<string, unknown> {
     created_at: "2025-01-01T00:00:00Z",
   }));
   return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+}
+
+/** The image formats' routes (Gemini generateContent, OpenAI images); undefined for others. */
+function imageRoute(route: string, rawBody: string, body: unknown): DevImageAnswer | undefined {
+  const gemini = /^POST \/v1beta\/models\/([^/:]+):generateContent$/.exec(route);
+  if (gemini !== null) return devGenerateContent(decodeURIComponent(gemini[1] ?? ""), body);
+  if (route === "POST /v1/images/generations") return devOpenaiImages("generations", rawBody, body);
+  if (route === "POST /v1/images/edits") return devOpenaiImages("edits", rawBody, body);
+  return undefined;
 }
 
 /** The request body as text, or undefined past {@link MAX_REQUEST_BYTES}. */

@@ -2,8 +2,8 @@
 // @generated from file tollgate/inference/v1/inference.proto (package tollgate.inference.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,346 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tollgate/inference/v1/inference.proto.
  */
 export const file_tollgate_inference_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("CiV0b2xsZ2F0ZS9pbmZlcmVuY2UvdjEvaW5mZXJlbmNlLnByb3RvEhV0b2xsZ2F0ZS5pbmZlcmVuY2UudjEiiQEKFENyZWF0ZU1lc3NhZ2VSZXF1ZXN0EgwKBGJvZHkYASABKAwSGQoRYW50aHJvcGljX3ZlcnNpb24YAiABKAkSFgoOYW50aHJvcGljX2JldGEYAyABKAkSFQoNYmlsbGluZ19jaGFpbhgEIAEoCRIZChFjbGllbnRfdXNlcl9hZ2VudBgFIAEoCSJYCglSYXRlTGltaXQSDQoFbGltaXQYASABKAMSEQoJcmVtYWluaW5nGAIgASgDEikKBXJlc2V0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLfAQoLTWVzc2FnZUhlYWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIVCg1iaWxsaW5nX2NoYWluGAIgASgJEhcKD3JlcGFpcmVkX3BhcmFtcxgDIAMoCRIaChJjbGFtcGVkX21heF90b2tlbnMYBCABKAMSNAoKcmF0ZV9saW1pdBgFIAEoCzIgLnRvbGxnYXRlLmluZmVyZW5jZS52MS5SYXRlTGltaXQSDgoGc3RyZWFtGAYgASgIEg0KBW1vZGVsGAcgASgJEhsKE3Vwc3RyZWFtX3JlcXVlc3RfaWQYCCABKAkiJwoIU3NlRXZlbnQSDQoFZXZlbnQYASABKAkSDAoEZGF0YRgCIAEoCSKrAQoVQ3JlYXRlTWVzc2FnZVJlc3BvbnNlEjIKBGhlYWQYASABKAsyIi50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuTWVzc2FnZUhlYWRIABIRCgdtZXNzYWdlGAIgASgMSAASMAoFZXZlbnQYAyABKAsyHy50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuU3NlRXZlbnRIABIRCgdjb21tZW50GAQgASgJSABCBgoEcGFydCJwChJDb3VudFRva2Vuc1JlcXVlc3QSDAoEYm9keRgBIAEoDBIZChFhbnRocm9waWNfdmVyc2lvbhgCIAEoCRIWCg5hbnRocm9waWNfYmV0YRgDIAEoCRIZChFjbGllbnRfdXNlcl9hZ2VudBgEIAEoCSKIAQoTQ291bnRUb2tlbnNSZXNwb25zZRIUCgxpbnB1dF90b2tlbnMYASABKAMSDAoEYm9keRgCIAEoDBI0CgpyYXRlX2xpbWl0GAMgASgLMiAudG9sbGdhdGUuaW5mZXJlbmNlLnYxLlJhdGVMaW1pdBIXCg9yZXBhaXJlZF9wYXJhbXMYBCADKAkiEwoRTGlzdE1vZGVsc1JlcXVlc3QimAEKBU1vZGVsEgoKAmlkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtYXhfaW5wdXRfdG9rZW5zGAQgASgDEhIKCm1heF90b2tlbnMYBSABKAMSDwoHYWxpYXNlcxgGIAMoCSJCChJMaXN0TW9kZWxzUmVzcG9uc2USLAoGbW9kZWxzGAEgAygLMhwudG9sbGdhdGUuaW5mZXJlbmNlLnYxLk1vZGVsMskCChBJbmZlcmVuY2VTZXJ2aWNlEmwKDUNyZWF0ZU1lc3NhZ2USKy50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuQ3JlYXRlTWVzc2FnZVJlcXVlc3QaLC50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuQ3JlYXRlTWVzc2FnZVJlc3BvbnNlMAESZAoLQ291bnRUb2tlbnMSKS50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuQ291bnRUb2tlbnNSZXF1ZXN0GioudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkNvdW50VG9rZW5zUmVzcG9uc2USYQoKTGlzdE1vZGVscxIoLnRvbGxnYXRlLmluZmVyZW5jZS52MS5MaXN0TW9kZWxzUmVxdWVzdBopLnRvbGxnYXRlLmluZmVyZW5jZS52MS5MaXN0TW9kZWxzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiV0b2xsZ2F0ZS9pbmZlcmVuY2UvdjEvaW5mZXJlbmNlLnByb3RvEhV0b2xsZ2F0ZS5pbmZlcmVuY2UudjEiwAEKFEdlbmVyYXRlSW1hZ2VSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBnByb21wdBgCIAEoCRIMCgRzaXplGAMgASgJEhQKDGFzcGVjdF9yYXRpbxgEIAEoCRIJCgFuGAUgASgFEkMKD3Jlc3BvbnNlX2Zvcm1hdBgGIAEoDjIqLnRvbGxnYXRlLmluZmVyZW5jZS52MS5JbWFnZVJlc3BvbnNlRm9ybWF0EhUKDWJpbGxpbmdfY2hhaW4YByABKAkiMAoOUmVmZXJlbmNlSW1hZ2USDAoEZGF0YRgBIAEoDBIQCghmaWxlbmFtZRgCIAEoCSLzAQoQRWRpdEltYWdlUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZwcm9tcHQYAiABKAkSDAoEc2l6ZRgDIAEoCRIUCgxhc3BlY3RfcmF0aW8YBCABKAkSCQoBbhgFIAEoBRJDCg9yZXNwb25zZV9mb3JtYXQYBiABKA4yKi50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuSW1hZ2VSZXNwb25zZUZvcm1hdBIVCg1iaWxsaW5nX2NoYWluGAcgASgJEjUKBmltYWdlcxgIIAMoCzIlLnRvbGxnYXRlLmluZmVyZW5jZS52MS5SZWZlcmVuY2VJbWFnZSKCAQoOR2VuZXJhdGVkSW1hZ2USDgoEZGF0YRgBIAEoDEgAEhMKCXVybF90b2tlbhgCIAEoCUgAEhEKCW1pbWVfdHlwZRgDIAEoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIICgZyZXN1bHQi3QEKC0ltYWdlUmVzdWx0EhIKCnJlcXVlc3RfaWQYASABKAkSFQoNYmlsbGluZ19jaGFpbhgCIAEoCRIrCgdjcmVhdGVkGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgZpbWFnZXMYBCADKAsyJS50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuR2VuZXJhdGVkSW1hZ2USDQoFbW9kZWwYBSABKAkSDAoEc2l6ZRgGIAEoCRIUCgxhc3BlY3RfcmF0aW8YByABKAkSDAoEdGV4dBgIIAEoCSJLChVHZW5lcmF0ZUltYWdlUmVzcG9uc2USMgoGcmVzdWx0GAEgASgLMiIudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkltYWdlUmVzdWx0IkcKEUVkaXRJbWFnZVJlc3BvbnNlEjIKBnJlc3VsdBgBIAEoCzIiLnRvbGxnYXRlLmluZmVyZW5jZS52MS5JbWFnZVJlc3VsdCImChVHZXRTdG9yZWRJbWFnZVJlcXVlc3QSDQoFdG9rZW4YASABKAkiaQoWR2V0U3RvcmVkSW1hZ2VSZXNwb25zZRIMCgRkYXRhGAEgASgMEhEKCW1pbWVfdHlwZRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKJAQoUQ3JlYXRlTWVzc2FnZVJlcXVlc3QSDAoEYm9keRgBIAEoDBIZChFhbnRocm9waWNfdmVyc2lvbhgCIAEoCRIWCg5hbnRocm9waWNfYmV0YRgDIAEoCRIVCg1iaWxsaW5nX2NoYWluGAQgASgJEhkKEWNsaWVudF91c2VyX2FnZW50GAUgASgJIlgKCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoAxIRCglyZW1haW5pbmcYAiABKAMSKQoFcmVzZXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIt8BCgtNZXNzYWdlSGVhZBISCgpyZXF1ZXN0X2lkGAEgASgJEhUKDWJpbGxpbmdfY2hhaW4YAiABKAkSFwoPcmVwYWlyZWRfcGFyYW1zGAMgAygJEhoKEmNsYW1wZWRfbWF4X3Rva2VucxgEIAEoAxI0CgpyYXRlX2xpbWl0GAUgASgLMiAudG9sbGdhdGUuaW5mZXJlbmNlLnYxLlJhdGVMaW1pdBIOCgZzdHJlYW0YBiABKAgSDQoFbW9kZWwYByABKAkSGwoTdXBzdHJlYW1fcmVxdWVzdF9pZBgIIAEoCSInCghTc2VFdmVudBINCgVldmVudBgBIAEoCRIMCgRkYXRhGAIgASgJIqsBChVDcmVhdGVNZXNzYWdlUmVzcG9uc2USMgoEaGVhZBgBIAEoCzIiLnRvbGxnYXRlLmluZmVyZW5jZS52MS5NZXNzYWdlSGVhZEgAEhEKB21lc3NhZ2UYAiABKAxIABIwCgVldmVudBgDIAEoCzIfLnRvbGxnYXRlLmluZmVyZW5jZS52MS5Tc2VFdmVudEgAEhEKB2NvbW1lbnQYBCABKAlIAEIGCgRwYXJ0InAKEkNvdW50VG9rZW5zUmVxdWVzdBIMCgRib2R5GAEgASgMEhkKEWFudGhyb3BpY192ZXJzaW9uGAIgASgJEhYKDmFudGhyb3BpY19iZXRhGAMgASgJEhkKEWNsaWVudF91c2VyX2FnZW50GAQgASgJIogBChNDb3VudFRva2Vuc1Jlc3BvbnNlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIMCgRib2R5GAIgASgMEjQKCnJhdGVfbGltaXQYAyABKAsyIC50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuUmF0ZUxpbWl0EhcKD3JlcGFpcmVkX3BhcmFtcxgEIAMoCSITChFMaXN0TW9kZWxzUmVxdWVzdCKYAQoFTW9kZWwSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1heF9pbnB1dF90b2tlbnMYBCABKAMSEgoKbWF4X3Rva2VucxgFIAEoAxIPCgdhbGlhc2VzGAYgAygJIkIKEkxpc3RNb2RlbHNSZXNwb25zZRIsCgZtb2RlbHMYASADKAsyHC50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuTW9kZWwqfwoTSW1hZ2VSZXNwb25zZUZvcm1hdBIlCiFJTUFHRV9SRVNQT05TRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIiCh5JTUFHRV9SRVNQT05TRV9GT1JNQVRfQjY0X0pTT04QARIdChlJTUFHRV9SRVNQT05TRV9GT1JNQVRfVVJMEAIyhAUKEEluZmVyZW5jZVNlcnZpY2USbAoNQ3JlYXRlTWVzc2FnZRIrLnRvbGxnYXRlLmluZmVyZW5jZS52MS5DcmVhdGVNZXNzYWdlUmVxdWVzdBosLnRvbGxnYXRlLmluZmVyZW5jZS52MS5DcmVhdGVNZXNzYWdlUmVzcG9uc2UwARJkCgtDb3VudFRva2VucxIpLnRvbGxnYXRlLmluZmVyZW5jZS52MS5Db3VudFRva2Vuc1JlcXVlc3QaKi50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuQ291bnRUb2tlbnNSZXNwb25zZRJhCgpMaXN0TW9kZWxzEigudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkxpc3RNb2RlbHNSZXF1ZXN0GikudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJqCg1HZW5lcmF0ZUltYWdlEisudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkdlbmVyYXRlSW1hZ2VSZXF1ZXN0GiwudG9sbGdhdGUuaW5mZXJlbmNlLnYxLkdlbmVyYXRlSW1hZ2VSZXNwb25zZRJeCglFZGl0SW1hZ2USJy50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuRWRpdEltYWdlUmVxdWVzdBooLnRvbGxnYXRlLmluZmVyZW5jZS52MS5FZGl0SW1hZ2VSZXNwb25zZRJtCg5HZXRTdG9yZWRJbWFnZRIsLnRvbGxnYXRlLmluZmVyZW5jZS52MS5HZXRTdG9yZWRJbWFnZVJlcXVlc3QaLS50b2xsZ2F0ZS5pbmZlcmVuY2UudjEuR2V0U3RvcmVkSW1hZ2VSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+
+/**
+ * @generated from message tollgate.inference.v1.GenerateImageRequest
+ */
+export type GenerateImageRequest = Message<"tollgate.inference.v1.GenerateImageRequest"> & {
+  /**
+   * `image-pro` or `image-2` (the image models of the price catalog).
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * What to draw; 1 to 32,000 characters.
+   *
+   * @generated from field: string prompt = 2;
+   */
+  prompt: string;
+
+  /**
+   * `1K`, `2K` or `4K`; empty means `1K`. Must be a size the model offers.
+   *
+   * @generated from field: string size = 3;
+   */
+  size: string;
+
+  /**
+   * `1:1`, `2:3`, `3:2`, `3:4`, `4:3`, `4:5`, `5:4`, `9:16`, `16:9` or `21:9`; empty means `1:1`.
+   *
+   * @generated from field: string aspect_ratio = 4;
+   */
+  aspectRatio: string;
+
+  /**
+   * Images to generate: only 1 is supported; 0 means 1.
+   *
+   * @generated from field: int32 n = 5;
+   */
+  n: number;
+
+  /**
+   * @generated from field: tollgate.inference.v1.ImageResponseFormat response_format = 6;
+   */
+  responseFormat: ImageResponseFormat;
+
+  /**
+   * The chain to bill (`x-gateway-billing-chain`): a chain id, `auto` or empty for the
+   * account's default chain.
+   *
+   * @generated from field: string billing_chain = 7;
+   */
+  billingChain: string;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.GenerateImageRequest.
+ * Use `create(GenerateImageRequestSchema)` to create a new message.
+ */
+export const GenerateImageRequestSchema: GenMessage<GenerateImageRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 0);
+
+/**
+ * A reference image for an edit.
+ *
+ * @generated from message tollgate.inference.v1.ReferenceImage
+ */
+export type ReferenceImage = Message<"tollgate.inference.v1.ReferenceImage"> & {
+  /**
+   * The file's bytes: PNG, JPEG or WebP, recognised by content.
+   *
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * The client's file name, for error messages only.
+   *
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.ReferenceImage.
+ * Use `create(ReferenceImageSchema)` to create a new message.
+ */
+export const ReferenceImageSchema: GenMessage<ReferenceImage> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 1);
+
+/**
+ * @generated from message tollgate.inference.v1.EditImageRequest
+ */
+export type EditImageRequest = Message<"tollgate.inference.v1.EditImageRequest"> & {
+  /**
+   * As in GenerateImageRequest.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string prompt = 2;
+   */
+  prompt: string;
+
+  /**
+   * @generated from field: string size = 3;
+   */
+  size: string;
+
+  /**
+   * @generated from field: string aspect_ratio = 4;
+   */
+  aspectRatio: string;
+
+  /**
+   * @generated from field: int32 n = 5;
+   */
+  n: number;
+
+  /**
+   * @generated from field: tollgate.inference.v1.ImageResponseFormat response_format = 6;
+   */
+  responseFormat: ImageResponseFormat;
+
+  /**
+   * @generated from field: string billing_chain = 7;
+   */
+  billingChain: string;
+
+  /**
+   * 1 to 14 reference images, in the order the prompt refers to them.
+   *
+   * @generated from field: repeated tollgate.inference.v1.ReferenceImage images = 8;
+   */
+  images: ReferenceImage[];
+};
+
+/**
+ * Describes the message tollgate.inference.v1.EditImageRequest.
+ * Use `create(EditImageRequestSchema)` to create a new message.
+ */
+export const EditImageRequestSchema: GenMessage<EditImageRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 2);
+
+/**
+ * One delivered image.
+ *
+ * @generated from message tollgate.inference.v1.GeneratedImage
+ */
+export type GeneratedImage = Message<"tollgate.inference.v1.GeneratedImage"> & {
+  /**
+   * @generated from oneof tollgate.inference.v1.GeneratedImage.result
+   */
+  result: {
+    /**
+     * B64_JSON: the image's bytes.
+     *
+     * @generated from field: bytes data = 1;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * URL: the token of the stored image; the facade serves it at `/v1/images/files/{token}`.
+     *
+     * @generated from field: string url_token = 2;
+     */
+    value: string;
+    case: "urlToken";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * `image/png`, `image/jpeg` or `image/webp`, from the bytes themselves.
+   *
+   * @generated from field: string mime_type = 3;
+   */
+  mimeType: string;
+
+  /**
+   * URL: when the stored image stops being served.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.GeneratedImage.
+ * Use `create(GeneratedImageSchema)` to create a new message.
+ */
+export const GeneratedImageSchema: GenMessage<GeneratedImage> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 3);
+
+/**
+ * A finished image call: what GenerateImage and EditImage both answer.
+ *
+ * @generated from message tollgate.inference.v1.ImageResult
+ */
+export type ImageResult = Message<"tollgate.inference.v1.ImageResult"> & {
+  /**
+   * The gateway's request id (also the call's id in usage rows).
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * The chain the call was billed on (`x-gateway-billing-chain`).
+   *
+   * @generated from field: string billing_chain = 2;
+   */
+  billingChain: string;
+
+  /**
+   * When the image was generated (the format's `created`, in whole seconds).
+   *
+   * @generated from field: google.protobuf.Timestamp created = 3;
+   */
+  created?: Timestamp | undefined;
+
+  /**
+   * The delivered images (one).
+   *
+   * @generated from field: repeated tollgate.inference.v1.GeneratedImage images = 4;
+   */
+  images: GeneratedImage[];
+
+  /**
+   * The gateway model id, size and aspect ratio the call was billed as.
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string size = 6;
+   */
+  size: string;
+
+  /**
+   * @generated from field: string aspect_ratio = 7;
+   */
+  aspectRatio: string;
+
+  /**
+   * What the model said besides the image, when it said anything.
+   *
+   * @generated from field: string text = 8;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.ImageResult.
+ * Use `create(ImageResultSchema)` to create a new message.
+ */
+export const ImageResultSchema: GenMessage<ImageResult> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 4);
+
+/**
+ * @generated from message tollgate.inference.v1.GenerateImageResponse
+ */
+export type GenerateImageResponse = Message<"tollgate.inference.v1.GenerateImageResponse"> & {
+  /**
+   * @generated from field: tollgate.inference.v1.ImageResult result = 1;
+   */
+  result?: ImageResult | undefined;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.GenerateImageResponse.
+ * Use `create(GenerateImageResponseSchema)` to create a new message.
+ */
+export const GenerateImageResponseSchema: GenMessage<GenerateImageResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 5);
+
+/**
+ * @generated from message tollgate.inference.v1.EditImageResponse
+ */
+export type EditImageResponse = Message<"tollgate.inference.v1.EditImageResponse"> & {
+  /**
+   * @generated from field: tollgate.inference.v1.ImageResult result = 1;
+   */
+  result?: ImageResult | undefined;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.EditImageResponse.
+ * Use `create(EditImageResponseSchema)` to create a new message.
+ */
+export const EditImageResponseSchema: GenMessage<EditImageResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 6);
+
+/**
+ * @generated from message tollgate.inference.v1.GetStoredImageRequest
+ */
+export type GetStoredImageRequest = Message<"tollgate.inference.v1.GetStoredImageRequest"> & {
+  /**
+   * The token from GeneratedImage.url_token.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.GetStoredImageRequest.
+ * Use `create(GetStoredImageRequestSchema)` to create a new message.
+ */
+export const GetStoredImageRequestSchema: GenMessage<GetStoredImageRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 7);
+
+/**
+ * @generated from message tollgate.inference.v1.GetStoredImageResponse
+ */
+export type GetStoredImageResponse = Message<"tollgate.inference.v1.GetStoredImageResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: string mime_type = 2;
+   */
+  mimeType: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 3;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.inference.v1.GetStoredImageResponse.
+ * Use `create(GetStoredImageResponseSchema)` to create a new message.
+ */
+export const GetStoredImageResponseSchema: GenMessage<GetStoredImageResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_inference_v1_inference, 8);
 
 /**
  * @generated from message tollgate.inference.v1.CreateMessageRequest
@@ -61,7 +400,7 @@ export type CreateMessageRequest = Message<"tollgate.inference.v1.CreateMessageR
  * Use `create(CreateMessageRequestSchema)` to create a new message.
  */
 export const CreateMessageRequestSchema: GenMessage<CreateMessageRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 0);
+  messageDesc(file_tollgate_inference_v1_inference, 9);
 
 /**
  * A request rate limit as it stood after this call was counted.
@@ -96,7 +435,7 @@ export type RateLimit = Message<"tollgate.inference.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 1);
+  messageDesc(file_tollgate_inference_v1_inference, 10);
 
 /**
  * Everything known before the first byte of the answer.
@@ -166,7 +505,7 @@ export type MessageHead = Message<"tollgate.inference.v1.MessageHead"> & {
  * Use `create(MessageHeadSchema)` to create a new message.
  */
 export const MessageHeadSchema: GenMessage<MessageHead> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 2);
+  messageDesc(file_tollgate_inference_v1_inference, 11);
 
 /**
  * One server-sent event, as the provider framed it.
@@ -194,7 +533,7 @@ export type SseEvent = Message<"tollgate.inference.v1.SseEvent"> & {
  * Use `create(SseEventSchema)` to create a new message.
  */
 export const SseEventSchema: GenMessage<SseEvent> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 3);
+  messageDesc(file_tollgate_inference_v1_inference, 12);
 
 /**
  * @generated from message tollgate.inference.v1.CreateMessageResponse
@@ -241,7 +580,7 @@ export type CreateMessageResponse = Message<"tollgate.inference.v1.CreateMessage
  * Use `create(CreateMessageResponseSchema)` to create a new message.
  */
 export const CreateMessageResponseSchema: GenMessage<CreateMessageResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 4);
+  messageDesc(file_tollgate_inference_v1_inference, 13);
 
 /**
  * @generated from message tollgate.inference.v1.CountTokensRequest
@@ -277,7 +616,7 @@ export type CountTokensRequest = Message<"tollgate.inference.v1.CountTokensReque
  * Use `create(CountTokensRequestSchema)` to create a new message.
  */
 export const CountTokensRequestSchema: GenMessage<CountTokensRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 5);
+  messageDesc(file_tollgate_inference_v1_inference, 14);
 
 /**
  * @generated from message tollgate.inference.v1.CountTokensResponse
@@ -311,7 +650,7 @@ export type CountTokensResponse = Message<"tollgate.inference.v1.CountTokensResp
  * Use `create(CountTokensResponseSchema)` to create a new message.
  */
 export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 6);
+  messageDesc(file_tollgate_inference_v1_inference, 15);
 
 /**
  * @generated from message tollgate.inference.v1.ListModelsRequest
@@ -324,7 +663,7 @@ export type ListModelsRequest = Message<"tollgate.inference.v1.ListModelsRequest
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 7);
+  messageDesc(file_tollgate_inference_v1_inference, 16);
 
 /**
  * A text model the gateway serves.
@@ -376,7 +715,7 @@ export type Model = Message<"tollgate.inference.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 8);
+  messageDesc(file_tollgate_inference_v1_inference, 17);
 
 /**
  * @generated from message tollgate.inference.v1.ListModelsResponse
@@ -393,7 +732,41 @@ export type ListModelsResponse = Message<"tollgate.inference.v1.ListModelsRespon
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_inference_v1_inference, 9);
+  messageDesc(file_tollgate_inference_v1_inference, 18);
+
+/**
+ * How a generated image is returned.
+ *
+ * @generated from enum tollgate.inference.v1.ImageResponseFormat
+ */
+export enum ImageResponseFormat {
+  /**
+   * Treated as B64_JSON (the default of the images format).
+   *
+   * @generated from enum value: IMAGE_RESPONSE_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The image bytes in the response.
+   *
+   * @generated from enum value: IMAGE_RESPONSE_FORMAT_B64_JSON = 1;
+   */
+  B64_JSON = 1,
+
+  /**
+   * The gateway stores the image and returns a token for an expiring URL.
+   *
+   * @generated from enum value: IMAGE_RESPONSE_FORMAT_URL = 2;
+   */
+  URL = 2,
+}
+
+/**
+ * Describes the enum tollgate.inference.v1.ImageResponseFormat.
+ */
+export const ImageResponseFormatSchema: GenEnum<ImageResponseFormat> = /*@__PURE__*/
+  enumDesc(file_tollgate_inference_v1_inference, 0);
 
 /**
  * InferenceService runs model calls and bills them: it authenticates the caller, checks the
@@ -420,7 +793,9 @@ export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PUR
  * when it sent one); UPSTREAM_OVERLOADED (Unavailable: the provider answered 529);
  * UPSTREAM_ERROR (Unavailable: the provider answered 5xx, refused the gateway's own
  * credentials, could not be reached, or broke off before answering); UPSTREAM_TIMEOUT
- * (DeadlineExceeded). None of these charges anything.
+ * (DeadlineExceeded); for images also IMAGE_REFUSED (InvalidArgument: the provider declined the
+ * prompt or references; metadata `detail`) and IMAGE_NOT_FOUND (NotFound). None of these charges
+ * anything.
  *
  * @generated from service tollgate.inference.v1.InferenceService
  */
@@ -460,6 +835,49 @@ export const InferenceService: GenService<{
     methodKind: "unary";
     input: typeof ListModelsRequestSchema;
     output: typeof ListModelsResponseSchema;
+  },
+  /**
+   * Generates one image from a prompt (`POST /v1/images/generations`). The per-image price of the
+   * model at the requested size is held before the provider is called (FailedPrecondition
+   * INSUFFICIENT_FUNDS, and no provider request, when the wallet cannot cover it) and charged
+   * only once the image is in hand (and, for `url`, stored); a provider failure, a refusal
+   * (IMAGE_REFUSED, InvalidArgument) or an answer without an image (UPSTREAM_ERROR) charges
+   * nothing. Bad input is INVALID_FIELD with metadata `field` naming it (`size`, `aspect_ratio`,
+   * `n`, …); a size the model does not offer is refused, never downgraded.
+   *
+   * @generated from rpc tollgate.inference.v1.InferenceService.GenerateImage
+   */
+  generateImage: {
+    methodKind: "unary";
+    input: typeof GenerateImageRequestSchema;
+    output: typeof GenerateImageResponseSchema;
+  },
+  /**
+   * Generates one image from a prompt and 1 to 14 reference images (`POST /v1/images/edits`),
+   * billed exactly like GenerateImage. Reference images travel as bytes; their type is checked
+   * by content (PNG, JPEG or WebP), never by name. Request messages may be up to 64 MiB (the
+   * core's read limit; the facade's own upload limits are lower, see docs/images.md): gRPC
+   * clients whose default send limit is 4 MiB must raise it to send large references.
+   *
+   * @generated from rpc tollgate.inference.v1.InferenceService.EditImage
+   */
+  editImage: {
+    methodKind: "unary";
+    input: typeof EditImageRequestSchema;
+    output: typeof EditImageResponseSchema;
+  },
+  /**
+   * Returns an image stored for a `url` response. The unguessable token is the only credential
+   * (as with the provider's own image URLs, the holder of the URL may fetch it); an unknown or
+   * expired token is NotFound (IMAGE_NOT_FOUND). Responses may be up to 64 MiB (a 4K PNG):
+   * gRPC clients whose default receive limit is 4 MiB must raise it.
+   *
+   * @generated from rpc tollgate.inference.v1.InferenceService.GetStoredImage
+   */
+  getStoredImage: {
+    methodKind: "unary";
+    input: typeof GetStoredImageRequestSchema;
+    output: typeof GetStoredImageResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tollgate_inference_v1_inference, 0);

@@ -1,0 +1,197 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { ImageInput, ImageUpstream } from "../../upstream/image-upstream.js";
+import type { Billing } from "../billing/billing.js";
+import { NO_USAGE } from "../billing/pricing.js";
+import { rateLimited, upstreamError } from "../inference/inference-errors.js";
+import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
+import type { RateLimiter } from "../limits/rate-limiter.js";
+import { imageNotFound, imageRefused } from "./image-errors.js";
+import { type ImageMimeType, sniffImageType } from "./image-formats.js";
+import type { ImageAdapter, ImageModelCatalog } from "./image-models.js";
+import { pixelSize } from "./image-models.js";
+import { type ImageFields, type ImageParams, parseImageFields } from "./image-request.js";
+import { type ImageStore, isImageToken, newImageToken, type StoredImage } from "./image-store.js";
+
+/** What image inference is built from. */
+export interface ImageInferenceDeps {
+  readonly billing: Billing;
+  readonly models: ImageModelCatalog;
+  /** The configured provider per wire format; a model routed to a missing one gets 503. */
+  readonly upstreams: Readonly<Partial<Record<ImageAdapter, ImageUpstream>>>;
+  readonly store: ImageStore;
+  /** How long a `url` image is served. */
+  readonly urlTtlMs: number;
+  /** Per-key limit on image calls. */
+  readonly limit: RateLimiter;
+  readonly now: () => number;
+  /** Told of failures that are masked for the caller. */
+  readonly onError: (error: unknown, context: string) => void;
+}
+
+/** A paying caller's image call, as the Inference service hands it over. */
+export interface ImageCall extends ImageFields {
+  readonly accountId: string;
+  readonly keyId: string;
+  readonly requestId: string;
+  readonly billingChain: string;
+  readonly responseFormat: "b64_json" | "url";
+}
+
+/** One delivered image: its bytes, or the token of its stored copy. */
+export type DeliveredImage =
+  | { readonly kind: "data"; readonly data: Uint8Array; readonly mimeType: ImageMimeType }
+  | {
+      readonly kind: "url";
+      readonly token: string;
+      readonly mimeType: ImageMimeType;
+      readonly expiresAt: number;
+    };
+
+/** A finished image call. */
+export interface ImageCallResult {
+  readonly requestId: string;
+  readonly billingChain: string;
+  /** Unix milliseconds. */
+  readonly created: number;
+  readonly model: string;
+  readonly size: string;
+  readonly aspectRatio: string;
+  readonly images: readonly DeliveredImage[];
+  readonly text: string;
+}
+
+/**
+ * Image calls, end to end: rate limit, validation, the hold of the model's per-image price at
+ * the requested size, the provider call, storage for `url`, and the charge — only once an
+ * image is in hand. Every failure releases the hold (nothing charged). Transport-free: the
+ * Inference service adapts it to RPCs.
+ */
+export class ImageInference {
+  constructor(private readonly deps: ImageInferenceDeps) {}
+
+  /** Runs one generation (no references) or edit (`references` set). */
+  async run(call: ImageCall, signal: AbortSignal): Promise<ImageCallResult> {
+    const decision = await this.deps.limit.consume(call.keyId);
+    if (!decision.allowed) throw rateLimited(decision, this.deps.now());
+    const params = parseImageFields(call, this.deps.models);
+    const { model, size, aspectRatio } = params;
+    const upstream = this.deps.upstreams[model.route.adapter];
+    if (upstream === undefined) {
+      throw upstreamError(`no ${model.route.adapter} image provider is configured for ${model.id}`);
+    }
+    // Funds first: a call the wallet cannot cover never reaches the provider.
+    const hold = this.deps.billing.holdNewCall({
+      accountId: call.accountId,
+      requestId: call.requestId,
+      keyId: call.keyId,
+      chain: call.billingChain,
+      call: { kind: "image", model: model.id, size, count: 1 },
+    });
+    const holdId = hold.hold.id;
+    let charged = false;
+    try {
+      const image = await this.fetchImage(upstream, params, signal);
+      const delivered = await this.deliver(image.image, call.responseFormat);
+      // A client gone before the answer could be written receives nothing, so pays nothing.
+      if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
+      this.deps.billing.settleDelivered(holdId, { ...NO_USAGE, images: 1 });
+      charged = true;
+      return {
+        requestId: call.requestId,
+        billingChain: hold.hold.chain,
+        created: this.deps.now(),
+        model: model.id,
+        size,
+        aspectRatio,
+        images: [delivered],
+        text: image.text,
+      };
+    } finally {
+      if (!charged) this.release(holdId);
+    }
+  }
+
+  /** A stored `url` image; NotFound when the token is unknown or expired. */
+  async stored(token: string): Promise<StoredImage> {
+    if (!isImageToken(token)) throw imageNotFound();
+    const image = await this.deps.store.get(token, this.deps.now());
+    if (image === undefined) throw imageNotFound();
+    return image;
+  }
+
+  /** Removes expired `url` images; resolves to how many. */
+  sweepStored(): Promise<number> {
+    return this.deps.store.sweep(this.deps.now());
+  }
+
+  /** Calls the provider; anything but a real image is the matching error. */
+  private async fetchImage(
+    upstream: ImageUpstream,
+    params: ImageParams,
+    signal: AbortSignal,
+  ): Promise<{ image: { data: Uint8Array; mimeType: ImageMimeType }; text: string }> {
+    let outcome: Awaited<ReturnType<ImageUpstream["generate"]>>;
+    try {
+      outcome = await upstream.generate({
+        upstreamModel: params.model.route.upstreamModel,
+        prompt: params.prompt,
+        size: params.size,
+        aspectRatio: params.aspectRatio,
+        ...pixelSize(params.size, params.aspectRatio),
+        references: params.references,
+        signal,
+      });
+    } catch (error) {
+      throw upstreamFailureError(error, signal, this.deps.onError);
+    }
+    switch (outcome.kind) {
+      case "http-error":
+        throw upstreamStatusError(outcome.status, outcome.body, outcome.retryAfter, this.deps.onError);
+      case "refused":
+        throw imageRefused(outcome.detail);
+      case "empty":
+        throw upstreamError(`no image was returned: ${outcome.detail}`);
+      case "images": {
+        const image = firstImage(outcome.images);
+        if (image === undefined) throw upstreamError("what was returned is not a PNG, JPEG or WebP image");
+        return { image, text: outcome.text };
+      }
+    }
+  }
+
+  /** The image as the caller asked for it: its bytes, or stored behind a fresh token. */
+  private async deliver(
+    image: { data: Uint8Array; mimeType: ImageMimeType },
+    format: ImageCall["responseFormat"],
+  ): Promise<DeliveredImage> {
+    if (format === "b64_json") return { kind: "data", ...image };
+    const token = newImageToken();
+    const expiresAt = this.deps.now() + this.deps.urlTtlMs;
+    try {
+      await this.deps.store.put(token, { ...image, expiresAt });
+    } catch (error) {
+      this.deps.onError(error, "storing an image");
+      throw new ConnectError("The image could not be stored; nothing was charged.", Code.Internal);
+    }
+    return { kind: "url", token, mimeType: image.mimeType, expiresAt };
+  }
+
+  private release(holdId: string): void {
+    try {
+      this.deps.billing.release(holdId);
+    } catch (error) {
+      this.deps.onError(error, `releasing ${holdId}`);
+    }
+  }
+}
+
+/** The first returned image whose bytes really are an image, typed by its content. */
+function firstImage(
+  images: readonly ImageInput[],
+): { data: Uint8Array; mimeType: ImageMimeType } | undefined {
+  for (const image of images) {
+    const mimeType = sniffImageType(image.data);
+    if (mimeType !== undefined) return { data: image.data, mimeType };
+  }
+  return undefined;
+}

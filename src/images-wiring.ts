@@ -1,0 +1,73 @@
+import type { Config } from "./config.js";
+import type { ImageDeps } from "./core/core.js";
+import type { ImageAdapter } from "./core/images/image-models.js";
+import { GEMINI_1K_ONLY } from "./core/images/image-models.js";
+import { LocalImageFiles } from "./store/image-files.js";
+import { GeminiImageUpstream } from "./upstream/gemini/client.js";
+import type { ImageUpstream } from "./upstream/image-upstream.js";
+import { OpenaiImagesUpstream } from "./upstream/openai/client.js";
+
+/** How often expired `url` images are removed from storage. */
+export const IMAGE_SWEEP_INTERVAL_MS = 60_000;
+
+/** The image side of a built gateway: what the core needs, and what shutdown must stop. */
+export interface ImageResources {
+  readonly deps: ImageDeps;
+  /** Sweeps expired `url` images once now, then every {@link IMAGE_SWEEP_INTERVAL_MS}. */
+  startSweeper(onError: (error: unknown) => void): void;
+  /** Stops the sweeper and closes the provider pools. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the image providers that are configured (a Gemini-format and an OpenAI-images
+ * format one), the local-disk `url` store under the data directory, and its sweeper.
+ */
+export function imageResources(config: Config): ImageResources {
+  const { images, anthropic } = config;
+  const timeouts = {
+    connectTimeoutMs: anthropic.connectTimeoutMs,
+    headersTimeoutMs: anthropic.headersTimeoutMs,
+    idleTimeoutMs: anthropic.idleTimeoutMs,
+  };
+  const upstreams: Partial<Record<ImageAdapter, ImageUpstream>> = {};
+  if (images.gemini.url !== undefined) {
+    upstreams.gemini = new GeminiImageUpstream({
+      baseUrl: images.gemini.url,
+      apiKey: images.gemini.apiKey,
+      ...timeouts,
+      models: Object.fromEntries(GEMINI_1K_ONLY.map((model) => [model, { sendImageSize: false }])),
+    });
+  }
+  if (images.openai.url !== undefined) {
+    upstreams.openai = new OpenaiImagesUpstream({
+      baseUrl: images.openai.url,
+      apiKey: images.openai.apiKey,
+      ...timeouts,
+    });
+  }
+  // The database's own directory: one data dir holds everything the gateway keeps.
+  const store = new LocalImageFiles(config.dataDir);
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    deps: {
+      upstreams,
+      store,
+      urlTtlMs: images.urlTtlMs,
+      routes: images.routes,
+      perMinute: config.rateLimitPerMinute,
+    },
+    startSweeper(onError) {
+      const sweep = () => {
+        store.sweep(Date.now()).catch(onError);
+      };
+      sweep();
+      timer = setInterval(sweep, IMAGE_SWEEP_INTERVAL_MS);
+      timer.unref();
+    },
+    async close() {
+      clearInterval(timer);
+      await Promise.all(Object.values(upstreams).map((upstream) => upstream.close()));
+    },
+  };
+}

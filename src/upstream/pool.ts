@@ -1,0 +1,265 @@
+/**
+ * A pooled HTTP client for one upstream provider, whatever its wire format. Every way a call
+ * can fail without an HTTP answer — before the headers or while reading the body — surfaces as
+ * one {@link UpstreamFailure}, so callers never handle undici's errors. The per-format clients
+ * (anthropic/, gemini/, openai/) build their requests on it.
+ */
+import type { Readable } from "node:stream";
+import { type Dispatcher, Pool } from "undici";
+
+/** How to reach an upstream, and how long to wait for it. */
+export interface UpstreamPoolOptions {
+  /** Origin, optionally with a path prefix: e.g. `https://api.anthropic.com`. */
+  readonly baseUrl: string;
+  readonly connectTimeoutMs: number;
+  /** Time to the response headers; non-streaming responses can take minutes. */
+  readonly headersTimeoutMs: number;
+  /** The longest silence between two body chunks. */
+  readonly idleTimeoutMs: number;
+  /** Pool size (default 128). */
+  readonly connections?: number;
+}
+
+/** One POST to the upstream: path (after the base URL's prefix), headers and body. */
+export interface UpstreamPost {
+  readonly path: string;
+  /** Built by the format's client from scratch, so nothing of the caller's request leaks. */
+  readonly headers: Record<string, string>;
+  readonly body: string | Uint8Array;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** An upstream HTTP answer, at its headers; the body still streams. */
+export interface UpstreamResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  /**
+   * The body; iterating it only ever throws {@link UpstreamFailure}. Consume it or destroy it:
+   * until then its pooled connection stays busy.
+   */
+  readonly body: AsyncIterable<Uint8Array> & { destroy(error?: Error): void };
+}
+
+/** Why an upstream call failed without an HTTP answer. */
+export type UpstreamFailureKind = "timeout" | "unreachable" | "aborted" | "broken";
+
+/** An upstream call that failed without a (complete) HTTP answer; `cause` keeps the original error. */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: UpstreamFailureKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "UpstreamFailure";
+  }
+}
+
+const TIMEOUT_CODES = new Set([
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+  "ETIMEDOUT",
+  "TOLLGATE_HEADERS_TIMEOUT",
+  "TOLLGATE_IDLE_TIMEOUT",
+]);
+
+/** Keep-alive of idle pooled sockets: below the 5 s that common servers use, so we close first. */
+const KEEP_ALIVE_MS = 4_000;
+
+/** A keep-alive pool of connections to one upstream. */
+export class UpstreamPool {
+  readonly #pool: Pool;
+  readonly #prefix: string;
+  readonly #origin: string;
+  readonly #headersTimeoutMs: number;
+  readonly #idleTimeoutMs: number;
+
+  constructor(options: UpstreamPoolOptions) {
+    const url = new URL(options.baseUrl);
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new TypeError(`upstream base URL must be http:// or https://, got ${url.protocol}`);
+    }
+    this.#origin = url.origin;
+    this.#prefix = url.pathname.replace(/\/+$/, "");
+    this.#headersTimeoutMs = options.headersTimeoutMs;
+    this.#idleTimeoutMs = options.idleTimeoutMs;
+    this.#pool = new Pool(url.origin, {
+      connections: options.connections ?? 128,
+      connect: { timeout: options.connectTimeoutMs },
+      headersTimeout: options.headersTimeoutMs,
+      bodyTimeout: options.idleTimeoutMs,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: KEEP_ALIVE_MS,
+    });
+  }
+
+  /** Sends one POST; resolves at the response headers. Throws UpstreamFailure for no answer. */
+  async post(call: UpstreamPost): Promise<UpstreamResponse> {
+    // Our own deadline to the headers: undici's timers tick at about a second, too coarse for
+    // short limits; its own headersTimeout stays on as a backstop.
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new Deadline("TOLLGATE_HEADERS_TIMEOUT", this.#headersTimeoutMs)),
+      this.#headersTimeoutMs,
+    );
+    // Stays attached for the body: the caller's abort also cuts a response mid-stream.
+    const signal =
+      call.signal === undefined ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]);
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.#pool.request({
+        method: "POST",
+        path: this.#prefix + call.path,
+        headers: call.headers,
+        body: call.body,
+        signal,
+      });
+    } catch (error) {
+      throw failure(error, "request", this.#origin, call.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+    return {
+      status: response.statusCode,
+      headers: response.headers,
+      body: new UpstreamBody(response.body, this.#origin, call.signal, this.#idleTimeoutMs),
+    };
+  }
+
+  /** Stops accepting calls and resolves once the calls in flight have finished. */
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  /** Aborts the calls in flight and closes every connection at once. */
+  destroy(): Promise<void> {
+    return this.#pool.destroy();
+  }
+}
+
+/** Wraps undici's body so consumers only ever see {@link UpstreamFailure}. */
+class UpstreamBody implements AsyncIterable<Uint8Array> {
+  #destroyed = false;
+
+  constructor(
+    private readonly readable: Readable,
+    private readonly origin: string,
+    private readonly signal: AbortSignal | undefined,
+    private readonly idleTimeoutMs: number,
+  ) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
+    const chunks = this.readable[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
+    try {
+      for (;;) {
+        // Timed only while waiting for the upstream, not while the consumer holds a chunk: the
+        // idle limit is about the upstream's silence. Precise, unlike undici's ~1 s ticks.
+        const timer = setTimeout(
+          () => this.readable.destroy(new Deadline("TOLLGATE_IDLE_TIMEOUT", this.idleTimeoutMs)),
+          this.idleTimeoutMs,
+        );
+        let next: IteratorResult<Uint8Array>;
+        try {
+          next = await chunks.next();
+        } finally {
+          clearTimeout(timer);
+        }
+        if (next.done === true) return;
+        yield next.value;
+      }
+    } catch (error) {
+      if (this.#destroyed && !(this.signal?.aborted ?? false)) {
+        throw new UpstreamFailure("aborted", `upstream ${this.origin}: response body destroyed`, {
+          cause: error,
+        });
+      }
+      throw failure(error, "body", this.origin, this.signal);
+    } finally {
+      // Leaving early (break, throw, return) destroys the stream and frees its connection.
+      await chunks.return?.();
+    }
+  }
+
+  destroy(error?: Error): void {
+    this.#destroyed = true;
+    this.readable.destroy(error);
+  }
+}
+
+/** A deadline of ours ran out; `code` says which. */
+class Deadline extends Error {
+  constructor(
+    readonly code: "TOLLGATE_HEADERS_TIMEOUT" | "TOLLGATE_IDLE_TIMEOUT",
+    limitMs: number,
+  ) {
+    super(
+      `${code === "TOLLGATE_HEADERS_TIMEOUT" ? "no response headers" : "no response data"} within ${limitMs} ms`,
+    );
+    this.name = "Deadline";
+  }
+}
+
+/** Maps an undici or socket error to the failure it means for the caller. */
+function failure(
+  error: unknown,
+  phase: "request" | "body",
+  origin: string,
+  signal: AbortSignal | undefined,
+): UpstreamFailure {
+  if (error instanceof UpstreamFailure) return error;
+  const code = errorCode(error);
+  const detail = error instanceof Error ? error.message : String(error);
+  const where = phase === "request" ? "before the response headers" : "while reading the response body";
+  // The caller's signal decides first: undici rejects with the signal's reason, which can be anything.
+  if (signal?.aborted === true) {
+    return new UpstreamFailure("aborted", `upstream ${origin}: call aborted ${where}`, { cause: error });
+  }
+  if (code !== undefined && TIMEOUT_CODES.has(code)) {
+    return new UpstreamFailure("timeout", `upstream ${origin}: timed out ${where}: ${detail}`, {
+      cause: error,
+    });
+  }
+  if (code === "UND_ERR_ABORTED" || isAbortError(error)) {
+    return new UpstreamFailure("aborted", `upstream ${origin}: call aborted ${where}`, { cause: error });
+  }
+  // A malformed HTTP answer is not an unreachable upstream.
+  if (phase === "request" && !code?.startsWith("HPE_")) {
+    return new UpstreamFailure("unreachable", `upstream ${origin} unreachable: ${detail}`, { cause: error });
+  }
+  return new UpstreamFailure("broken", `upstream ${origin}: response broken ${where}: ${detail}`, {
+    cause: error,
+  });
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function isAbortError(error: unknown): boolean {
+  return error instanceof Error && error.name === "AbortError";
+}
+
+/** Reads a whole response body as UTF-8 text, failing (UpstreamFailure "broken") past limitBytes. */
+export async function readBody(body: AsyncIterable<Uint8Array>, limitBytes: number): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    // Throwing out of the loop ends the iteration, which destroys the body.
+    for await (const chunk of body) {
+      total += chunk.byteLength;
+      if (total > limitBytes) {
+        throw new UpstreamFailure("broken", `upstream response body exceeds ${limitBytes} bytes`);
+      }
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof UpstreamFailure) throw error;
+    throw new UpstreamFailure("broken", `upstream response body unreadable: ${String(error)}`, {
+      cause: error,
+    });
+  }
+  return Buffer.concat(chunks, total).toString("utf8");
+}

@@ -1,6 +1,7 @@
 import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
+import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
@@ -23,12 +24,25 @@ export interface App {
   readonly textUpstream: AnthropicUpstream | undefined;
   /** Image providers and the `url` image sweeper; absent in facade-only mode. */
   readonly images?: ImageResources | undefined;
+  /** Deposit watchers and settlement workers; absent unless built with `onchain`. */
+  readonly chains: ChainsRuntime | undefined;
 }
 
 /** Extra knobs for building an app, mostly for tests. */
 export interface BuildOptions {
   readonly logger?: boolean | { readonly level: string };
   readonly now?: () => number;
+  /**
+   * Run the chains (watchers, settlement, deposit addresses) against `config.chains` with this
+   * master secret. Absent: no chain is contacted and onchain RPCs refuse (see main.ts for who
+   * passes it).
+   */
+  readonly onchain?: {
+    readonly masterSecret: Uint8Array;
+    readonly startAt: "genesis" | "finalized";
+    /** Run only these chains (dev mode: those with a local dev chain). */
+    readonly only?: ReadonlySet<string>;
+  };
 }
 
 /**
@@ -36,7 +50,10 @@ export interface BuildOptions {
  * `coreUrl` points at a remote one, then the facade over a typed client to that core. Never
  * listens (see main.ts).
  */
-export async function buildApp(config: Config, { logger = false, now }: BuildOptions = {}): Promise<App> {
+export async function buildApp(
+  config: Config,
+  { logger = false, now, onchain }: BuildOptions = {},
+): Promise<App> {
   if (config.coreUrl !== undefined) {
     const transport = remoteCoreTransport(config.coreUrl);
     return {
@@ -52,6 +69,7 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
       sweeper: undefined,
       textUpstream: undefined,
       images: undefined,
+      chains: undefined,
     };
   }
   const db = openDatabase(config.dataDir);
@@ -67,7 +85,28 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
           idleTimeoutMs: anthropic.idleTimeoutMs,
         });
   const images = imageResources(config);
+  let chains: ChainsRuntime | undefined;
   try {
+    if (onchain !== undefined) {
+      // Loaded only when chains run: viem and friends stay out of chain-less processes.
+      const { ChainsRuntime } = await import("./chains/chains-runtime.js");
+      chains = await ChainsRuntime.create({
+        db,
+        registry: config.chains,
+        masterSecret: onchain.masterSecret,
+        settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
+        pollMs: config.onchain.pollMs,
+        scanRange: config.onchain.scanRange,
+        startAt: onchain.startAt,
+        only: onchain.only,
+        now,
+        log: (line) => console.error(line),
+        onError: (error, context) =>
+          console.error(
+            `${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`,
+          ),
+      });
+    }
     const core = createCore({
       db,
       adminToken: config.adminToken,
@@ -88,6 +127,8 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
               images: images.deps,
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
+      chainDirectory: chains,
+      chainProbes: chains?.probes(),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
     const facade = await buildFacade({
@@ -101,8 +142,10 @@ export async function buildApp(config: Config, { logger = false, now }: BuildOpt
     // Holds orphaned by a crash are voided before the first request is served.
     core.sweeper.start();
     images.startSweeper((error) => console.error("internal error in the image sweeper:", error));
-    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, images };
+    chains?.start();
+    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, images, chains };
   } catch (error) {
+    await chains?.stop();
     db.close();
     await textUpstream?.close();
     await images.close();

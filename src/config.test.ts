@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, loadConfig, requireMasterSecret } from "./config.js";
 
 describe("loadConfig", () => {
   it("has embedded defaults", () => {
@@ -117,5 +117,44 @@ describe("loadConfig", () => {
         loadConfig({ TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "2048", TOLLGATE_IMAGE_MAX_FILE_BYTES: "4096" }),
       ).toThrow(/^TOLLGATE_IMAGE_MAX_FILE_BYTES: /);
     });
+  });
+});
+
+describe("loadConfig: chains", () => {
+  const dev = new Uint8Array(32).fill(1);
+
+  it("runs dev chains without TOLLGATE_CHAINS, the configured registry with it, nothing when off", () => {
+    expect(loadConfig({}).onchain).toMatchObject({
+      mode: "dev",
+      masterSecret: undefined,
+      settlementMode: "batch",
+      batchWindowMs: 60_000,
+    });
+    expect(loadConfig({ TOLLGATE_DEV_CHAINS: "off" }).onchain.mode).toBe("off");
+    // No file is read for the mode: TOLLGATE_CHAINS's presence decides (the file is checked elsewhere).
+    expect(loadConfig({ TOLLGATE_DEV_CHAINS: "on" }).onchain.mode).toBe("dev");
+  });
+
+  it("reads the master secret as hex of at least 32 bytes, and refuses to run chains without it outside dev", () => {
+    const secret = "ab".repeat(32);
+    const onchain = loadConfig({ TOLLGATE_MASTER_SECRET: `0x${secret}` }).onchain;
+    expect(Buffer.from(onchain.masterSecret!).toString("hex")).toBe(secret);
+    expect(requireMasterSecret(onchain, dev)).toEqual(onchain.masterSecret);
+    expect(requireMasterSecret(loadConfig({}).onchain, dev)).toBe(dev);
+    expect(() => requireMasterSecret({ ...loadConfig({}).onchain, mode: "configured" }, dev)).toThrow(
+      /^TOLLGATE_MASTER_SECRET: is required when TOLLGATE_CHAINS is set/,
+    );
+  });
+
+  it.each([
+    ["TOLLGATE_MASTER_SECRET", "ab".repeat(31)],
+    ["TOLLGATE_MASTER_SECRET", "not hex at all, but long enough to be sixty-four characters long!!"],
+    ["TOLLGATE_DEV_CHAINS", "yes"],
+    ["TOLLGATE_SETTLEMENT_MODE", "hourly"],
+    ["TOLLGATE_SETTLEMENT_BATCH_WINDOW_MS", "-5"],
+    ["TOLLGATE_CHAIN_POLL_MS", "1"],
+    ["TOLLGATE_CHAIN_SCAN_RANGE", "0"],
+  ])("refuses %s=%s, naming the variable", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 });

@@ -57,6 +57,29 @@ export interface Config {
   readonly streamPingMs: number;
   /** Image providers, model routes, upload limits and `url` expiry. */
   readonly images: ImagesConfig;
+  /** Onchain deposits, settlement and withdrawals (docs/chains.md). */
+  readonly onchain: OnchainConfig;
+}
+
+/** How the gateway meets the chains (docs/chains.md). */
+export interface OnchainConfig {
+  /**
+   * `dev`: `serve` starts local dev chains for the registry and watches those (TOLLGATE_CHAINS
+   * unset, or TOLLGATE_DEV_CHAINS=on); `configured`: watch and settle on the registry's own RPCs
+   * (TOLLGATE_CHAINS set; needs the master secret); `off`: no chain is contacted, onchain RPCs
+   * refuse (TOLLGATE_DEV_CHAINS=off).
+   */
+  readonly mode: "dev" | "configured" | "off";
+  /** TOLLGATE_MASTER_SECRET (hex, at least 32 bytes); every deposit and treasury key derives from it. */
+  readonly masterSecret: Uint8Array | undefined;
+  /** `per-call`: one transfer per charged call; `batch`: one per (account, chain) per window. */
+  readonly settlementMode: "per-call" | "batch";
+  /** Batch mode: the longest a call's settlement waits for others of its batch. */
+  readonly batchWindowMs: number;
+  /** Pause between two deposit scans, and between two settlement passes, per chain. */
+  readonly pollMs: number;
+  /** The most blocks (or slots) one deposit scan asks the RPC for. */
+  readonly scanRange: number;
 }
 
 /** Where image calls go, what uploads may weigh, and how long `url` images live. */
@@ -150,6 +173,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
     images: imagesConfig(env),
+    onchain: onchainConfig(env),
   };
   checkImageRoutes(config);
   return config;
@@ -263,6 +287,45 @@ function checkImageRoutes(config: Config): void {
       );
     }
   }
+}
+
+const DEV_CHAINS = ["auto", "on", "off"] as const;
+const SETTLEMENT_MODES = ["per-call", "batch"] as const;
+
+function onchainConfig(env: Env): OnchainConfig {
+  const devChains = oneOf(env, "TOLLGATE_DEV_CHAINS", DEV_CHAINS, "auto");
+  const configured = optional(env, "TOLLGATE_CHAINS") !== undefined;
+  const raw = optional(env, "TOLLGATE_MASTER_SECRET");
+  let masterSecret: Uint8Array | undefined;
+  if (raw !== undefined) {
+    const hex = raw.startsWith("0x") ? raw.slice(2) : raw;
+    if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length % 2 !== 0 || hex.length < 64) {
+      throw new ConfigError("TOLLGATE_MASTER_SECRET", "must be hex of at least 32 bytes (64 hex digits)");
+    }
+    masterSecret = new Uint8Array(Buffer.from(hex, "hex"));
+  }
+  return {
+    mode: devChains === "off" ? "off" : devChains === "on" || !configured ? "dev" : "configured",
+    masterSecret,
+    settlementMode: oneOf(env, "TOLLGATE_SETTLEMENT_MODE", SETTLEMENT_MODES, "batch"),
+    batchWindowMs: integer(env, "TOLLGATE_SETTLEMENT_BATCH_WINDOW_MS", 60_000, 0, 86_400_000),
+    pollMs: integer(env, "TOLLGATE_CHAIN_POLL_MS", 2_000, 10, 600_000),
+    scanRange: integer(env, "TOLLGATE_CHAIN_SCAN_RANGE", 2_000, 1, 1_000_000),
+  };
+}
+
+/**
+ * The master secret the chains run on: the configured one, or in dev mode `devSecret` (a
+ * labelled, public dev-only value). Outside dev mode a missing secret refuses to start.
+ */
+export function requireMasterSecret(onchain: OnchainConfig, devSecret: Uint8Array): Uint8Array {
+  if (onchain.masterSecret !== undefined) return onchain.masterSecret;
+  if (onchain.mode === "dev") return devSecret;
+  throw new ConfigError(
+    "TOLLGATE_MASTER_SECRET",
+    "is required when TOLLGATE_CHAINS is set: deposit addresses and settlement keys derive from it " +
+      "(generate one with `openssl rand -hex 32` and keep it safe; set TOLLGATE_DEV_CHAINS=off to run without chains)",
+  );
 }
 
 function anthropicUpstream(env: Env): AnthropicUpstreamConfig {

@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { type App, buildApp } from "./app.js";
-import type { Config } from "./config.js";
+import { type App, type BuildOptions, buildApp } from "./app.js";
+import type { DevChains } from "./chains/dev-chains.js";
+import { DEV_MASTER_SECRET } from "./chains/dev-chains-file.js";
+import { type Config, requireMasterSecret } from "./config.js";
 import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-upstream.js";
 
 /**
@@ -9,6 +11,26 @@ import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-ups
  * Resolves once listening.
  */
 export async function serve(config: Config): Promise<App> {
+  // Chains: the configured registry's RPCs (the master secret is required), or in dev mode local
+  // dev chains started here; never the shipped registry's public RPCs unless configured.
+  let devChains: DevChains | undefined;
+  let onchain: BuildOptions["onchain"];
+  if (config.coreUrl === undefined && config.onchain.mode !== "off") {
+    const masterSecret = requireMasterSecret(config.onchain, DEV_MASTER_SECRET);
+    if (config.onchain.mode === "dev") {
+      const { startDevChains } = await import("./chains/dev-chains.js");
+      devChains = await startDevChains(config.chains, {
+        dataDir: config.dataDir,
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      config = { ...config, chains: devChains.registry };
+    }
+    onchain = {
+      masterSecret,
+      startAt: devChains === undefined ? "finalized" : "genesis",
+      only: devChains?.running,
+    };
+  }
   // No provider configured: text calls go to the built-in stand-in, and the ready line says so.
   let devUpstream: DevUpstream | undefined;
   if (config.coreUrl === undefined && config.anthropic.url === undefined) {
@@ -22,7 +44,28 @@ export async function serve(config: Config): Promise<App> {
     const gemini = { ...config.images.gemini, url: devUpstream.url };
     config = { ...config, images: { ...config.images, gemini } };
   }
-  const app = await buildApp(config, { logger: { level: config.logLevel } });
+  let app: App;
+  try {
+    app = await buildApp(config, { logger: { level: config.logLevel }, onchain });
+  } catch (error) {
+    await devChains?.close();
+    await devUpstream?.close();
+    throw error;
+  }
+  if (devChains !== undefined && app.chains !== undefined) {
+    // The treasury pays every settlement's fees: give it dev gas on each local chain.
+    for (const id of devChains.running) {
+      const treasury = app.chains.adapter(id)?.treasuryAddress();
+      if (treasury === undefined) continue;
+      await devChains
+        .fundFees(id, treasury)
+        .catch((error: unknown) =>
+          process.stderr.write(
+            `dev chains: ${id}: could not fund the treasury's fees: ${(error as Error).message}\n`,
+          ),
+        );
+    }
+  }
   const facadeUrl = await app.facade.listen({ host: config.host, port: config.port });
   let coreUrl = config.coreUrl ?? "";
   if (app.core !== undefined) {
@@ -34,6 +77,7 @@ export async function serve(config: Config): Promise<App> {
     stopping = true;
     void shutdown(app, config.shutdownTimeoutMs, signal)
       .then(() => devUpstream?.close())
+      .then(() => devChains?.close())
       .then(
         () => process.exit(0),
         (error: unknown) => {
@@ -59,8 +103,18 @@ export async function serve(config: Config): Promise<App> {
     : app.core === undefined
       ? "images: via the core"
       : `images: ${[config.images.gemini.url, config.images.openai.url].filter(Boolean).join(", ")}`;
+  const chainsText =
+    devChains !== undefined
+      ? `chains: dev chains ${config.chains.chains.map((c) => `${c.id}${c.enabled ? "" : " (disabled)"}`).join(", ")}, ` +
+        `faucet ${devChains.faucetUrl}, ` +
+        (config.onchain.masterSecret === undefined ? "public DEV master secret" : "configured master secret")
+      : onchain !== undefined
+        ? "chains: configured RPCs"
+        : "chains: off";
   // One plain line that scripts and tests can wait for.
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text}; ${images})\n`);
+  process.stdout.write(
+    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text}; ${images}; ${chainsText})\n`,
+  );
 
   return app;
 }
@@ -85,6 +139,7 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   await app.core?.server.close();
   clearTimeout(force);
   app.sweeper?.stop();
+  await app.chains?.stop();
   await app.textUpstream?.close();
   await app.images?.close();
   app.db?.close();

@@ -29,6 +29,8 @@ export interface ChainsRuntimeOptions {
   readonly log?: (line: string) => void;
   /** Failures of a tick (an RPC outage); the loop backs off and continues. */
   readonly onError?: (error: unknown, context: string) => void;
+  /** Run only these chains (dev mode: those with a local chain); all when absent. */
+  readonly only?: ReadonlySet<string>;
   /** Builds adapters; the family factory unless a test substitutes one. */
   readonly createAdapter?: (chain: ChainConfig, options: AdapterOptions) => Promise<ChainAdapter>;
 }
@@ -74,6 +76,10 @@ export class ChainsRuntime implements ChainDirectory {
     const chains = new Map<string, ChainRuntime>();
     const missing = new Map<string, string>();
     for (const chain of options.registry.chains) {
+      if (options.only !== undefined && !options.only.has(chain.id)) {
+        missing.set(chain.id, "no local dev chain for it");
+        continue;
+      }
       let adapter: ChainAdapter;
       try {
         adapter = await create(chain, { masterSecret: options.masterSecret });
@@ -128,10 +134,7 @@ export class ChainsRuntime implements ChainDirectory {
 
   /** Runs one watcher scan on every chain now (tests and the CLI's one-shot commands). */
   async scanOnce(): Promise<void> {
-    for (const runtime of this.chains.values()) {
-      runtime.book.deriveMissing();
-      await runtime.watcher.tick();
-    }
+    for (const runtime of this.chains.values()) await runtime.watcher.tick();
   }
 
   /** Runs one settlement pass on every chain now. */
@@ -144,13 +147,7 @@ export class ChainsRuntime implements ChainDirectory {
     if (this.loops.length > 0) return;
     for (const [id, runtime] of this.chains) {
       this.loops.push(
-        this.loop(`deposit watcher on ${id}`, async () => {
-          while (runtime.book.deriveMissing() > 0) {
-            // Each batch derives a bounded number of keys; yield between batches.
-            await sleep(0);
-          }
-          await runtime.watcher.tick();
-        }),
+        this.loop(`deposit watcher on ${id}`, () => runtime.watcher.tick()),
         this.loop(`settlement worker on ${id}`, () => runtime.worker.tick()),
       );
     }

@@ -45,6 +45,9 @@ export class DepositWatcher {
     lastScanAt: 0,
   };
 
+  /** Whether the last tick left pending rows (starts true: a previous process may have). */
+  private pendingListed = true;
+
   constructor(
     private readonly adapter: ChainAdapter,
     private readonly addresses: AddressBook,
@@ -94,7 +97,10 @@ export class DepositWatcher {
             ),
           )
         : [];
-    this.repo.replacePending(chain.id, pending, this.options.now());
+    // Skip the write (and its fsync) when there was nothing pending and still is not.
+    if (pending.length > 0 || this.pendingListed)
+      this.repo.replacePending(chain.id, pending, this.options.now());
+    this.pendingListed = pending.length > 0;
     const lag = finalized - cursor + 1n;
     this.status = { head, finalized, cursor, lag: lag < 0n ? 0n : lag, lastScanAt: this.options.now() };
     return credited;

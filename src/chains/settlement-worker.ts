@@ -103,6 +103,8 @@ export class SettlementWorker {
 }
 
 function errorText(error: unknown): string {
-  if (error instanceof Error) return (error as { shortMessage?: string }).shortMessage ?? error.message;
-  return String(error);
+  if (!(error instanceof Error)) return String(error);
+  const { shortMessage, details } = error as { shortMessage?: string; details?: string };
+  if (shortMessage === undefined) return error.message.split("\n")[0]!;
+  return details === undefined || details === "" ? shortMessage : `${shortMessage}: ${details}`;
 }

@@ -2,7 +2,9 @@
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { remoteCoreTransport } from "../app.js";
+import { DEV_MASTER_SECRET, readDevChainsFile } from "../chains/dev-chains-file.js";
 import { type Config, ConfigError, loadConfig } from "../config.js";
+import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import { operatorCallerResolver } from "../core/caller.js";
 import { createCore } from "../core/core.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
@@ -11,6 +13,15 @@ import { serve } from "../main.js";
 import { openDatabase } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
+import {
+  addressesCommand,
+  depositsCommand,
+  faucetCommand,
+  settlementCommand,
+  usageCommand,
+  withdrawalsCommand,
+  withdrawCommand,
+} from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
 import { runDevUpstream } from "./dev-upstream-command.js";
 
@@ -29,6 +40,18 @@ Commands:
                                           credit an account by hand, in the chain asset's units
                                           (exact decimals; --credit-id makes a retry credit once)
   balance --account ID                    an account's balances on every chain
+  addresses --account ID                  an account's deposit address on every chain
+  deposits --account ID                   deposits seen (pending) and credited (at finality)
+  withdraw --account ID --chain CHAIN --amount 1.50 --to ADDRESS [--withdrawal-id ID]
+                                          send deposit-backed funds onchain (exact decimals)
+  withdrawals --account ID                an account's withdrawals and their transactions
+  usage --account ID [--limit N]          an account's calls, charges and onchain settlement
+  settlement                              the settlement backlog of every chain
+  faucet --account ID --chain CHAIN --amount 100
+                                          mint dev-chain test stablecoin to the account's deposit
+                                          address (dev chains only)
+  dev-chains                              run local chains for the registry (anvil + test stablecoin;
+                                          Solana on litesvm), recorded in $TOLLGATE_DATA_DIR/dev-chains.json
   dev-upstream [--host H] [--port P] [--api-key K]
                                           run a local stand-in provider (Anthropic wire format,
                                           generated labelled text; Gemini and OpenAI image formats,
@@ -51,6 +74,13 @@ const commands: Record<string, Record<string, Command>> = {
 const topLevelCommands: Record<string, Command> = {
   credit: creditCommand,
   balance: balanceCommand,
+  addresses: addressesCommand,
+  deposits: depositsCommand,
+  withdraw: withdrawCommand,
+  withdrawals: withdrawalsCommand,
+  usage: usageCommand,
+  settlement: settlementCommand,
+  faucet: faucetCommand,
 };
 
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
@@ -73,11 +103,17 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       await serve(config);
       return -1;
     }
+    if (group === "dev-chains") {
+      // Loaded on demand, like the chains runtime: commands that touch no chain start fast.
+      const { runDevChains } = await import("./dev-chains-command.js");
+      await runDevChains(argv.slice(1), config);
+      return -1;
+    }
     const topLevel = topLevelCommands[group];
     const command = topLevel ?? commands[group]?.[action ?? ""];
     if (command === undefined) throw new UsageError(`unknown command: ${argv.slice(0, 2).join(" ")}`);
     const parsed = parse(command, argv.slice(topLevel === undefined ? 2 : 1));
-    const { transport, close } = operatorTransport(config);
+    const { transport, close } = await operatorTransport(config);
     try {
       const context: CommandContext = {
         auth: createClient(AuthService, transport),
@@ -112,12 +148,30 @@ function parse(command: Command, args: readonly string[]) {
  * The operator's way into the core: over gRPC with the operator token when a remote core is
  * configured, else the core built in-process over the local database, as the operator.
  */
-function operatorTransport(config: Config): { transport: Transport; close: () => void } {
+async function operatorTransport(config: Config): Promise<{ transport: Transport; close: () => void }> {
   if (config.coreUrl !== undefined) {
     return { transport: remoteCoreTransport(config.coreUrl, config.adminToken), close: () => {} };
   }
   const db = openDatabase(config.dataDir);
-  const core = createCore({ db, chains: config.chains, catalog: config.catalog });
+  // Deposit addresses and address checks need the chain adapters (derivation only: nothing is
+  // contacted). In dev mode the registry of running dev chains, if any, is the one that counts.
+  let chains = config.chains;
+  let chainDirectory: ChainDirectory | undefined;
+  const { onchain } = config;
+  if (onchain.mode !== "off" && (onchain.masterSecret !== undefined || onchain.mode === "dev")) {
+    if (onchain.mode === "dev") chains = readDevChainsFile(config.dataDir)?.registry ?? chains;
+    const { ChainsRuntime } = await import("../chains/chains-runtime.js");
+    chainDirectory = await ChainsRuntime.create({
+      db,
+      registry: chains,
+      masterSecret: onchain.masterSecret ?? DEV_MASTER_SECRET,
+      settlement: { mode: onchain.settlementMode, batchWindowMs: onchain.batchWindowMs },
+      pollMs: onchain.pollMs,
+      scanRange: onchain.scanRange,
+      startAt: "finalized",
+    });
+  }
+  const core = createCore({ db, chains, catalog: config.catalog, chainDirectory });
   const transport = createRouterTransport(core.routes, {
     router: core.routerOptionsFor(operatorCallerResolver),
   });

@@ -115,7 +115,7 @@ export class OnchainRepository {
   private readonly tx;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly ledger: LedgerRepository,
   ) {
     const money = <T extends unknown[] = unknown[]>(sql: string) =>
@@ -126,11 +126,6 @@ export class OnchainRepository {
       ),
       addressOf: db.prepare<[string, string], { address: string }>(
         "SELECT address FROM deposit_addresses WHERE account_id = ? AND family = ?",
-      ),
-      accountsWithoutAddress: db.prepare<[string, number], { id: string }>(
-        `SELECT a.id FROM accounts a
-          WHERE NOT EXISTS (SELECT 1 FROM deposit_addresses d WHERE d.account_id = a.id AND d.family = ?)
-          ORDER BY a.rowid LIMIT ?`,
       ),
       addressesSince: db.prepare<[string, number], { seq: number; address: string; account_id: string }>(
         "SELECT seq, address, account_id FROM deposit_addresses WHERE family = ? AND seq > ? ORDER BY seq",
@@ -296,11 +291,6 @@ export class OnchainRepository {
   /** The stored deposit address of an account, if it has one yet. */
   depositAddressOf(accountId: string, family: string): string | undefined {
     return this.s.addressOf.get(accountId, family)?.address;
-  }
-
-  /** Up to `limit` accounts that have no stored deposit address of `family` yet. */
-  accountsWithoutAddress(family: string, limit: number): string[] {
-    return this.s.accountsWithoutAddress.all(family, limit).map((r) => r.id);
   }
 
   /** Deposit addresses of a family stored after `seq`, oldest first (the watcher loads only new ones). */

@@ -12,13 +12,23 @@ export function tempDir(prefix = "tollgate-test-"): { path: string; cleanup: () 
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) };
 }
 
-/** Environment for a child gateway or CLI: ephemeral ports, quiet logs, no inherited TOLLGATE_*. */
+/**
+ * Environment for a child gateway or CLI: ephemeral ports, quiet logs, no inherited TOLLGATE_*,
+ * and no dev chains unless a test asks for them (TOLLGATE_DEV_CHAINS=on).
+ */
 export function childEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (!name.startsWith("TOLLGATE_")) env[name] = value;
   }
-  return { ...env, TOLLGATE_PORT: "0", TOLLGATE_CORE_PORT: "0", TOLLGATE_LOG_LEVEL: "warn", ...overrides };
+  return {
+    ...env,
+    TOLLGATE_PORT: "0",
+    TOLLGATE_CORE_PORT: "0",
+    TOLLGATE_LOG_LEVEL: "warn",
+    TOLLGATE_DEV_CHAINS: "off",
+    ...overrides,
+  };
 }
 
 /** The result of one CLI run. */

@@ -62,6 +62,8 @@ export interface EvmDevChainOptions {
   readonly statePath?: string;
   /** Start with automatic mining off (`--no-mining`); tests mine by hand. */
   readonly manualMining?: boolean;
+  /** Mine a block this often (`--block-time`) instead of one per transaction. */
+  readonly blockTimeSeconds?: number;
 }
 
 /** Starts one anvil per chain (in parallel), each with the test stablecoin deployed. */
@@ -95,7 +97,23 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
   ];
   if (options.statePath !== undefined) args.push("--state", options.statePath, "--state-interval", "5");
   if (options.manualMining === true) args.push("--no-mining");
-  const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  else if (options.blockTimeSeconds !== undefined)
+    args.push("--block-time", String(options.blockTimeSeconds));
+  // anvil runs under a tiny shell that stops it when our end of its stdin closes — on close(),
+  // and also when this process dies without cleaning up (kill -9), so no anvil is ever orphaned.
+  const child = spawn(
+    "/bin/sh",
+    [
+      "-c",
+      'anvil="$1"; shift; "$anvil" "$@" <&- & pid=$!; read _; kill $pid; wait $pid',
+      "sh",
+      anvilBinary(),
+      ...args,
+    ],
+    {
+      stdio: ["pipe", "pipe", "pipe"],
+    },
+  );
   let rpcUrl: string;
   try {
     rpcUrl = await listening(child);
@@ -114,8 +132,8 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
   const close = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    // SIGTERM lets anvil write its state file; SIGKILL if it hangs.
-    child.kill("SIGTERM");
+    // Closing stdin makes the shell SIGTERM anvil (which writes its state file) and wait for it.
+    child.stdin?.end();
     const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
     await exited;
     clearTimeout(timer);
@@ -130,7 +148,8 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
         args: ["Test USD", "TUSD"],
         chain,
       });
-      if (options.manualMining === true) await test.mine({ blocks: 1 });
+      if (options.manualMining === true || options.blockTimeSeconds !== undefined)
+        await test.mine({ blocks: 1 });
       const receipt = await test.waitForTransactionReceipt({ hash, pollingInterval: 20 });
       if (
         receipt.contractAddress === null ||

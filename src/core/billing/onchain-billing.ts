@@ -1,4 +1,4 @@
-import { availableOf, type LedgerRepository } from "../../store/ledger-repository.js";
+import type { LedgerRepository } from "../../store/ledger-repository.js";
 import type {
   BacklogRow,
   DepositRow,
@@ -130,13 +130,6 @@ export class OnchainBilling {
   /** The settlements of these calls. */
   settlements(holdIds: readonly string[]): Map<string, SettlementView> {
     return this.deps.ledger.outbox.views(holdIds);
-  }
-
-  /** Funds the account could withdraw on a chain now. */
-  withdrawable(accountId: string, chainId: string): bigint {
-    const available = availableOf(this.deps.ledger.balance(accountId, chainId));
-    const backed = this.deps.onchain.withdrawable(accountId, chainId);
-    return available < backed ? available : backed;
   }
 
   private requireDirectory(chainId: string): ChainDirectory {

@@ -114,11 +114,13 @@ describe("deposit watcher on real anvil", () => {
     f.expectSoundLedger();
   });
 
-  it("watches accounts created after it started (addresses are derived and stored, never keys)", async () => {
+  it("watches an address from the moment it is handed out (stored as an address, never a key)", async () => {
     f = await onchainFixture({ confirmations: 0 });
     await f.runtime.scanOnce();
     const late = f.account();
-    const address = f.runtime.adapter("base")!.depositAddress(late);
+    const { addresses } = await f.billing.getDepositAddresses({ accountId: late });
+    const address = addresses[0]!.address;
+    expect(address).toBe(f.runtime.adapter("base")!.depositAddress(late));
     await f.dev.mintTo(address, 42n);
     await f.runtime.scanOnce();
     expect(await available(f, late)).toBe(42n);

@@ -1,0 +1,244 @@
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { type ChainConfig, type ChainRegistry, chainRegistry } from "../core/billing/chain-registry.js";
+import { DEV_CHAINS_FILE } from "./dev-chains-file.js";
+import { type EvmDevChain, startEvmDevChains } from "./evm/dev-chain.js";
+
+/** Dev chains mine a block this often, so confirmations accrue without traffic. */
+const DEV_BLOCK_SECONDS = 1;
+/** The confirmation depth of dev EVM chains (at one block a second, a deposit is final in ~2 s). */
+const DEV_CONFIRMATIONS = 2;
+/** The Solana dev chain's module (chains-solana), loaded only when the registry has a Solana chain. */
+const SOLANA_DEV_CHAIN_MODULE = "./solana/dev-chain.js";
+
+/** Local chains standing in for the registry's, and a faucet for their test stablecoin. */
+export interface DevChains {
+  /** The registry re-pointed at the local chains (RPC URLs, token addresses, dev finality). */
+  readonly registry: ChainRegistry;
+  /** The faucet's URL (loopback): POST {chain, address, amount} mints test stablecoin. */
+  readonly faucetUrl: string;
+  /** Mints `amount` (onchain units) of a chain's test stablecoin to `address`; resolves to the tx hash. */
+  mint(chainId: string, address: string, amount: bigint): Promise<string>;
+  /**
+   * Gives `address` native currency for fees on a dev chain (the treasury pays every
+   * settlement's gas): anvil's balance setter on EVM, a `requestAirdrop` of 100 SOL on Solana.
+   */
+  fundFees(chainId: string, address: string): Promise<void>;
+  /** The chains that run locally (a chain whose dev chain is missing is disabled and not run). */
+  readonly running: ReadonlySet<string>;
+  close(): Promise<void>;
+}
+
+/** A running Solana dev chain, as chains-solana's `startSolanaDevChain` returns it. */
+interface SolanaDevChain {
+  readonly rpcUrl: string;
+  readonly mint: string;
+  mintTo(owner: string, amount: bigint): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** How to start the dev chains. */
+export interface DevChainsOptions {
+  /** Keeps the chains' state here across restarts and writes {@link DEV_CHAINS_FILE}; none when absent. */
+  readonly dataDir?: string;
+  readonly host?: string;
+  readonly log?: (line: string) => void;
+}
+
+/**
+ * Starts a local chain for every chain of the registry: one anvil per EVM chain (its EIP-155
+ * id, the test stablecoin at a fixed address, a block a second) and the Solana dev chain over
+ * litesvm, when that module is part of the build (else the Solana chain is disabled, with a
+ * log line). Serves a loopback faucet and, with a data directory, records everything in
+ * {@link DEV_CHAINS_FILE}. Nothing here contacts anything but loopback.
+ */
+export async function startDevChains(
+  registry: ChainRegistry,
+  options: DevChainsOptions = {},
+): Promise<DevChains> {
+  const host = options.host ?? "127.0.0.1";
+  const stateDir = options.dataDir === undefined ? undefined : join(options.dataDir, "dev-chains");
+  if (stateDir !== undefined) mkdirSync(stateDir, { recursive: true });
+  const evmChains = registry.chains.filter((c) => c.family === "evm");
+  const evm = await startEvmDevChains(
+    evmChains.map((c) => ({
+      id: c.id,
+      chainId: c.chainId!,
+      host,
+      blockTimeSeconds: DEV_BLOCK_SECONDS,
+      statePath: stateDir === undefined ? undefined : join(stateDir, `${c.id}.json`),
+    })),
+  );
+  const evmById = new Map<string, EvmDevChain>(evm.map((d) => [d.id, d]));
+  const solana = new Map<string, SolanaDevChain>();
+  const closeAll = async () => {
+    await Promise.all([...evm.map((d) => d.close()), ...[...solana.values()].map((s) => s.close())]);
+  };
+  const chains: ChainConfig[] = [];
+  try {
+    for (const chain of registry.chains) {
+      const dev = evmById.get(chain.id);
+      if (dev !== undefined) {
+        chains.push({
+          ...chain,
+          rpcUrl: dev.rpcUrl,
+          asset: { ...chain.asset, decimals: 6, address: dev.token },
+          finality: { confirmations: DEV_CONFIRMATIONS },
+        });
+        continue;
+      }
+      const started = await startSolana(chain, options.log);
+      if (started === undefined) {
+        chains.push({ ...chain, enabled: false });
+        continue;
+      }
+      solana.set(chain.id, started);
+      chains.push({
+        ...chain,
+        rpcUrl: started.rpcUrl,
+        asset: { ...chain.asset, address: started.mint },
+        finality: { commitment: "confirmed" },
+      });
+    }
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  let defaultChain = registry.defaultChain;
+  if (!chains.find((c) => c.id === defaultChain)?.enabled) defaultChain = chains.find((c) => c.enabled)!.id;
+  const devRegistry = chainRegistry(chains, defaultChain);
+
+  const mint = async (chainId: string, address: string, amount: bigint): Promise<string> => {
+    const dev = evmById.get(chainId);
+    if (dev !== undefined) return dev.mintTo(address, amount);
+    const sol = solana.get(chainId);
+    if (sol !== undefined) return sol.mintTo(address, amount);
+    throw new Error(`no dev chain ${JSON.stringify(chainId)}`);
+  };
+  const faucet = await startFaucet(host, mint);
+  const faucetUrl = `http://${host}:${(faucet.address() as AddressInfo).port}`;
+  if (options.dataDir !== undefined) {
+    writeFileSync(
+      join(options.dataDir, DEV_CHAINS_FILE),
+      `${JSON.stringify({ faucet_url: faucetUrl, ...registryJson(devRegistry) }, null, 2)}\n`,
+    );
+  }
+  return {
+    registry: devRegistry,
+    faucetUrl,
+    mint,
+    async fundFees(chainId, address) {
+      const dev = evmById.get(chainId);
+      if (dev !== undefined) return dev.fundGas(address);
+      const sol = solana.get(chainId);
+      if (sol !== undefined) await airdrop(sol.rpcUrl, address, 100_000_000_000n);
+    },
+    running: new Set([...evmById.keys(), ...solana.keys()]),
+    async close() {
+      // The file advertises running chains and their faucet: it goes when they go.
+      if (options.dataDir !== undefined) rmSync(join(options.dataDir, DEV_CHAINS_FILE), { force: true });
+      await new Promise<void>((resolve) => faucet.close(() => resolve()));
+      await closeAll();
+    },
+  };
+}
+
+/** Asks a Solana JSON-RPC endpoint for lamports (`requestAirdrop`), with plain JSON-RPC. */
+async function airdrop(rpcUrl: string, address: string, lamports: bigint): Promise<void> {
+  const response = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "requestAirdrop",
+      params: [address, Number(lamports)],
+    }),
+  });
+  const body = (await response.json()) as { error?: { message?: string } };
+  if (body.error !== undefined) throw new Error(`requestAirdrop: ${body.error.message ?? "refused"}`);
+}
+
+/** A registry in TOLLGATE_CHAINS format. */
+function registryJson(registry: ChainRegistry): Record<string, unknown> {
+  return {
+    default_chain: registry.defaultChain,
+    chains: registry.chains.map((c) => ({
+      id: c.id,
+      family: c.family,
+      ...(c.chainId === undefined ? {} : { chain_id: c.chainId }),
+      asset: { ...c.asset },
+      rpc_url: c.rpcUrl,
+      finality: { ...c.finality },
+      enabled: c.enabled,
+    })),
+  };
+}
+
+async function startSolana(
+  chain: ChainConfig,
+  log?: (line: string) => void,
+): Promise<SolanaDevChain | undefined> {
+  let module: { startSolanaDevChain?: (options: { decimals?: number }) => Promise<SolanaDevChain> };
+  try {
+    module = await import(SOLANA_DEV_CHAIN_MODULE);
+  } catch (error) {
+    log?.(
+      `dev chains: ${chain.id} disabled: the Solana dev chain is not part of this build (${(error as Error).message.split("\n")[0]})`,
+    );
+    return undefined;
+  }
+  if (typeof module.startSolanaDevChain !== "function") {
+    log?.(`dev chains: ${chain.id} disabled: the Solana dev chain module has no startSolanaDevChain`);
+    return undefined;
+  }
+  return module.startSolanaDevChain({ decimals: chain.asset.decimals });
+}
+
+function startFaucet(
+  host: string,
+  mint: (chain: string, address: string, amount: bigint) => Promise<string>,
+): Promise<Server> {
+  const server = createServer((req, res) => {
+    const send = (status: number, body: Record<string, string>) => {
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+    };
+    if (req.method !== "POST" || req.url !== "/mint") return send(404, { error: "POST /mint" });
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => {
+      text += chunk;
+    });
+    req.on("end", () => {
+      let chain: string;
+      let address: string;
+      let amount: bigint;
+      try {
+        const body = JSON.parse(text) as { chain?: unknown; address?: unknown; amount?: unknown };
+        if (
+          typeof body.chain !== "string" ||
+          typeof body.address !== "string" ||
+          typeof body.amount !== "string"
+        ) {
+          throw new Error("expected {chain, address, amount} strings");
+        }
+        if (!/^[1-9]\d{0,30}$/.test(body.amount)) throw new Error("amount must be a positive whole number");
+        ({ chain, address } = body as { chain: string; address: string });
+        amount = BigInt(body.amount);
+      } catch (error) {
+        return send(400, { error: (error as Error).message });
+      }
+      mint(chain, address, amount).then(
+        (txHash) => send(200, { tx_hash: txHash }),
+        (error: unknown) =>
+          send(400, { error: error instanceof Error ? error.message.split("\n")[0]! : String(error) }),
+      );
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, host, () => resolve(server));
+  });
+}

@@ -1,0 +1,178 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import Anthropic from "@anthropic-ai/sdk";
+import { createClient } from "@connectrpc/connect";
+import { createPublicClient, getAddress, http } from "viem";
+import { afterEach, describe, expect, it } from "vitest";
+import { remoteCoreTransport } from "../../src/app.js";
+import { readDevChainsFile } from "../../src/chains/dev-chains-file.js";
+import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
+import {
+  BillingService,
+  SettlementStatus,
+  TransferStatus,
+} from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { openDatabase } from "../../src/store/database.js";
+import { auditLedger } from "../../src/store/ledger-audit.js";
+import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
+
+// The whole onchain path on one machine, through the real `tollgate serve` in dev mode: dev
+// chains (anvil), faucet deposit, finality, credit, calls through the official SDK, settlement
+// to the treasury, a withdrawal, and reconciliation of onchain totals with the ledger.
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(150);
+  }
+}
+
+const ADMIN_TOKEN = "chains-dev-test-operator-token-0123456789";
+
+describe("serve with dev chains", () => {
+  it("deposit → credit at finality → billed calls settled onchain → withdrawal; totals reconcile", async () => {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    const env = {
+      TOLLGATE_DATA_DIR: dir.path,
+      TOLLGATE_DEV_CHAINS: "on",
+      TOLLGATE_SETTLEMENT_MODE: "per-call",
+      TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+    };
+    const gateway = await startGateway(env);
+    // Polling goes through the core's gRPC port (a CLI process per poll would be slow).
+    const billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
+    cleanups.push(() => gateway.stop("SIGTERM"));
+    expect(gateway.stdout()).toMatch(
+      /chains: dev chains base, arbitrum, robinhood, solana.*faucet http:\/\/127\.0\.0\.1:\d+/,
+    );
+
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const key = await cliJson<{ secret: string }>(["key", "create", "--account", account.id], env);
+    const { addresses } = await cliJson<{ addresses: { chain: { id: string }; address: string }[] }>(
+      ["addresses", "--account", account.id],
+      env,
+    );
+    const deposit = addresses.find((a) => a.chain.id === "base")!.address;
+    // Every EVM chain gives the account the same address.
+    expect(new Set(addresses.filter((a) => a.chain.id !== "solana").map((a) => a.address)).size).toBe(1);
+
+    const faucet = await runCli(
+      ["faucet", "--account", account.id, "--chain", "base", "--amount", "10"],
+      env,
+    );
+    expect(faucet.code, faucet.stderr).toBe(0);
+    await until("the deposit to be credited", async () => {
+      const { deposits } = await billing.listDeposits({ accountId: account.id });
+      return deposits.some((d) => d.credited && d.amount === 10_000_000n) ? true : undefined;
+    });
+    const listed = await cliJson<{ deposits: { credited?: boolean }[] }>(
+      ["deposits", "--account", account.id],
+      env,
+    );
+    expect(listed.deposits[0]?.credited).toBe(true);
+
+    const client = new Anthropic({ apiKey: key.secret, baseURL: gateway.facadeUrl, maxRetries: 0 });
+    for (let i = 0; i < 4; i++) {
+      const message = await client.messages.create({
+        model: "claude-haiku-4-5",
+        max_tokens: 40 + i,
+        messages: [{ role: "user", content: `call ${i}` }],
+      });
+      expect(message.content[0]?.type).toBe("text");
+    }
+
+    type UsageRows = { rows: { amount?: string; settlementStatus?: string; settlementTxHash?: string }[] };
+    const rows = await until("every call to settle onchain", async () => {
+      const usage = await cliJson<UsageRows>(["usage", "--account", account.id], env);
+      return usage.rows.length === 4 &&
+        usage.rows.every((r) => r.settlementStatus === "SETTLEMENT_STATUS_CONFIRMED")
+        ? usage.rows
+        : undefined;
+    });
+    for (const row of rows) expect(row.settlementTxHash).toMatch(/^0x[0-9a-f]{64}$/);
+    const charged = rows.reduce((sum, r) => sum + BigInt(r.amount ?? "0"), 0n);
+    expect(charged).toBeGreaterThan(0n);
+
+    // Withdraw part of what is left to an outside address.
+    const to = "0x000000000000000000000000000000000000bEEF";
+    const withdrawal = await runCli(
+      ["withdraw", "--account", account.id, "--chain", "base", "--amount", "2.5", "--to", to],
+      env,
+    );
+    expect(withdrawal.code, withdrawal.stderr).toBe(0);
+    await until("the withdrawal to confirm", async () => {
+      const { withdrawals } = await billing.listWithdrawals({ accountId: account.id });
+      return withdrawals[0]?.status === TransferStatus.CONFIRMED ? true : undefined;
+    });
+
+    // Reconciliation, to the smallest unit, against the chain itself.
+    const dev = readDevChainsFile(dir.path)!;
+    const base = dev.registry.byId.get("base")!;
+    const rpc = createPublicClient({ transport: http(base.rpcUrl) });
+    const balanceOf = (address: string) =>
+      rpc.readContract({
+        address: getAddress(base.asset.address),
+        abi: eip3009Abi,
+        functionName: "balanceOf",
+        args: [getAddress(address)],
+      });
+    const backlog = await cliJson<{
+      chains: { chain: string; settledOnchain?: string; settledOffchain?: string }[];
+    }>(["settlement"], env);
+    const baseBacklog = backlog.chains.find((c) => c.chain === "base")!;
+    expect(BigInt(baseBacklog.settledOnchain ?? "0")).toBe(charged);
+    expect(baseBacklog.settledOffchain ?? "0").toBe("0");
+    const health = (await (await fetch(`${gateway.facadeUrl}/v1/health`)).json()) as {
+      dependencies: { name: string; ok: boolean; detail: string }[];
+    };
+    expect(health.dependencies.find((d) => d.name === "chain:base")).toMatchObject({ ok: true });
+    expect(health.dependencies.find((d) => d.name === "chain:base")!.detail).toMatch(/watcher lag \d+/);
+    const db = openDatabase(dir.path);
+    try {
+      const treasury = db
+        .prepare(
+          "SELECT DISTINCT to_address FROM chain_transfers WHERE kind = 'settlement' AND chain = 'base'",
+        )
+        .all() as { to_address: string }[];
+      expect(treasury).toHaveLength(1);
+      const ledgerCharged = (
+        db
+          .prepare("SELECT SUM(amount) AS s FROM ledger_entries WHERE chain = 'base' AND kind = 'charge'")
+          .safeIntegers(true)
+          .get() as {
+          s: bigint;
+        }
+      ).s;
+      expect(ledgerCharged).toBe(charged);
+      expect(await balanceOf(treasury[0]!.to_address)).toBe(ledgerCharged);
+      expect(await balanceOf(to)).toBe(2_500_000n);
+      expect(await balanceOf(deposit)).toBe(10_000_000n - charged - 2_500_000n);
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      db.close();
+    }
+    expect(await gateway.stop("SIGTERM")).toBe(0);
+  });
+
+  it("says clearly when there are no chains to talk to", async () => {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    const env = { TOLLGATE_DATA_DIR: dir.path };
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const faucet = await runCli(["faucet", "--account", account.id, "--chain", "base", "--amount", "1"], env);
+    expect(faucet.code).toBe(2);
+    expect(faucet.stderr).toContain("no dev chains are running for this data directory");
+    const addresses = await runCli(["addresses", "--account", account.id], env); // TOLLGATE_DEV_CHAINS=off
+    expect(addresses.code).toBe(1);
+    expect(addresses.stderr).toContain("Onchain features are not running on this gateway");
+  });
+});

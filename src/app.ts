@@ -3,6 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
+import type { DevFaucet } from "./core/billing/faucet.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
@@ -42,6 +43,8 @@ export interface BuildOptions {
     readonly startAt: "genesis" | "finalized";
     /** Run only these chains (dev mode: those with a local dev chain). */
     readonly only?: ReadonlySet<string>;
+    /** Dev mode: the dev chains' mint, behind BillingService.RequestTestFunds. */
+    readonly faucet?: DevFaucet;
   };
 }
 
@@ -128,6 +131,7 @@ export async function buildApp(
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
       chainDirectory: chains,
+      faucet: onchain?.faucet,
       chainProbes: chains?.probes(),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });

@@ -1,7 +1,12 @@
+import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import type { ClientPolicy } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
-import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
+import {
+  BillingService,
+  DepositAddressSchema,
+  GetDepositAddressesResponseSchema,
+} from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
@@ -18,6 +23,7 @@ import { createBillingService } from "./billing/billing-service.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
+import { createFaucetMethods, type DevFaucet } from "./billing/faucet.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
 import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
@@ -54,6 +60,8 @@ export interface CoreDeps {
   readonly chainDirectory?: ChainDirectory | undefined;
   /** Health checks of each chain (RPC reachability, watcher lag), added to HealthService. */
   readonly chainProbes?: readonly HealthProbe[] | undefined;
+  /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
+  readonly faucet?: DevFaucet | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider and the call policies. */
@@ -164,7 +172,25 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
-    router.service(BillingService, createBillingService(billing, onchain));
+    const billingMethods = createBillingService(billing, onchain);
+    router.service(BillingService, {
+      ...billingMethods,
+      ...createFaucetMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
+      async getDepositAddresses(req, ctx) {
+        const res = await billingMethods.getDepositAddresses(req, ctx);
+        const testFunds = (chain: string) => deps.faucet?.chains.has(chain) ?? false;
+        return create(GetDepositAddressesResponseSchema, {
+          accountId: res.accountId ?? "",
+          addresses: (res.addresses ?? []).map((a) =>
+            create(DepositAddressSchema, {
+              chain: a.chain,
+              address: a.address ?? "",
+              testFunds: testFunds(a.chain?.id ?? ""),
+            }),
+          ),
+        });
+      },
+    });
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined)
       router.service(InferenceService, createInferenceService(inference, now, images));

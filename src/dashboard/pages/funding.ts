@@ -46,6 +46,11 @@ export async function fundingSection(
   };
   mount(
     section,
+    addresses.some((a) => a.testFunds)
+      ? faucetForm(ctx, addresses, async () => {
+          await Promise.all([onCredited(), refreshHistory()]);
+        })
+      : null,
     h("h2", {}, "Fund"),
     fundForm(ctx, addresses, async () => {
       await Promise.all([onCredited(), refreshHistory()]);
@@ -187,6 +192,69 @@ function fundForm(
       "Send stablecoin from the connected wallet to your deposit address; it is credited once final.",
     ),
     evm.length === 0 ? errorLine("No EVM chain has a deposit address here.") : null,
+    form,
+    status,
+  );
+}
+
+/** Dev chains: mint test stablecoin to the deposit address, then follow it to a credited balance. */
+function faucetForm(
+  ctx: PageContext,
+  addresses: DepositAddress[],
+  onCredited: () => Promise<void>,
+): HTMLElement {
+  const chains = addresses.filter((a) => a.testFunds).map((a) => a.chain!);
+  const select = h(
+    "select",
+    { id: "faucet-chain" },
+    chains.map((c) => h("option", { value: c.id }, c.id)),
+  );
+  const amount = h("input", { id: "faucet-amount", inputmode: "decimal", value: "25" });
+  const button = h("button", { type: "submit" }, "Get test funds");
+  const status = h("p", { role: "status", id: "faucet-status" });
+  const form = h(
+    "form",
+    { class: "row" },
+    h("label", {}, "Chain", select),
+    h("label", {}, "Amount (test dollars)", amount),
+    button,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const chain = chainById(ctx, select.value);
+    const decimals = ledgerDecimals(chain?.asset?.decimals ?? 6);
+    const units = parseDollars(amount.value, decimals);
+    if (units === undefined || units <= 0n) {
+      status.className = "error";
+      status.textContent = "Enter an amount in dollars.";
+      return;
+    }
+    button.disabled = true;
+    status.className = "";
+    status.textContent = "Minting test stablecoin to your deposit address…";
+    try {
+      const { txHash } = await billing.requestTestFunds({ chain: select.value, amount: units });
+      status.textContent = `Minted (${short(txHash)}). Waiting for the chain to confirm it…`;
+      await followDeposit(txHash, status);
+      status.className = "ok";
+      status.textContent = `${dollars(units, decimals)} of test funds credited on ${select.value}.`;
+      await onCredited();
+    } catch (error) {
+      status.className = "error";
+      status.textContent = messageOf(error);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h(
+    "section",
+    { class: "panel", id: "faucet" },
+    h("h2", {}, "Test funds (dev chains)"),
+    h(
+      "p",
+      { class: "muted" },
+      "This gateway runs local dev chains: mint test stablecoin to your deposit address. It is not real money.",
+    ),
     form,
     status,
   );

@@ -49,6 +49,7 @@ const BILLING_POLICIES = {
   listDeposits: "read",
   listWithdrawals: "read",
   withdraw: "write",
+  requestTestFunds: "write",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
 /** What the bridge needs: the facade's transport to the core, and the public origin if configured. */

@@ -24,6 +24,7 @@ import {
 import { Keypair, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import { callDevRpc, type DevRpcDeps } from "./dev-rpc.js";
 import { type Commitment, DevSvm, type DevSvmOptions, RPC_ERROR, RpcError } from "./dev-svm.js";
+import { signAndSerialize } from "./fast-sign.js";
 import { memoInstruction } from "./memo.js";
 
 /** How to run the Solana dev chain. Slot timing options: {@link DevSvmOptions}. */
@@ -82,6 +83,7 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
   const faucet = keypairFromLabel(FAUCET_SEED);
   const mint = mintKey.publicKey;
   let faucetNonce = 0;
+  const ataCache = new Map<string, PublicKey>();
 
   const send = (instructions: TransactionInstruction[], signers: Keypair[]): string => {
     const tx = new Transaction({
@@ -90,8 +92,7 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     });
     // A memo makes every faucet transaction unique, so equal requests in one slot both land.
     tx.add(...instructions, memoInstruction(`tollgate dev faucet #${++faucetNonce}`));
-    tx.sign(faucet, ...signers);
-    const outcome = chain.submit(tx.serialize());
+    const outcome = chain.submit(signAndSerialize(tx, [faucet, ...signers]).wire);
     if (outcome.kind !== "landed") throw new Error(`dev chain: faucet transaction ${outcome.kind}`);
     if (outcome.tx.err !== null) {
       throw new Error(`dev chain: faucet transaction failed: ${JSON.stringify(outcome.tx.err)}`);
@@ -117,7 +118,11 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
   const mintTo = (owner: string, amount: bigint): string => {
     const ownerKey = parsePublicKey(owner, "owner");
     if (amount <= 0n || amount > U64_MAX) throw new Error("amount must be in 1..2^64-1 onchain units");
-    const ata = getAssociatedTokenAddressSync(mint, ownerKey, true);
+    let ata = ataCache.get(owner);
+    if (ata === undefined) {
+      ata = getAssociatedTokenAddressSync(mint, ownerKey, true);
+      ataCache.set(owner, ata);
+    }
     return send(
       [
         createAssociatedTokenAccountIdempotentInstruction(faucet.publicKey, ata, ownerKey, mint),

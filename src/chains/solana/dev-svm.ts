@@ -243,8 +243,9 @@ export class DevSvm {
     }
     const keys = tx.message.staticAccountKeys.map((k) => k.toBase58());
     const feePayer = keys[0]!;
-    const preBalances = keys.map((k) => this.lamports(k));
-    const preTokenBalances = this.tokenBalances(keys);
+    // Programs are never token accounts, and reading one copies its whole executable.
+    const programs = new Set(tx.message.compiledInstructions.map((ix) => ix.programIdIndex));
+    const pre = this.snapshot(keys, programs);
     const result = this.svm.sendTransaction(txDecoder.decode(wire));
     let meta: TransactionMetadata;
     let err: TransactionErrorJson | null = null;
@@ -255,12 +256,12 @@ export class DevSvm {
       }
       // Solana commits a failed transaction (and charges its fee) only when it got as far as
       // execution; litesvm charges the fee exactly then, so the fee payer's balance tells.
-      if (this.lamports(feePayer) >= preBalances[0]!) return { kind: "dropped", signature, err };
+      if (this.lamports(feePayer) >= pre.balances[0]!) return { kind: "dropped", signature, err };
       meta = result.meta();
     } else {
       meta = result;
     }
-    const landedTx = this.record(tx, signature, err, meta, preBalances, preTokenBalances, keys);
+    const landedTx = this.record(tx, signature, err, meta, pre, this.snapshot(keys, programs), keys);
     return { kind: "landed", tx: landedTx, logs: meta.logs() };
   }
 
@@ -325,14 +326,24 @@ export class DevSvm {
     return decimals;
   }
 
-  private tokenBalances(keys: readonly string[]): TokenBalanceJson[] {
-    const balances: TokenBalanceJson[] = [];
+  /** Lamports and token balances of a transaction's accounts (one account read each). */
+  private snapshot(
+    keys: readonly string[],
+    programs: ReadonlySet<number>,
+  ): { balances: number[]; tokenBalances: TokenBalanceJson[] } {
+    const balances: number[] = [];
+    const tokenBalances: TokenBalanceJson[] = [];
     keys.forEach((key, accountIndex) => {
+      if (programs.has(accountIndex)) {
+        balances.push(this.lamports(key));
+        return;
+      }
       const found = this.account(key);
+      balances.push(found?.lamports ?? 0);
       if (found === undefined || !isTokenAccount(found.owner, found.data)) return;
       const decoded = AccountLayout.decode(found.data.subarray(0, AccountLayout.span));
       const mint = decoded.mint.toBase58();
-      balances.push({
+      tokenBalances.push({
         accountIndex,
         mint,
         owner: decoded.owner.toBase58(),
@@ -340,7 +351,7 @@ export class DevSvm {
         uiTokenAmount: uiTokenAmount(decoded.amount, this.decimalsOf(mint)),
       });
     });
-    return balances;
+    return { balances, tokenBalances };
   }
 
   private record(
@@ -348,8 +359,8 @@ export class DevSvm {
     signature: string,
     err: TransactionErrorJson | null,
     meta: TransactionMetadata,
-    preBalances: number[],
-    preTokenBalances: TokenBalanceJson[],
+    pre: { balances: number[]; tokenBalances: TokenBalanceJson[] },
+    post: { balances: number[]; tokenBalances: TokenBalanceJson[] },
     keys: string[],
   ): LandedTransaction {
     const message = tx.message;
@@ -392,12 +403,12 @@ export class DevSvm {
         err,
         status: err === null ? { Ok: null } : { Err: err },
         fee: LAMPORTS_PER_SIGNATURE * message.header.numRequiredSignatures,
-        preBalances,
-        postBalances: keys.map((k) => this.lamports(k)),
+        preBalances: pre.balances,
+        postBalances: post.balances,
         innerInstructions: inner,
         logMessages: meta.logs(),
-        preTokenBalances,
-        postTokenBalances: this.tokenBalances(keys),
+        preTokenBalances: pre.tokenBalances,
+        postTokenBalances: post.tokenBalances,
         rewards: [],
         loadedAddresses: { writable: [], readonly: [] },
         computeUnitsConsumed: Number(meta.computeUnitsConsumed()),

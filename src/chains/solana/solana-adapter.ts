@@ -46,6 +46,7 @@ import type {
   TransferState,
 } from "../chain-port.js";
 import { findDeposits, type ScannedInstruction, type ScannedTransaction } from "./deposit-scan.js";
+import { signAndSerialize } from "./fast-sign.js";
 import { solanaDepositKeypair, solanaTreasuryKeypair } from "./keys.js";
 import { MEMO_PROGRAM_ID, memoInstruction } from "./memo.js";
 
@@ -110,17 +111,20 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
     }
     return key;
   };
-  const tokenAccountOf = (owner: PublicKey): PublicKey => getAssociatedTokenAddressSync(mint, owner, true);
-  const ataCache = new Map<string, string>();
-  const isDepositAccount = (owner: string, tokenAccount: string): boolean => {
-    let ata = ataCache.get(owner);
+  // Deriving an associated token address searches for a program address (~1–3 ms): cache it.
+  const ataCache = new Map<string, PublicKey>();
+  const tokenAccountOf = (owner: PublicKey): PublicKey => {
+    const key = owner.toBase58();
+    let ata = ataCache.get(key);
     if (ata === undefined) {
       if (ataCache.size >= KEY_CACHE_LIMIT) ataCache.clear();
-      ata = tokenAccountOf(new PublicKey(owner)).toBase58();
-      ataCache.set(owner, ata);
+      ata = getAssociatedTokenAddressSync(mint, owner, true);
+      ataCache.set(key, ata);
     }
-    return ata === tokenAccount;
+    return ata;
   };
+  const isDepositAccount = (owner: string, tokenAccount: string): boolean =>
+    tokenAccountOf(new PublicKey(owner)).toBase58() === tokenAccount;
 
   const statusOf = async (signature: string): Promise<SignatureStatus | null> => {
     const { value } = await connection.getSignatureStatuses([signature], { searchTransactionHistory: true });
@@ -216,14 +220,8 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
         ),
         memoInstruction(`tollgate order ${order.id} valid-through-height ${lastValidBlockHeight}`),
       );
-      tx.sign(treasury, owner);
-      const signature = tx.signature;
-      if (signature === null) throw new Error(`order ${order.id}: signing produced no signature`);
-      return {
-        orderId: order.id,
-        txHash: toBase58.decode(signature),
-        raw: tx.serialize().toString("base64"),
-      };
+      const { wire, signature } = signAndSerialize(tx, [treasury, owner]);
+      return { orderId: order.id, txHash: toBase58.decode(signature), raw: wire.toString("base64") };
     },
 
     async broadcast(prepared) {

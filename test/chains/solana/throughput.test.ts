@@ -84,5 +84,5 @@ describe("Solana dev chain throughput", () => {
         `transferState ${stateMs.toFixed(0)} ms (${rate(stateMs)})`,
       ].join("; "),
     );
-  }, 180_000);
+  }, 300_000);
 });

@@ -4,8 +4,8 @@
  * no internet. It holds one test SPL mint whose address never changes (its keypair comes from a
  * fixed seed) and a faucet that mints to an owner's associated token account and airdrops SOL.
  *
- * Scope (see docs/chains-solana.md): HTTP JSON-RPC only (no websocket subscriptions — poll
- * `getSignatureStatuses`); the methods in `dev-rpc.ts`; legacy and v0 transactions without
+ * Scope (see docs/chains-solana.md): HTTP JSON-RPC with the methods in `dev-rpc.ts`, and
+ * websocket `signatureSubscribe`/`slotSubscribe` on the same port (`dev-ws.ts`); legacy and v0 transactions without
  * address lookup tables; `json` encoding for blocks and transactions; account reads answer the
  * newest state whatever commitment is asked. Slots, commitments and blockhash expiry: `dev-svm.ts`.
  * State lives in memory and is gone when the process ends.
@@ -24,6 +24,7 @@ import {
 import { Keypair, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import { callDevRpc, type DevRpcDeps } from "./dev-rpc.js";
 import { type Commitment, DevSvm, type DevSvmOptions, RPC_ERROR, RpcError } from "./dev-svm.js";
+import { attachDevWebsocket } from "./dev-ws.js";
 import { signAndSerialize } from "./fast-sign.js";
 import { memoInstruction } from "./memo.js";
 
@@ -41,6 +42,11 @@ export interface SolanaDevChainOptions extends DevSvmOptions {
 export interface SolanaDevChain {
   /** The JSON-RPC endpoint (`http://host:port`). */
   readonly rpcUrl: string;
+  /**
+   * Its websocket endpoint (`ws://host:port`, the same port): pass it as `wsEndpoint` to a
+   * `Connection` that confirms transactions by subscription (web3.js would guess port + 1).
+   */
+  readonly wsUrl: string;
   /** The test SPL mint (the same address on every start). */
   readonly mint: string;
   /** The mint's decimals. */
@@ -156,19 +162,27 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
       res.end(String(cause));
     });
   });
+  const websocket = attachDevWebsocket(server, chain);
   const host = options.host ?? "127.0.0.1";
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
-  });
+  } catch (cause) {
+    chain.stop();
+    websocket.close();
+    throw cause;
+  }
   const { port } = server.address() as AddressInfo;
   const urlHost = host.includes(":") ? `[${host}]` : host;
 
   return {
     rpcUrl: `http://${urlHost}:${port}`,
+    wsUrl: `ws://${urlHost}:${port}`,
     mint: mint.toBase58(),
     decimals,
     faucet: faucet.publicKey.toBase58(),
@@ -178,6 +192,7 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     slot: (commitment) => chain.slotAt(commitment),
     close: async () => {
       chain.stop();
+      websocket.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -132,6 +132,7 @@ export class DevSvm {
   private readonly landed = new Map<string, LandedTransaction>();
   private readonly mintDecimals = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
+  private readonly listeners = new Set<() => void>();
 
   constructor(options: DevSvmOptions = {}) {
     this.slotMs = options.slotMs ?? 400;
@@ -160,6 +161,12 @@ export class DevSvm {
     }
   }
 
+  /** Calls `listener` after every slot change and every landed transaction; returns its removal. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   /** Stops the slot timer. */
   stop(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
@@ -186,6 +193,7 @@ export class DevSvm {
     clock.slot = BigInt(this.processedSlot);
     clock.unixTimestamp = BigInt(Math.floor(Date.now() / 1000));
     this.svm.setClock(clock);
+    this.changed();
     return this.processedSlot;
   }
 
@@ -304,6 +312,10 @@ export class DevSvm {
     if (result === null || isFailure(result)) throw new Error(`genesis airdrop to ${account} failed`);
   }
 
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+
   private openSlot(slot: number): void {
     const blockhash = new PublicKey(
       createHash("sha256").update(this.salt).update(`slot:${slot}`).digest(),
@@ -416,6 +428,7 @@ export class DevSvm {
     };
     this.blocks[this.processedSlot]!.transactions.push(landed);
     this.landed.set(signature, landed);
+    this.changed();
     return landed;
   }
 }

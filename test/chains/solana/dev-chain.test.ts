@@ -4,10 +4,14 @@
  * blockhash expiry, failed and duplicate transactions.
  */
 import {
+  createAssociatedTokenAccount,
+  createMint,
   createTransferCheckedInstruction,
   getAccount,
   getAssociatedTokenAddressSync,
   getMint,
+  mintTo,
+  transfer,
 } from "@solana/spl-token";
 import { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram } from "@solana/web3.js";
 import { afterEach, describe, expect, it } from "vitest";
@@ -186,5 +190,32 @@ describe("Solana dev chain", () => {
     ])) as unknown as { result: unknown }[];
     expect(batch[0]?.result).toBe("ok");
     expect(typeof batch[1]?.result).toBe("number");
+  });
+});
+
+describe("Solana dev chain websocket", () => {
+  it("lets @solana/spl-token's send-and-confirm helpers run unchanged (signatureSubscribe)", async () => {
+    const dev = await startSolanaDevChain({ slotMs: 10, finalizedLag: 4 });
+    chains.push(dev);
+    const connection = new Connection(dev.rpcUrl, { commitment: "confirmed", wsEndpoint: dev.wsUrl });
+    const payer = Keypair.generate();
+    await dev.airdrop(payer.publicKey.toBase58(), BigInt(LAMPORTS_PER_SOL));
+    const mint = await createMint(connection, payer, payer.publicKey, null, 2);
+    const alice = await createAssociatedTokenAccount(connection, payer, mint, payer.publicKey);
+    await mintTo(connection, payer, mint, alice, payer, 500n);
+    const bob = Keypair.generate().publicKey;
+    const bobAta = await createAssociatedTokenAccount(connection, payer, mint, bob);
+    const signature = await transfer(connection, payer, alice, bobAta, payer, 123n, [], {
+      commitment: "finalized",
+    });
+    expect(await statusOf(connection, signature)).toBe("finalized");
+    expect((await getAccount(connection, bobAta)).amount).toBe(123n);
+    // slotSubscribe reports slots as the timer advances them.
+    const slots: number[] = [];
+    const id = connection.onSlotChange((info) => slots.push(info.slot));
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await connection.removeSlotChangeListener(id);
+    expect(slots.length).toBeGreaterThan(2);
+    expect(slots[1]).toBeGreaterThan(slots[0]!);
   });
 });

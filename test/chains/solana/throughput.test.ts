@@ -1,7 +1,7 @@
 /**
  * 2,000 deposits and 2,000 settlement transfers through the adapter on the dev chain, checked
  * for exactness (every transfer confirmed, the treasury holds exactly the sum, the scan finds
- * every deposit once). Timings are printed, never asserted:
+ * every deposit once). Wall times and the process's CPU time are printed, never asserted:
  *   npx vitest run test/chains/solana/throughput.test.ts
  */
 import { performance } from "node:perf_hooks";
@@ -25,6 +25,7 @@ describe("Solana dev chain throughput", () => {
     const owners = Array.from({ length: ACCOUNTS }, (_, i) => `acct_${i}`);
     const addresses = owners.map((id) => fx.adapter.depositAddress(id));
 
+    const cpu = process.cpuUsage();
     let t0 = performance.now();
     const firstSlot = BigInt(fx.dev.slot("processed"));
     for (let i = 0; i < TRANSFERS; i++) {
@@ -74,6 +75,7 @@ describe("Solana dev chain throughput", () => {
     const left = await Promise.all(addresses.map((a) => fx.adapter.balanceOf(a)));
     expect(left.reduce((a, b) => a + b, 0n)).toBe(deposited - expected);
 
+    const { user, system } = process.cpuUsage(cpu);
     const rate = (ms: number) => `${Math.round((TRANSFERS / ms) * 1000)}/s`;
     console.log(
       [
@@ -82,6 +84,7 @@ describe("Solana dev chain throughput", () => {
         `scan ${scanMs.toFixed(0)} ms`,
         `prepare+broadcast ${transferMs.toFixed(0)} ms (${rate(transferMs)})`,
         `transferState ${stateMs.toFixed(0)} ms (${rate(stateMs)})`,
+        `CPU (client and chain share this process) ${((user + system) / 1000).toFixed(0)} ms`,
       ].join("; "),
     );
   }, 300_000);

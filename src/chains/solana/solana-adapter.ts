@@ -162,6 +162,14 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
 
     async scanDeposits(from, to, recipients) {
       if (to < from || recipients.size === 0) return [];
+      // getBlocks silently stops at the commitment's newest slot; a caller whose cursor then
+      // moved to `to` would skip the slots in between, so refuse instead.
+      const finalized = BigInt(await connection.getSlot(commitment));
+      if (to > finalized) {
+        throw new Error(
+          `chain ${chain.id}: cannot scan to slot ${to}, past the ${commitment} slot ${finalized}`,
+        );
+      }
       const rule = {
         mint: mintAddress,
         tokenProgram: TOKEN_PROGRAM_ID.toBase58(),

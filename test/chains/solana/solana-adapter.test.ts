@@ -260,7 +260,7 @@ describe("Solana adapter: deposit scan", () => {
     expect((await scanAll(f, [to])).map((d) => d.amount)).toEqual([20n]);
   });
 
-  it("returns nothing for an empty range or no recipients", async () => {
+  it("returns nothing for an empty range or no recipients, and refuses a range past finality", async () => {
     const f = await fixture();
     const to = f.adapter.depositAddress("acct_1");
     await f.dev.mintTo(to, 1n);
@@ -268,6 +268,10 @@ describe("Solana adapter: deposit scan", () => {
     const head = await f.adapter.finalizedPosition();
     expect(await f.adapter.scanDeposits(head, head - 1n, new Set([to]))).toEqual([]);
     expect(await f.adapter.scanDeposits(0n, head, new Set())).toEqual([]);
+    // Scanning past finality would let a cursor skip slots that are not final yet.
+    await expect(f.adapter.scanDeposits(0n, head + 1n, new Set([to]))).rejects.toThrow(
+      /past the finalized slot/,
+    );
   });
 });
 

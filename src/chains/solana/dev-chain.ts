@@ -36,6 +36,12 @@ export interface SolanaDevChainOptions extends DevSvmOptions {
   readonly port?: number;
   /** Decimals of the test mint. Default 6, as USDC. */
   readonly decimals?: number;
+  /**
+   * Tops up a transaction's fee payer from the faucet (10 SOL, a visible transfer landing just
+   * before it) when it holds less than 0.1 SOL, so a dev gateway's treasury never runs dry.
+   * Default true; tests that need an unfunded fee payer turn it off.
+   */
+  readonly sponsorFeePayers?: boolean;
 }
 
 /** A running Solana dev chain. */
@@ -70,6 +76,9 @@ const MINT_SEED = "tollgate/solana/dev-chain/mint";
 const FAUCET_SEED = "tollgate/solana/dev-chain/faucet";
 /** One million SOL for the faucet: fees and airdrops for any dev session. */
 const FAUCET_LAMPORTS = 1_000_000n * 1_000_000_000n;
+/** Fee payers below 0.1 SOL get 10 SOL from the faucet (see `sponsorFeePayers`). */
+const SPONSOR_FLOOR = 100_000_000;
+const SPONSOR_TOP_UP = 10_000_000_000n;
 const MAX_BODY_BYTES = 5 * 1024 * 1024;
 const U64_MAX = (1n << 64n) - 1n;
 
@@ -144,6 +153,14 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     }
     return send([SystemProgram.transfer({ fromPubkey: faucet.publicKey, toPubkey: toKey, lamports })], []);
   };
+
+  if (options.sponsorFeePayers ?? true) {
+    const faucetAddress = faucet.publicKey.toBase58();
+    chain.feePayerHook = (feePayer) => {
+      if (feePayer !== faucetAddress && chain.lamports(feePayer) < SPONSOR_FLOOR)
+        airdrop(feePayer, SPONSOR_TOP_UP);
+    };
+  }
 
   const deps: DevRpcDeps = {
     chain,

@@ -133,6 +133,8 @@ export class DevSvm {
   private readonly mintDecimals = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private readonly listeners = new Set<() => void>();
+  /** Called with each transaction's fee payer before it is simulated or executed (dev-chain.ts tops it up). */
+  feePayerHook: ((feePayer: string) => void) | undefined;
 
   constructor(options: DevSvmOptions = {}) {
     this.slotMs = options.slotMs ?? 400;
@@ -229,6 +231,7 @@ export class DevSvm {
   /** Runs the transaction without committing anything: undefined when it would succeed, else why not. */
   simulate(wire: Uint8Array): { err: TransactionErrorJson; logs: string[] } | undefined {
     const parsed = parseTransaction(wire);
+    this.feePayerHook?.(parsed.tx.message.staticAccountKeys[0]!.toBase58());
     if (this.landed.has(parsed.signature)) return { err: "AlreadyProcessed", logs: [] };
     if (!this.isBlockhashValid(parsed.tx.message.recentBlockhash, "processed")) {
       return { err: "BlockhashNotFound", logs: [] };
@@ -245,6 +248,7 @@ export class DevSvm {
    */
   submit(wire: Uint8Array): SubmitOutcome {
     const { tx, signature } = parseTransaction(wire);
+    this.feePayerHook?.(tx.message.staticAccountKeys[0]!.toBase58());
     if (this.landed.has(signature)) return { kind: "duplicate", signature };
     if (!this.isBlockhashValid(tx.message.recentBlockhash, "processed")) {
       return { kind: "dropped", signature, err: "BlockhashNotFound" };

@@ -159,6 +159,22 @@ describe("Solana dev chain", () => {
     expect((await connection.getTokenAccountBalance(ata, "processed")).value.amount).toBe("10");
   });
 
+  it("tops up a fee payer without SOL from the faucet, unless told not to", async () => {
+    const sponsored = await start();
+    const payer = Keypair.generate();
+    const memo = [memoInstruction("who pays?")];
+    const { signature } = await sendTx(sponsored.connection, memo, [payer]);
+    expect(await statusOf(sponsored.connection, signature)).toBe("processed");
+    expect(await lamportsOf(sponsored.connection, payer.publicKey)).toBe(10 * LAMPORTS_PER_SOL - 5000);
+
+    const strict = await start({ sponsorFeePayers: false });
+    const poor = Keypair.generate();
+    await expect(sendTx(strict.connection, memo, [poor])).rejects.toThrow(/AccountNotFound/);
+    const dropped = await sendTx(strict.connection, memo, [poor], { skipPreflight: true });
+    strict.dev.advanceSlots(2);
+    expect(await statusOf(strict.connection, dropped.signature)).toBeNull();
+  });
+
   it("lands a transaction once however often it is sent", async () => {
     const { dev, connection } = await start();
     const payer = Keypair.generate();

@@ -8,22 +8,32 @@
  * websocket `signatureSubscribe`/`slotSubscribe` on the same port (`dev-ws.ts`); legacy and v0 transactions without
  * address lookup tables; `json` encoding for blocks and transactions; account reads answer the
  * newest state whatever commitment is asked. Slots, commitments and blockhash expiry: `dev-svm.ts`.
- * State lives in memory and is gone when the process ends.
+ * State lives in memory, and in a JSON file across restarts when `statePath` is given.
  */
 import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { dirname } from "node:path";
 import {
   createAssociatedTokenAccountIdempotentInstruction,
   createInitializeMint2Instruction,
   createMintToCheckedInstruction,
   getAssociatedTokenAddressSync,
   MINT_SIZE,
+  MintLayout,
   TOKEN_PROGRAM_ID,
 } from "@solana/spl-token";
 import { Keypair, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import { callDevRpc, type DevRpcDeps } from "./dev-rpc.js";
-import { type Commitment, DevSvm, type DevSvmOptions, RPC_ERROR, RpcError } from "./dev-svm.js";
+import {
+  type Commitment,
+  DevSvm,
+  type DevSvmOptions,
+  type DevSvmState,
+  RPC_ERROR,
+  RpcError,
+} from "./dev-svm.js";
 import { attachDevWebsocket } from "./dev-ws.js";
 import { signAndSerialize } from "./fast-sign.js";
 import { memoInstruction } from "./memo.js";
@@ -36,6 +46,11 @@ export interface SolanaDevChainOptions extends DevSvmOptions {
   readonly port?: number;
   /** Decimals of the test mint. Default 6, as USDC. */
   readonly decimals?: number;
+  /**
+   * A JSON file that keeps the chain across restarts (written within a second of each
+   * transaction, every 5 s, and at close; read at start). In memory only when absent.
+   */
+  readonly statePath?: string;
   /**
    * Tops up a transaction's fee payer from the faucet (10 SOL, a visible transfer landing just
    * before it) when it holds less than 0.1 SOL, so a dev gateway's treasury never runs dry.
@@ -79,6 +94,7 @@ const FAUCET_LAMPORTS = 1_000_000n * 1_000_000_000n;
 /** Fee payers below 0.1 SOL get 10 SOL from the faucet (see `sponsorFeePayers`). */
 const SPONSOR_FLOOR = 100_000_000;
 const SPONSOR_TOP_UP = 10_000_000_000n;
+const SAVE_INTERVAL_MS = 5_000;
 const MAX_BODY_BYTES = 5 * 1024 * 1024;
 const U64_MAX = (1n << 64n) - 1n;
 
@@ -93,11 +109,12 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
   if (!Number.isInteger(decimals) || decimals < 0 || decimals > 9) {
     throw new Error("decimals must be an integer in 0..9 (an SPL mint's u8 decimals, as a stablecoin uses)");
   }
-  const chain = new DevSvm(options);
+  const saved = options.statePath === undefined ? undefined : readState(options.statePath);
+  const chain = new DevSvm(options, saved);
   const mintKey = keypairFromLabel(MINT_SEED);
   const faucet = keypairFromLabel(FAUCET_SEED);
   const mint = mintKey.publicKey;
-  let faucetNonce = 0;
+  let faucetNonce = chain.transactionCount;
   const ataCache = new Map<string, PublicKey>();
 
   const send = (instructions: TransactionInstruction[], signers: Keypair[]): string => {
@@ -115,20 +132,36 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     return outcome.tx.signature;
   };
 
-  chain.fundFromGenesis(faucet.publicKey.toBase58(), FAUCET_LAMPORTS);
-  send(
-    [
-      SystemProgram.createAccount({
-        fromPubkey: faucet.publicKey,
-        newAccountPubkey: mint,
-        lamports: chain.rentExemptMinimum(MINT_SIZE),
-        space: MINT_SIZE,
-        programId: TOKEN_PROGRAM_ID,
-      }),
-      createInitializeMint2Instruction(mint, decimals, faucet.publicKey, null),
-    ],
-    [mintKey],
-  );
+  if (saved === undefined) {
+    chain.fundFromGenesis(faucet.publicKey.toBase58(), FAUCET_LAMPORTS);
+    send(
+      [
+        SystemProgram.createAccount({
+          fromPubkey: faucet.publicKey,
+          newAccountPubkey: mint,
+          lamports: chain.rentExemptMinimum(MINT_SIZE),
+          space: MINT_SIZE,
+          programId: TOKEN_PROGRAM_ID,
+        }),
+        createInitializeMint2Instruction(mint, decimals, faucet.publicKey, null),
+      ],
+      [mintKey],
+    );
+  } else {
+    const account = chain.account(mint.toBase58());
+    const savedDecimals = account === undefined ? undefined : MintLayout.decode(account.data).decimals;
+    if (savedDecimals !== decimals) {
+      chain.stop();
+      throw new Error(
+        `dev chain state ${options.statePath}: its mint has ${savedDecimals ?? "no"} decimals, not ${decimals}; remove the file to start afresh`,
+      );
+    }
+    // Saved while running (not at a clean shutdown): slots went on after the last save, and a
+    // gateway may have seen them; resume past them so slots never repeat.
+    if (!saved.clean && chain.slotMs > 0)
+      chain.advanceSlots(Math.ceil((2 * SAVE_INTERVAL_MS) / chain.slotMs));
+  }
+  const saver = options.statePath === undefined ? undefined : startSaver(chain, options.statePath);
 
   const mintTo = (owner: string, amount: bigint): string => {
     const ownerKey = parsePublicKey(owner, "owner");
@@ -191,6 +224,7 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     });
   } catch (cause) {
     chain.stop();
+    saver?.stop();
     websocket.close();
     throw cause;
   }
@@ -209,11 +243,67 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     slot: (commitment) => chain.slotAt(commitment),
     close: async () => {
       chain.stop();
+      saver?.stop();
       websocket.close();
+      if (options.statePath !== undefined) writeState(options.statePath, chain.toState(true));
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
+    },
+  };
+}
+
+/** Reads a saved state, or undefined when there is none yet. */
+function readState(path: string): DevSvmState | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (cause) {
+    if ((cause as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw cause;
+  }
+  try {
+    return JSON.parse(text) as DevSvmState;
+  } catch {
+    throw new Error(`dev chain state ${path} is not JSON; remove it to start afresh`);
+  }
+}
+
+/** Writes atomically (a crash mid-write leaves the previous state). */
+function writeState(path: string, state: DevSvmState): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, JSON.stringify(state));
+  renameSync(temporary, path);
+}
+
+/**
+ * Saves the chain while it runs: within a second of a transaction landing, and every
+ * {@link SAVE_INTERVAL_MS} while slots advance, so a killed process loses at most the last
+ * second's transactions (none of them final yet) and resumes past every slot it reported.
+ */
+function startSaver(chain: DevSvm, path: string): { stop(): void } {
+  let savedAt = chain.changeCount;
+  let landedTimer: NodeJS.Timeout | undefined;
+  const save = () => {
+    landedTimer = undefined;
+    if (chain.changeCount === savedAt) return;
+    savedAt = chain.changeCount;
+    writeState(path, chain.toState(false));
+  };
+  const periodic = setInterval(save, SAVE_INTERVAL_MS).unref();
+  let transactions = chain.transactionCount;
+  const stopListening = chain.onChange(() => {
+    if (chain.transactionCount === transactions || landedTimer !== undefined) return;
+    transactions = chain.transactionCount;
+    landedTimer = setTimeout(save, 1_000).unref();
+  });
+  return {
+    stop: () => {
+      stopListening();
+      clearInterval(periodic);
+      if (landedTimer !== undefined) clearTimeout(landedTimer);
     },
   };
 }

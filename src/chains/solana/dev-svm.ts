@@ -112,6 +112,25 @@ export type SubmitOutcome =
 /** What litesvm's built-in airdrop account starts with (enough for the dev faucet). */
 const GENESIS_LAMPORTS = 10n ** 16n;
 
+const STATE_FORMAT = "tollgate-solana-dev-chain/1";
+
+/** A dev chain's saved state (JSON-ready). */
+export interface DevSvmState {
+  readonly format: string;
+  /** Hex; blockhashes derive from it and the slot. */
+  readonly salt: string;
+  /** Base64 of litesvm's snapshot (accounts, sysvars, features). */
+  readonly svm: string;
+  /** The open slot when saved. */
+  readonly head: number;
+  /** Blocks that hold transactions. */
+  readonly blocks: readonly DevBlock[];
+  /** Unix ms. */
+  readonly savedAt: number;
+  /** Written at shutdown (true) or periodically while running (false). */
+  readonly clean: boolean;
+}
+
 /** Solana's base fee per signature, which litesvm charges too. */
 export const LAMPORTS_PER_SIGNATURE = 5000;
 
@@ -126,8 +145,10 @@ export class DevSvm {
   readonly confirmedLag: number;
   readonly finalizedLag: number;
   readonly blockhashValidSlots: number;
-  private readonly salt = randomBytes(16);
+  private readonly salt: Buffer;
   private readonly blocks: DevBlock[] = [];
+  /** Counts changes, so a saver can tell whether anything happened since it last wrote. */
+  private changes = 0;
   private readonly blockhashSlots = new Map<string, number>();
   private readonly landed = new Map<string, LandedTransaction>();
   private readonly mintDecimals = new Map<string, number>();
@@ -136,7 +157,8 @@ export class DevSvm {
   /** Called with each transaction's fee payer before it is simulated or executed (dev-chain.ts tops it up). */
   feePayerHook: ((feePayer: string) => void) | undefined;
 
-  constructor(options: DevSvmOptions = {}) {
+  /** A fresh chain, or the one `state` (from {@link toState}) describes. */
+  constructor(options: DevSvmOptions = {}, state?: DevSvmState) {
     this.slotMs = options.slotMs ?? 400;
     this.confirmedLag = options.confirmedLag ?? 1;
     this.finalizedLag = options.finalizedLag ?? 32;
@@ -150,13 +172,35 @@ export class DevSvm {
       throw new Error("blockhashValidSlots must be an integer ≥ 1");
     // The blockhash check and the duplicate-signature history are ours (per-slot blockhashes that
     // expire, and a duplicate never lands twice), so litesvm's single-blockhash check is off.
-    this.svm = new LiteSVM()
-      .withLamports(GENESIS_LAMPORTS)
-      .withBlockhashCheck(false)
-      .withTransactionHistory(0n);
-    // Genesis history: slot 0 is finalized and the first open slot lies `finalizedLag` past it,
-    // so nothing that lands from now on is final before its time.
-    for (let slot = 0; slot <= this.finalizedLag; slot++) this.openSlot(slot);
+    if (state === undefined) {
+      this.salt = randomBytes(16);
+      this.svm = new LiteSVM()
+        .withLamports(GENESIS_LAMPORTS)
+        .withBlockhashCheck(false)
+        .withTransactionHistory(0n);
+      // Genesis history: slot 0 is finalized and the first open slot lies `finalizedLag` past it,
+      // so nothing that lands from now on is final before its time.
+      for (let slot = 0; slot <= this.finalizedLag; slot++) this.openSlot(slot);
+    } else {
+      if (state.format !== STATE_FORMAT)
+        throw new Error(`unknown dev chain state format ${String(state.format)}`);
+      this.salt = Buffer.from(state.salt, "hex");
+      this.svm = LiteSVM.fromBytes(Buffer.from(state.svm, "base64"))
+        .withBlockhashCheck(false)
+        .withTransactionHistory(0n);
+      const saved = new Map(state.blocks.map((block) => [block.slot, block]));
+      let blockTime = state.blocks[0]?.blockTime ?? Math.floor(state.savedAt / 1000);
+      for (let slot = 0; slot <= state.head; slot++) {
+        const block = saved.get(slot);
+        if (block === undefined) {
+          this.openSlot(slot, blockTime);
+          continue;
+        }
+        blockTime = block.blockTime;
+        this.pushBlock(block);
+        for (const tx of block.transactions) this.landed.set(tx.signature, tx);
+      }
+    }
     if (this.slotMs > 0) {
       this.timer = setInterval(() => this.advanceSlots(1), this.slotMs);
       this.timer.unref();
@@ -316,18 +360,44 @@ export class DevSvm {
     if (result === null || isFailure(result)) throw new Error(`genesis airdrop to ${account} failed`);
   }
 
+  /** How many changes (slots, transactions) the chain has seen; grows with every one. */
+  get changeCount(): number {
+    return this.changes;
+  }
+
+  /**
+   * Everything needed to resume this chain in another process: litesvm's snapshot, the blocks
+   * that hold transactions (empty ones are re-derived), the head slot and the blockhash salt.
+   */
+  toState(clean: boolean): DevSvmState {
+    return {
+      format: STATE_FORMAT,
+      salt: this.salt.toString("hex"),
+      svm: Buffer.from(this.svm.toBytes()).toString("base64"),
+      head: this.processedSlot,
+      blocks: this.blocks.filter((block) => block.transactions.length > 0),
+      savedAt: Date.now(),
+      clean,
+    };
+  }
+
   private changed(): void {
+    this.changes++;
     for (const listener of this.listeners) listener();
   }
 
-  private openSlot(slot: number): void {
+  private openSlot(slot: number, blockTime = Math.floor(Date.now() / 1000)): void {
     const blockhash = new PublicKey(
       createHash("sha256").update(this.salt).update(`slot:${slot}`).digest(),
     ).toBase58();
-    this.blocks.push({ slot, blockhash, blockTime: Math.floor(Date.now() / 1000), transactions: [] });
-    this.blockhashSlots.set(blockhash, slot);
+    this.pushBlock({ slot, blockhash, blockTime, transactions: [] });
+  }
+
+  private pushBlock(block: DevBlock): void {
+    this.blocks.push(block);
+    this.blockhashSlots.set(block.blockhash, block.slot);
     // Blockhashes far past expiry can never be judged valid again: forget them.
-    const stale = this.blocks[slot - this.blockhashValidSlots - this.finalizedLag - 1];
+    const stale = this.blocks[block.slot - this.blockhashValidSlots - this.finalizedLag - 1];
     if (stale !== undefined) this.blockhashSlots.delete(stale.blockhash);
   }
 

@@ -3,6 +3,8 @@
  * slots and commitments, the stable test mint, the faucet, blocks, signature statuses,
  * blockhash expiry, failed and duplicate transactions.
  */
+
+import { join } from "node:path";
 import {
   createAssociatedTokenAccount,
   createMint,
@@ -21,6 +23,7 @@ import {
   startSolanaDevChain,
 } from "../../../src/chains/solana/dev-chain.js";
 import { memoInstruction } from "../../../src/chains/solana/memo.js";
+import { tempDir } from "../../helpers/process.js";
 import { lamportsOf, sendTx, statusOf } from "./helpers.js";
 
 const chains: SolanaDevChain[] = [];
@@ -233,5 +236,44 @@ describe("Solana dev chain websocket", () => {
     await connection.removeSlotChangeListener(id);
     expect(slots.length).toBeGreaterThan(2);
     expect(slots[1]).toBeGreaterThan(slots[0]!);
+  });
+});
+
+describe("Solana dev chain state file", () => {
+  it("resumes accounts, blocks, statuses and slots after a restart", async () => {
+    const dir = tempDir("tollgate-solana-");
+    try {
+      const statePath = join(dir.path, "dev-chains", "solana.json");
+      const first = await startSolanaDevChain({ slotMs: 0, finalizedLag: 4, statePath });
+      const owner = Keypair.generate().publicKey;
+      const signature = await first.mintTo(owner.toBase58(), 777n);
+      first.advanceSlots(10);
+      const head = first.slot("processed");
+      await first.close();
+
+      const second = await startSolanaDevChain({ slotMs: 0, finalizedLag: 4, statePath });
+      chains.push(second);
+      const connection = new Connection(second.rpcUrl, "confirmed");
+      expect(second.mint).toBe(first.mint);
+      expect(second.slot("processed")).toBe(head);
+      const ata = getAssociatedTokenAddressSync(new PublicKey(second.mint), owner);
+      expect((await connection.getTokenAccountBalance(ata)).value.amount).toBe("777");
+      expect(await statusOf(connection, signature)).toBe("finalized");
+      const tx = await connection.getTransaction(signature, { maxSupportedTransactionVersion: 0 });
+      const block = await connection.getBlock(tx!.slot, { maxSupportedTransactionVersion: 0 });
+      expect(block?.transactions.map((t) => t.transaction.signatures[0])).toContain(signature);
+      // It goes on from there: the faucet still mints, new slots follow the old ones.
+      await second.mintTo(owner.toBase58(), 3n);
+      expect((await connection.getTokenAccountBalance(ata, "processed")).value.amount).toBe("780");
+      expect(second.advanceSlots(1)).toBe(head + 1);
+      // A state made with other decimals is refused rather than silently mixed.
+      await second.close();
+      chains.pop();
+      await expect(startSolanaDevChain({ slotMs: 0, decimals: 2, statePath })).rejects.toThrow(
+        /6 decimals, not 2/,
+      );
+    } finally {
+      dir.cleanup();
+    }
   });
 });

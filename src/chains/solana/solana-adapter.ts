@@ -67,7 +67,7 @@ const U64_MAX = (1n << 64n) - 1n;
 /** Agave serves at most this many slots per getBlocks call. */
 const MAX_BLOCKS_RANGE = 500_000;
 const MEMO_PATTERN = /^tollgate order (\S+) valid-through-height (\d+)$/;
-/** Derived deposit keys kept in memory; past this the cache starts over (derivation is ~0.1 ms). */
+/** Derived deposit keys kept in memory; past this the cache starts over (a derivation is ~1 ms). */
 const KEY_CACHE_LIMIT = 100_000;
 
 /** Creates the chain port for one Solana chain of the registry. */
@@ -213,6 +213,10 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
         throw new Error(`order id ${JSON.stringify(order.id)} is invalid`);
       const owner = depositKey(order.accountId);
       const toOwner = new PublicKey(order.to);
+      // A transfer to itself would succeed onchain and move nothing while the ledger debits.
+      if (toOwner.equals(owner.publicKey)) {
+        throw new Error(`order ${order.id}: ${order.to} is the account's own deposit address`);
+      }
       const destination = tokenAccountOf(toOwner);
       const { blockhash, lastValidBlockHeight } = await connection.getLatestBlockhash("confirmed");
       const tx = new Transaction({ feePayer: treasury.publicKey, blockhash, lastValidBlockHeight });

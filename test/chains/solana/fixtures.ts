@@ -36,7 +36,11 @@ export function solanaChainConfig(
 
 /** Starts a manual-slot dev chain (confirmed lags 1, finalized 4) with an adapter on it. */
 export async function startSolanaFixture(
-  options: { blockhashValidSlots?: number; commitment?: "finalized" | "confirmed" } = {},
+  options: {
+    blockhashValidSlots?: number;
+    commitment?: "finalized" | "confirmed";
+    rpcTimeoutMs?: number;
+  } = {},
 ): Promise<SolanaFixture> {
   const finalizedLag = 4;
   const dev = await startSolanaDevChain({
@@ -47,7 +51,8 @@ export async function startSolanaFixture(
   });
   const chain = solanaChainConfig(dev, options.commitment);
   const masterSecret = randomBytes(32);
-  const adapter = createSolanaAdapter(chain, { masterSecret });
+  // The chain shares this process and two busy cores with other test files: allow slow answers.
+  const adapter = createSolanaAdapter(chain, { masterSecret, rpcTimeoutMs: options.rpcTimeoutMs ?? 30_000 });
   await dev.airdrop(adapter.treasuryAddress(), 10_000_000_000n);
   return {
     dev,

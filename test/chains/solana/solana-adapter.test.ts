@@ -458,6 +458,10 @@ describe("Solana adapter: transfers", () => {
     await expect(
       f.adapter.prepareTransfer({ id: "x", accountId: "a", to: "0xabc", amount: 1n }),
     ).rejects.toThrow(/not a valid Solana address/);
+    const own = f.adapter.depositAddress("a");
+    await expect(f.adapter.prepareTransfer({ id: "x", accountId: "a", to: own, amount: 1n })).rejects.toThrow(
+      /own deposit address/,
+    );
     // A raw transaction some other program made is not a prepared transfer of this adapter.
     const tx = new Transaction({
       feePayer: Keypair.generate().publicKey,

@@ -1,5 +1,5 @@
 /**
- * 2,000 deposits and 2,000 settlement transfers through the adapter on the dev chain, checked
+ * 400 deposits and 2,000 settlement transfers through the adapter on the dev chain, checked
  * for exactness (every transfer confirmed, the treasury holds exactly the sum, the scan finds
  * every deposit once). Wall times and the process's CPU time are printed, never asserted:
  *   npx vitest run test/chains/solana/throughput.test.ts
@@ -10,6 +10,7 @@ import type { PreparedTransfer } from "../../../src/chains/chain-port.js";
 import { type SolanaFixture, startSolanaFixture } from "./fixtures.js";
 
 const ACCOUNTS = 20;
+const DEPOSITS = 400;
 const TRANSFERS = 2_000;
 const PER_SLOT = 100;
 
@@ -19,8 +20,8 @@ afterAll(async () => {
 });
 
 describe("Solana dev chain throughput", () => {
-  it(`scans ${TRANSFERS} deposits and settles ${TRANSFERS} transfers exactly`, async () => {
-    f = await startSolanaFixture({ blockhashValidSlots: 1_000 });
+  it(`scans ${DEPOSITS} deposits and settles ${TRANSFERS} transfers exactly`, async () => {
+    f = await startSolanaFixture({ blockhashValidSlots: 1_000, rpcTimeoutMs: 120_000 });
     const fx = f;
     const owners = Array.from({ length: ACCOUNTS }, (_, i) => `acct_${i}`);
     const addresses = owners.map((id) => fx.adapter.depositAddress(id));
@@ -28,8 +29,8 @@ describe("Solana dev chain throughput", () => {
     const cpu = process.cpuUsage();
     let t0 = performance.now();
     const firstSlot = BigInt(fx.dev.slot("processed"));
-    for (let i = 0; i < TRANSFERS; i++) {
-      await fx.dev.mintTo(addresses[i % ACCOUNTS]!, 1_000n + BigInt(i));
+    for (let i = 0; i < DEPOSITS; i++) {
+      await fx.dev.mintTo(addresses[i % ACCOUNTS]!, 100_000n + BigInt(i));
       if ((i + 1) % PER_SLOT === 0) fx.dev.advanceSlots(1);
     }
     const mintMs = performance.now() - t0;
@@ -42,10 +43,10 @@ describe("Solana dev chain throughput", () => {
       new Set(addresses),
     );
     const scanMs = performance.now() - t0;
-    expect(deposits).toHaveLength(TRANSFERS);
-    expect(new Set(deposits.map((d) => `${d.txHash}:${d.index}`)).size).toBe(TRANSFERS);
+    expect(deposits).toHaveLength(DEPOSITS);
+    expect(new Set(deposits.map((d) => `${d.txHash}:${d.index}`)).size).toBe(DEPOSITS);
     const deposited = deposits.reduce((sum, d) => sum + d.amount, 0n);
-    expect(deposited).toBe(BigInt(TRANSFERS) * 1_000n + BigInt((TRANSFERS * (TRANSFERS - 1)) / 2));
+    expect(deposited).toBe(BigInt(DEPOSITS) * 100_000n + BigInt((DEPOSITS * (DEPOSITS - 1)) / 2));
 
     t0 = performance.now();
     const prepared: PreparedTransfer[] = [];
@@ -76,11 +77,11 @@ describe("Solana dev chain throughput", () => {
     expect(left.reduce((a, b) => a + b, 0n)).toBe(deposited - expected);
 
     const { user, system } = process.cpuUsage(cpu);
-    const rate = (ms: number) => `${Math.round((TRANSFERS / ms) * 1000)}/s`;
+    const rate = (ms: number, n = TRANSFERS) => `${Math.round((n / ms) * 1000)}/s`;
     console.log(
       [
-        `solana dev chain, ${TRANSFERS} each:`,
-        `faucet mints ${mintMs.toFixed(0)} ms (${rate(mintMs)})`,
+        `solana dev chain, ${DEPOSITS} deposits and ${TRANSFERS} transfers:`,
+        `faucet mints ${mintMs.toFixed(0)} ms (${rate(mintMs, DEPOSITS)})`,
         `scan ${scanMs.toFixed(0)} ms`,
         `prepare+broadcast ${transferMs.toFixed(0)} ms (${rate(transferMs)})`,
         `transferState ${stateMs.toFixed(0)} ms (${rate(stateMs)})`,

@@ -4,6 +4,7 @@
  * blockhash expiry, failed and duplicate transactions.
  */
 
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   createAssociatedTokenAccount,
@@ -272,6 +273,36 @@ describe("Solana dev chain state file", () => {
       await expect(startSolanaDevChain({ slotMs: 0, decimals: 2, statePath })).rejects.toThrow(
         /6 decimals, not 2/,
       );
+    } finally {
+      dir.cleanup();
+    }
+  });
+});
+
+describe("Solana dev chain state file after a kill", () => {
+  it("keeps what landed a second before, and resumes past every slot it could have reported", async () => {
+    const dir = tempDir("tollgate-solana-");
+    try {
+      const statePath = join(dir.path, "solana.json");
+      const running = await startSolanaDevChain({ slotMs: 20, finalizedLag: 4, statePath });
+      const owner = Keypair.generate().publicKey.toBase58();
+      const signature = await running.mintTo(owner, 5n);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // What a kill -9 now would leave behind: the running chain's own save.
+      const leftBehind = readFileSync(statePath, "utf8");
+      const headAtKill = running.slot("processed");
+      await running.close();
+      writeFileSync(statePath, leftBehind);
+      expect(JSON.parse(leftBehind).clean).toBe(false);
+
+      const resumed = await startSolanaDevChain({ slotMs: 20, finalizedLag: 4, statePath });
+      chains.push(resumed);
+      const connection = new Connection(resumed.rpcUrl, "confirmed");
+      // 10 s of 20 ms slots past the last save, which was at or before the kill.
+      expect(resumed.slot("processed")).toBeGreaterThanOrEqual(headAtKill);
+      expect(await statusOf(connection, signature)).not.toBeNull();
+      const ata = getAssociatedTokenAddressSync(new PublicKey(resumed.mint), new PublicKey(owner));
+      expect((await connection.getTokenAccountBalance(ata, "processed")).value.amount).toBe("5");
     } finally {
       dir.cleanup();
     }

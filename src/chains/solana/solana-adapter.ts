@@ -243,7 +243,8 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
       } catch (cause) {
         // A transaction that already landed fails preflight ("already processed"): that is the
         // harmless re-send the port promises. Anything else is the caller's to retry.
-        if ((await statusOf(prepared.txHash)) !== null) return;
+        const landed = await statusOf(prepared.txHash).catch(() => null);
+        if (landed !== null) return;
         throw new Error(`chain ${chain.id}: broadcast of ${prepared.txHash} failed: ${errorMessage(cause)}`, {
           cause,
         });

@@ -78,7 +78,7 @@ describe("Solana adapter: addresses and health", () => {
     }
   });
 
-  it("reports the RPC's head when reachable, and the error when not", async () => {
+  it("reports the RPC's head when reachable, and the error when not; an outage fails calls, never transfers", async () => {
     const f = await fixture();
     const health = await f.adapter.health();
     expect(health).toEqual({ reachable: true, head: BigInt(f.dev.slot("processed")), error: undefined });
@@ -90,6 +90,20 @@ describe("Solana adapter: addresses and health", () => {
     expect(unreachable.reachable).toBe(false);
     expect(unreachable.head).toBeUndefined();
     expect(unreachable.error).toMatch(/fetch failed|ECONNREFUSED/);
+    // An outage is an error the settlement worker backs off on, never a verdict about a transfer.
+    await f.dev.mintTo(f.adapter.depositAddress("acct_1"), 10n);
+    const prepared = await f.adapter.prepareTransfer({
+      id: "o_outage",
+      accountId: "acct_1",
+      to: f.adapter.treasuryAddress(),
+      amount: 1n,
+    });
+    await expect(down.broadcast(prepared)).rejects.toThrow(/broadcast of .* failed/);
+    await expect(down.transferState(prepared)).rejects.toThrow();
+    await expect(
+      down.prepareTransfer({ id: "o2", accountId: "acct_1", to: f.adapter.treasuryAddress(), amount: 1n }),
+    ).rejects.toThrow();
+    expect(await f.adapter.transferState(prepared)).toBe("pending");
   });
 
   it("refuses a non-Solana chain, a short master secret and a websocket RPC URL", async () => {

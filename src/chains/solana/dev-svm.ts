@@ -323,6 +323,8 @@ export class DevSvm {
 
   /** Lamports held by `account` (0 when it does not exist). */
   lamports(account: string): number {
+    const native = nativeSvm(this.svm);
+    if (native !== undefined) return Number(native.getBalance(new PublicKey(account).toBytes()) ?? 0n);
     return Number(this.svm.getBalance(address(account)) ?? 0n);
   }
 
@@ -330,6 +332,19 @@ export class DevSvm {
   account(
     account: string,
   ): { lamports: number; data: Uint8Array; owner: string; executable: boolean; space: number } | undefined {
+    const native = nativeSvm(this.svm);
+    if (native !== undefined) {
+      const raw = native.getAccount(new PublicKey(account).toBytes());
+      if (raw === null) return undefined;
+      const data = raw.data();
+      return {
+        lamports: Number(raw.lamports()),
+        data,
+        owner: new PublicKey(raw.owner()).toBase58(),
+        executable: raw.executable(),
+        space: data.length,
+      };
+    }
     const found = this.svm.getAccount(address(account));
     if (!found.exists) return undefined;
     return {
@@ -505,6 +520,27 @@ export class DevSvm {
     this.changed();
     return landed;
   }
+}
+
+/** The part of litesvm's native binding that reads accounts by raw 32-byte address. */
+interface NativeSvm {
+  getAccount(
+    address: Uint8Array,
+  ): { lamports(): bigint; data(): Uint8Array; owner(): Uint8Array; executable(): boolean } | null;
+  getBalance(address: Uint8Array): bigint | null;
+}
+
+/**
+ * litesvm's native binding, when this litesvm build exposes it (1.5.0 does, as `inner`). The
+ * public `getAccount`/`getBalance` take base58 strings and convert them with @solana/kit's
+ * BigInt-based codec, ~20× slower than the read itself — most of the dev chain's CPU per
+ * transaction. The public API remains the fallback.
+ */
+function nativeSvm(svm: LiteSVM): NativeSvm | undefined {
+  const inner = (svm as unknown as { inner?: Partial<NativeSvm> }).inner;
+  return typeof inner?.getAccount === "function" && typeof inner.getBalance === "function"
+    ? (inner as NativeSvm)
+    : undefined;
 }
 
 function parseTransaction(wire: Uint8Array): { tx: VersionedTransaction; signature: string } {

@@ -3,7 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
-import type { DevFaucet } from "./core/billing/faucet.js";
+import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";

@@ -23,7 +23,7 @@ import { createBillingService } from "./billing/billing-service.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
-import { createFaucetMethods, type DevFaucet } from "./billing/faucet.js";
+import { createFundingMethods, type DevFaucet } from "./billing/funding.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
 import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
@@ -175,7 +175,7 @@ export function createCore(deps: CoreDeps): Core {
     const billingMethods = createBillingService(billing, onchain);
     router.service(BillingService, {
       ...billingMethods,
-      ...createFaucetMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
+      ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
       async getDepositAddresses(req, ctx) {
         const res = await billingMethods.getDepositAddresses(req, ctx);
         const testFunds = (chain: string) => deps.faucet?.chains.has(chain) ?? false;

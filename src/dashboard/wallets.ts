@@ -1,3 +1,4 @@
+import type { Transaction } from "@solana/web3.js";
 import { getAddress, stringToHex } from "viem";
 import { createSiweMessage } from "viem/siwe";
 import { type SignInResponse, WalletFamily } from "../gen/tollgate/auth/v1/auth_pb.js";
@@ -13,6 +14,7 @@ export interface Eip1193Provider {
 export interface SolanaProvider {
   connect(): Promise<{ publicKey: { toString(): string } }>;
   signMessage(message: Uint8Array, encoding?: string): Promise<{ signature: Uint8Array }>;
+  signAndSendTransaction(transaction: Transaction): Promise<{ signature: string }>;
 }
 
 declare global {

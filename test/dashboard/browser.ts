@@ -83,20 +83,42 @@ export async function injectEvmWallet(
   return { requests };
 }
 
-/** Injects `window.solana` (connect, signMessage) backed by an ed25519 key held by the test. */
-export async function injectSolanaWallet(context: BrowserContext, wallet: SolanaTestWallet): Promise<void> {
+/**
+ * Injects `window.solana` (connect, signMessage, signAndSendTransaction) backed by a key held by
+ * the test; `send` broadcasts what the wallet signed and returns the signature.
+ */
+export async function injectSolanaWallet(
+  context: BrowserContext,
+  wallet: SolanaTestWallet,
+  send: (signed: Uint8Array) => Promise<string> = async () => {
+    throw new Error("this test wallet sends no transactions");
+  },
+): Promise<void> {
   await context.exposeFunction("__testSolanaSign", async (bytes: number[]) =>
     Array.from(wallet.signMessage(Uint8Array.from(bytes))),
   );
+  await context.exposeFunction("__testSolanaSend", async (bytes: number[]) =>
+    send(wallet.signTransaction(Uint8Array.from(bytes))),
+  );
   await context.addInitScript((address: string) => {
-    const sign = (globalThis as unknown as { __testSolanaSign: (b: number[]) => Promise<number[]> })
-      .__testSolanaSign;
+    const page = globalThis as unknown as {
+      __testSolanaSign: (b: number[]) => Promise<number[]>;
+      __testSolanaSend: (b: number[]) => Promise<string>;
+      solana: unknown;
+    };
     const publicKey = { toString: () => address, toBase58: () => address };
-    (globalThis as unknown as { solana: unknown }).solana = {
+    page.solana = {
       publicKey,
       connect: async () => ({ publicKey }),
       signMessage: async (message: Uint8Array) => ({
-        signature: Uint8Array.from(await sign(Array.from(message))),
+        signature: Uint8Array.from(await page.__testSolanaSign(Array.from(message))),
+      }),
+      signAndSendTransaction: async (transaction: {
+        serialize(options: { requireAllSignatures: boolean; verifySignatures: boolean }): Uint8Array;
+      }) => ({
+        signature: await page.__testSolanaSend(
+          Array.from(transaction.serialize({ requireAllSignatures: false, verifySignatures: false })),
+        ),
       }),
     };
   }, wallet.address);

@@ -1,4 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk";
+import { Connection } from "@solana/web3.js";
 import type { Browser } from "playwright-core";
 import { createTestClient, createWalletClient, getAddress, http, parseEther, publicActions } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,8 +7,8 @@ import { readDevChainsFile, requestFaucet } from "../../src/chains/dev-chains-fi
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
-import { injectEvmWallet, launchChromium, screenshot } from "./browser.js";
-import { evmWallet } from "./wallets.js";
+import { injectEvmWallet, injectSolanaWallet, launchChromium, screenshot } from "./browser.js";
+import { evmWallet, solanaWallet } from "./wallets.js";
 
 // The new user's whole path in a real browser, against `tollgate serve` in dev mode (anvil dev
 // chains, the faucet, the deposit watcher and the settlement worker all real): sign in, get test
@@ -140,5 +141,34 @@ describe("funding from the dashboard on the dev chains", () => {
     } finally {
       db.close();
     }
+  });
+
+  it("funds from a Solana wallet: the gateway assembles the SPL transfer, the wallet signs and sends it", async () => {
+    const devChains = readDevChainsFile(dir.path)!;
+    const solana = devChains.registry.byId.get("solana")!;
+    const wallet = solanaWallet();
+    await requestFaucet(devChains.faucetUrl, "solana", wallet.address, 5_000_000n);
+    const connection = new Connection(solana.rpcUrl, "confirmed");
+    const context = await browser.newContext();
+    const sent: string[] = [];
+    await injectSolanaWallet(context, wallet, async (signed) => {
+      const signature = await connection.sendRawTransaction(signed);
+      sent.push(signature);
+      return signature;
+    });
+    const page = await context.newPage();
+    await page.goto(`${gateway.facadeUrl}/dashboard`);
+    await page.getByRole("button", { name: "Sign in with Solana" }).click();
+    await page.getByRole("heading", { name: "Wallet", exact: true }).waitFor();
+    await page.locator("#fund-chain").selectOption("solana");
+    await page.locator("#fund-amount").fill("2");
+    await page.getByRole("button", { name: "Fund from my wallet" }).click();
+    await expect
+      .poll(() => page.locator("#fund-status").textContent(), { timeout: 60_000 })
+      .toBe("$2.00 credited on solana.");
+    expect(sent).toHaveLength(1);
+    await expect.poll(() => page.locator('[data-available="solana"]').textContent()).toBe("$2.00");
+    await screenshot(page, "wallet-funded-solana");
+    await context.close();
   });
 });

@@ -1,5 +1,5 @@
-import { generateKeyPairSync, sign } from "node:crypto";
-import { PublicKey } from "@solana/web3.js";
+import { createPrivateKey, sign } from "node:crypto";
+import { Keypair, Transaction } from "@solana/web3.js";
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { createSiweMessage } from "viem/siwe";
 
@@ -8,19 +8,33 @@ export function evmWallet(): PrivateKeyAccount {
   return privateKeyToAccount(generatePrivateKey());
 }
 
-/** A test Solana wallet: a fresh ed25519 key pair, its base58 address, and a signer. */
+/** A test Solana wallet: a fresh key pair, its base58 address, a message signer and a transaction signer. */
 export interface SolanaTestWallet {
   readonly address: string;
   signMessage(message: Uint8Array): Uint8Array;
+  /** Signs a serialized transaction (as the page hands it over) and returns it serialized. */
+  signTransaction(serialized: Uint8Array): Uint8Array;
 }
 
-/** Generates a Solana wallet with Node's ed25519. */
+// DER prefix of an Ed25519 PKCS#8 private key; the 32-byte seed follows it.
+const ED25519_PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+
+/** Generates a Solana wallet (web3.js Keypair), signing messages with Node's ed25519. */
 export function solanaWallet(): SolanaTestWallet {
-  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const raw = publicKey.export({ format: "der", type: "spki" }).subarray(-32);
+  const keypair = Keypair.generate();
+  const privateKey = createPrivateKey({
+    key: Buffer.concat([ED25519_PKCS8_PREFIX, keypair.secretKey.subarray(0, 32)]),
+    format: "der",
+    type: "pkcs8",
+  });
   return {
-    address: new PublicKey(raw).toBase58(),
+    address: keypair.publicKey.toBase58(),
     signMessage: (message) => new Uint8Array(sign(null, message, privateKey)),
+    signTransaction: (serialized) => {
+      const transaction = Transaction.from(serialized);
+      transaction.partialSign(keypair);
+      return transaction.serialize();
+    },
   };
 }
 

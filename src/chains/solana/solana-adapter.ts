@@ -263,6 +263,21 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
       return again === null ? "dropped" : landedState(again);
     },
 
+    async fundingTransaction(from, accountId, amount) {
+      if (!isValidAddress(from)) throw new Error(`${from} is not a Solana wallet address`);
+      if (amount <= 0n || amount > U64_MAX) throw new Error("the amount must be positive and fit in u64");
+      const sender = new PublicKey(from);
+      const owner = depositKey(accountId).publicKey;
+      const destination = tokenAccountOf(owner);
+      const { blockhash, lastValidBlockHeight } = await connection.getLatestBlockhash(commitment);
+      // The sender pays the fee and, the first time, the deposit token account's rent.
+      const transaction = new Transaction({ feePayer: sender, blockhash, lastValidBlockHeight }).add(
+        createAssociatedTokenAccountIdempotentInstruction(sender, destination, owner, mint),
+        createTransferCheckedInstruction(tokenAccountOf(sender), mint, destination, sender, amount, decimals),
+      );
+      return transaction.serialize({ requireAllSignatures: false, verifySignatures: false });
+    },
+
     async balanceOf(address) {
       let owner: PublicKey;
       try {

@@ -1,5 +1,6 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { Transaction } from "@solana/web3.js";
 import QRCode from "qrcode";
 import { encodeFunctionData, erc20Abi, getAddress, toHex } from "viem";
 import {
@@ -12,7 +13,7 @@ import { chainById, type PageContext } from "../context.js";
 import { copyButton, errorLine, h, loading, messageOf, mount, table } from "../dom.js";
 import { dollars, ledgerDecimals, parseDollars } from "../money.js";
 import { billing } from "../rpc.js";
-import { ethereumAccount, ethereumWallet } from "../wallets.js";
+import { ethereumAccount, ethereumWallet, solanaWallet } from "../wallets.js";
 
 /** How often the page looks for a deposit it sent, and for how long. */
 const POLL_MS = 1_000;
@@ -111,11 +112,13 @@ function fundForm(
   addresses: DepositAddress[],
   onCredited: () => Promise<void>,
 ): HTMLElement {
-  const evm = addresses.filter((a) => a.chain?.family === ChainFamily.EVM && a.chain.enabled);
+  const fundable = addresses.filter((a) => a.chain?.enabled);
   const select = h(
     "select",
     { id: "fund-chain" },
-    evm.map((a) => h("option", { value: a.chain!.id }, `${a.chain!.id} (${a.chain!.asset?.symbol ?? ""})`)),
+    fundable.map((a) =>
+      h("option", { value: a.chain!.id }, `${a.chain!.id} (${a.chain!.asset?.symbol ?? ""})`),
+    ),
   );
   const amount = h("input", {
     id: "fund-amount",
@@ -132,15 +135,16 @@ function fundForm(
     h("label", {}, "Amount (dollars)", amount),
     send,
   );
-  if (evm.length === 0) send.disabled = true;
+  if (fundable.length === 0) send.disabled = true;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const target = evm.find((a) => a.chain?.id === select.value);
+    const target = fundable.find((a) => a.chain?.id === select.value);
     const chain = target?.chain;
-    const decimals = chain?.asset?.decimals ?? 6;
+    if (target === undefined || chain === undefined) return;
+    const onchainDecimals = chain.asset?.decimals ?? 6;
+    const decimals = ledgerDecimals(onchainDecimals);
     const units = parseDollars(amount.value, decimals);
     status.className = "";
-    if (target === undefined || chain === undefined) return;
     if (units === undefined || units <= 0n) {
       status.className = "error";
       status.textContent = `Enter an amount in dollars, with at most ${decimals} decimals.`;
@@ -148,28 +152,15 @@ function fundForm(
     }
     send.disabled = true;
     try {
-      const wallet = ethereumWallet();
-      const from = await ethereumAccount();
-      status.textContent = `Asking your wallet to switch to ${chain.id}…`;
-      await wallet.request({
-        method: "wallet_switchEthereumChain",
-        params: [{ chainId: toHex(chain.evmChainId) }],
-      });
-      status.textContent = "Confirm the transfer in your wallet…";
-      const hash = (await wallet.request({
-        method: "eth_sendTransaction",
-        params: [
-          {
-            from,
-            to: getAddress(chain.asset!.address),
-            data: encodeFunctionData({
-              abi: erc20Abi,
-              functionName: "transfer",
-              args: [getAddress(target.address), units],
-            }),
-          },
-        ],
-      })) as string;
+      const hash =
+        chain.family === ChainFamily.EVM
+          ? await sendFromEthereumWallet(
+              chain,
+              target.address,
+              units * 10n ** BigInt(onchainDecimals - decimals),
+              status,
+            )
+          : await sendFromSolanaWallet(chain, units, status);
       status.textContent = `Sent (${short(hash)}). Waiting for the chain to confirm it…`;
       await followDeposit(hash, status);
       status.className = "ok";
@@ -191,10 +182,54 @@ function fundForm(
       {},
       "Send stablecoin from the connected wallet to your deposit address; it is credited once final.",
     ),
-    evm.length === 0 ? errorLine("No EVM chain has a deposit address here.") : null,
+    fundable.length === 0 ? errorLine("No chain has a deposit address here.") : null,
     form,
     status,
   );
+}
+
+/** An ERC-20 `transfer` to the deposit address through EIP-1193, on the chain's EIP-155 id. */
+async function sendFromEthereumWallet(
+  chain: Chain,
+  to: string,
+  amount: bigint,
+  status: HTMLElement,
+): Promise<string> {
+  const wallet = ethereumWallet();
+  const from = await ethereumAccount();
+  status.textContent = `Asking your wallet to switch to ${chain.id}…`;
+  await wallet.request({
+    method: "wallet_switchEthereumChain",
+    params: [{ chainId: toHex(chain.evmChainId) }],
+  });
+  status.textContent = "Confirm the transfer in your wallet…";
+  return (await wallet.request({
+    method: "eth_sendTransaction",
+    params: [
+      {
+        from,
+        to: getAddress(chain.asset!.address),
+        data: encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [getAddress(to), amount] }),
+      },
+    ],
+  })) as string;
+}
+
+/**
+ * An SPL `transferChecked` to the deposit address, signed and sent by the Solana wallet: the
+ * gateway assembles the transaction (a page has no Solana RPC of its own), the wallet signs it.
+ */
+async function sendFromSolanaWallet(chain: Chain, units: bigint, status: HTMLElement): Promise<string> {
+  const wallet = solanaWallet();
+  const { publicKey } = await wallet.connect();
+  const { transaction } = await billing.prepareFunding({
+    chain: chain.id,
+    fromAddress: publicKey.toString(),
+    amount: units,
+  });
+  status.textContent = "Confirm the transfer in your wallet…";
+  const { signature } = await wallet.signAndSendTransaction(Transaction.from(transaction));
+  return signature;
 }
 
 /** Dev chains: mint test stablecoin to the deposit address, then follow it to a credited balance. */

@@ -50,6 +50,7 @@ const BILLING_POLICIES = {
   listWithdrawals: "read",
   withdraw: "write",
   requestTestFunds: "write",
+  prepareFunding: "read",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
 /** What the bridge needs: the facade's transport to the core, and the public origin if configured. */

@@ -31,13 +31,46 @@ export interface FaucetDeps {
   readonly directory: ChainDirectory | undefined;
 }
 
-/** BillingService.RequestTestFunds: the dashboard's faucet button on dev chains. */
-export function createFaucetMethods({
+const fundingUnavailable = (chain: string) =>
+  reasonError(
+    Code.FailedPrecondition,
+    "FUNDING_TRANSACTION_UNAVAILABLE",
+    `Wallets on ${JSON.stringify(chain)} send the transfer themselves: transfer the asset to the deposit address.`,
+    { chain },
+  );
+
+/**
+ * BillingService's wallet-funding RPCs: RequestTestFunds (the dashboard's faucet button on dev
+ * chains) and PrepareFunding (a transfer for the user's own wallet to sign).
+ */
+export function createFundingMethods({
   faucet,
   chains,
   directory,
-}: FaucetDeps): Pick<ServiceImpl<typeof BillingService>, "requestTestFunds"> {
+}: FaucetDeps): Pick<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
   return {
+    async prepareFunding(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const chain = chains.byId.get(req.chain);
+      if (chain === undefined) throw invalidField("chain", `Unknown chain ${JSON.stringify(req.chain)}.`);
+      if (directory === undefined || !directory.has(chain.id)) throw fundingUnavailable(chain.id);
+      if (req.amount <= 0n) throw invalidField("amount", "amount must be positive.");
+      if (!directory.isValidAddress(chain.id, req.fromAddress)) {
+        throw invalidField(
+          "from_address",
+          `${JSON.stringify(req.fromAddress)} is not a wallet address on ${chain.id}.`,
+        );
+      }
+      const transaction = await directory.fundingTransaction(
+        chain.id,
+        req.fromAddress,
+        accountId,
+        ledgerToOnchain(req.amount, chain.asset.decimals),
+      );
+      if (transaction === undefined) throw fundingUnavailable(chain.id);
+      return { transaction, depositAddress: directory.depositAddress(chain.id, accountId) };
+    },
+
     // getDepositAddresses sets DepositAddress.test_funds from the same set (see core.ts).
     async requestTestFunds(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);

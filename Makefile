@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
+.PHONY: help install build dashboard browser generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,8 +18,17 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 install: node_modules/.package-lock.json ## Install dependencies from the lockfile (builds better-sqlite3 from source)
 
-build: install ## Compile TypeScript to dist/
+build: install dashboard ## Compile TypeScript to dist/, and bundle the dashboard
 	tsc -p tsconfig.build.json
+
+dashboard: install ## Bundle the dashboard page into dist/dashboard (esbuild; no CDN at run time)
+	@mkdir -p dist/dashboard
+	esbuild src/dashboard/main.ts --bundle --format=esm --target=es2022 --minify \
+	  --log-level=warning --outfile=dist/dashboard/app.js
+	cp src/dashboard/index.html src/dashboard/app.css dist/dashboard/
+
+browser: ## Install Debian's chromium for the browser tests when it is missing (needs root and apt)
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 generate: install ## Regenerate src/gen from proto/ with buf + protoc-gen-es
 	buf generate
@@ -34,13 +43,14 @@ lint: install ## buf lint, Biome (format + lint)
 format: install ## Format the sources in place
 	biome format --write .
 
-typecheck: install ## tsc --noEmit over src, test and bench
+typecheck: install ## tsc --noEmit over src, test and bench, and the dashboard with the DOM types
 	tsc --noEmit
+	tsc -p src/dashboard
 
-test: install checkgenerate lint typecheck build ## Everything CI checks: generation, lint, types, then all tests
+test: install checkgenerate lint typecheck build browser ## Everything CI checks: generation, lint, types, then all tests
 	vitest run
 
-test-only: build ## Only the tests (skips generation and lint checks)
+test-only: build browser ## Only the tests (skips generation and lint checks)
 	vitest run
 
 run: build ## Run the gateway on its embedded defaults (facade :8787, core :8788, ./data)

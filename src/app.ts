@@ -3,6 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
+import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
@@ -42,6 +43,8 @@ export interface BuildOptions {
     readonly startAt: "genesis" | "finalized";
     /** Run only these chains (dev mode: those with a local dev chain). */
     readonly only?: ReadonlySet<string>;
+    /** Dev mode: the dev chains' mint, behind BillingService.RequestTestFunds. */
+    readonly faucet?: DevFaucet;
   };
 }
 
@@ -62,6 +65,7 @@ export async function buildApp(
         coreLocation: config.coreUrl,
         logger,
         images: config.images,
+        publicUrl: dashboardPublicUrl(config),
       }),
       core: undefined,
       db: undefined,
@@ -129,6 +133,7 @@ export async function buildApp(
             },
       onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
       chainDirectory: chains,
+      faucet: onchain?.faucet,
       chainProbes: chains?.probes(),
     });
     const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
@@ -137,6 +142,7 @@ export async function buildApp(
       coreLocation: "in-process",
       logger,
       images: config.images,
+      publicUrl: dashboardPublicUrl(config),
     });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
@@ -166,4 +172,9 @@ export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport
     });
   }
   return createGrpcTransport({ baseUrl, interceptors });
+}
+
+/** The public origin the dashboard's sign-in messages must name (TOLLGATE_PUBLIC_URL), if set. */
+function dashboardPublicUrl(config: Config): URL | undefined {
+  return config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl);
 }

@@ -33,6 +33,7 @@ describe("loadConfig", () => {
     ["TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", "0"],
     ["TOLLGATE_UPSTREAM_CONNECTIONS", "-5"],
     ["TOLLGATE_UPSTREAM_CONNECTIONS", "lots"],
+    ["TOLLGATE_PUBLIC_URL", "gateway.example"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));

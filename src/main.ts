@@ -29,6 +29,10 @@ export async function serve(config: Config): Promise<App> {
       masterSecret,
       startAt: devChains === undefined ? "finalized" : "genesis",
       only: devChains?.running,
+      faucet:
+        devChains === undefined
+          ? undefined
+          : { chains: devChains.running, mint: devChains.mint.bind(devChains) },
     };
   }
   // No provider configured: text calls go to the built-in stand-in, and the ready line says so.

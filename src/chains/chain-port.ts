@@ -60,6 +60,16 @@ export interface ChainAdapter {
    */
   transferState(prepared: PreparedTransfer): Promise<TransferState>;
 
+  /**
+   * An unsigned transaction, serialized in the chain's wire format, that sends `amount` (onchain
+   * units) of the asset from `from` — a user's own wallet — to the account's deposit address,
+   * for that wallet to sign and send; the sender pays the fee. It is how the dashboard funds an
+   * account from a wallet that will not assemble a token transfer itself (Solana wallets sign
+   * transactions, they do not build them). Optional: EVM wallets send an ERC-20 `transfer` built
+   * from the contract address alone, so EVM adapters leave it out.
+   */
+  fundingTransaction?(from: string, accountId: string, amount: bigint): Promise<Uint8Array>;
+
   /** The asset balance of an address, in onchain units (reconciliation and tests). */
   balanceOf(address: string): Promise<bigint>;
 

@@ -127,6 +127,19 @@ export class ChainsRuntime implements ChainDirectory {
     return this.chains.get(chainId)?.adapter.isValidAddress(address) ?? false;
   }
 
+  async fundingTransaction(
+    chainId: string,
+    from: string,
+    accountId: string,
+    amount: bigint,
+  ): Promise<Uint8Array | undefined> {
+    const runtime = this.chains.get(chainId);
+    if (runtime?.adapter.fundingTransaction === undefined) return undefined;
+    // Handing out the address is what makes the watcher look for deposits to it.
+    runtime.book.addressOf(accountId);
+    return await runtime.adapter.fundingTransaction(from, accountId, amount);
+  }
+
   /** The adapter of a chain (reconciliation, tests). */
   adapter(chainId: string): ChainAdapter | undefined {
     return this.chains.get(chainId)?.adapter;

@@ -3,13 +3,24 @@ import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
 import { presentedCredential } from "./auth/credentials.js";
 import { KEY_PREFIX } from "./auth/keys.js";
+import { SESSION_HEADER, type Sessions } from "./auth/sessions.js";
 import { invalidField, keyMissing, operatorOnly, otherAccount } from "./errors.js";
 
-/** Who is calling the core: nobody in particular, the operator, or the holder of an API key. */
+/**
+ * Who is calling the core: nobody in particular, the operator, the holder of an API key, or a
+ * dashboard session (which acts on its account as one of its keys would).
+ */
 export type Caller =
   | { readonly kind: "anonymous" }
   | { readonly kind: "operator" }
-  | { readonly kind: "key"; readonly key: AuthenticatedKey };
+  | { readonly kind: "key"; readonly key: AuthenticatedKey }
+  | {
+      readonly kind: "session";
+      readonly accountId: string;
+      readonly sessionId: string;
+      /** The session token as presented: the CSRF token derives from it. */
+      readonly token: string;
+    };
 
 /** The caller of the current RPC, set by {@link callerInterceptor}. */
 export const callerKey = createContextKey<Caller>({ kind: "anonymous" }, { description: "caller" });
@@ -26,16 +37,28 @@ export function callerInterceptor(resolve: CallerResolver): Interceptor {
 }
 
 /**
- * The network resolver: an API key (`tg_…`) authenticates as its account; the operator token
- * (when configured) as the operator; no credential is anonymous. A presented credential that
- * is neither fails the call, so a typo never silently downgrades to anonymous.
+ * The network resolver: a dashboard session (`x-tollgate-session`) as its account; an API key
+ * (`tg_…`) as its account; the operator token (when configured) as the operator; no credential
+ * is anonymous. A presented credential that is none of these fails the call, so a typo never
+ * silently downgrades to anonymous.
  */
 export function headerCallerResolver(
   authenticator: Authenticator,
   adminToken: string | undefined,
+  sessions?: Sessions,
 ): CallerResolver {
   const adminDigest = adminToken === undefined ? undefined : sha256(adminToken);
   return (header) => {
+    const sessionToken = header.get(SESSION_HEADER);
+    if (sessionToken !== null && sessions !== undefined) {
+      const session = sessions.resolve(sessionToken);
+      return {
+        kind: "session",
+        accountId: session.account.id,
+        sessionId: session.sessionId,
+        token: sessionToken,
+      };
+    }
     const credential = presentedCredential((name) => header.get(name));
     if (credential === undefined) return { kind: "anonymous" };
     if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
@@ -65,6 +88,9 @@ export function scopedAccount(caller: Caller, requested: string): string {
     case "key":
       if (requested !== "" && requested !== caller.key.accountId) throw otherAccount();
       return caller.key.accountId;
+    case "session":
+      if (requested !== "" && requested !== caller.accountId) throw otherAccount();
+      return caller.accountId;
     case "anonymous":
       throw keyMissing();
   }

@@ -1,7 +1,12 @@
+import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import type { ClientPolicy } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
-import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
+import {
+  BillingService,
+  DepositAddressSchema,
+  GetDepositAddressesResponseSchema,
+} from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
@@ -9,15 +14,18 @@ import type { Db } from "../store/database.js";
 import { GroupCommit } from "../store/group-commit.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
 import { OnchainRepository } from "../store/onchain-repository.js";
+import { SessionRepository } from "../store/session-repository.js";
 import type { ImageUpstream } from "../upstream/image-upstream.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
+import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
 import { createBillingService } from "./billing/billing-service.js";
 import { groupedCallBilling } from "./billing/call-billing.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
+import { createFundingMethods, type DevFaucet } from "./billing/funding.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
 import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
@@ -54,6 +62,8 @@ export interface CoreDeps {
   readonly chainDirectory?: ChainDirectory | undefined;
   /** Health checks of each chain (RPC reachability, watcher lag), added to HealthService. */
   readonly chainProbes?: readonly HealthProbe[] | undefined;
+  /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
+  readonly faucet?: DevFaucet | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider and the call policies. */
@@ -102,10 +112,12 @@ export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const repo = new AuthRepository(deps.db);
   const authenticator = new Authenticator(repo, now);
+  const chains = deps.chains ?? defaultChainRegistry();
+  const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
   const ledger = new LedgerRepository(deps.db);
   const billing = new Billing({
     ledger,
-    chains: deps.chains ?? defaultChainRegistry(),
+    chains,
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
   });
@@ -162,8 +174,26 @@ export function createCore(deps: CoreDeps): Core {
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
   const routes = (router: ConnectRouter) => {
-    router.service(AuthService, createAuthService({ repo, authenticator, now }));
-    router.service(BillingService, createBillingService(billing, onchain));
+    router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
+    const billingMethods = createBillingService(billing, onchain);
+    router.service(BillingService, {
+      ...billingMethods,
+      ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
+      async getDepositAddresses(req, ctx) {
+        const res = await billingMethods.getDepositAddresses(req, ctx);
+        const testFunds = (chain: string) => deps.faucet?.chains.has(chain) ?? false;
+        return create(GetDepositAddressesResponseSchema, {
+          accountId: res.accountId ?? "",
+          addresses: (res.addresses ?? []).map((a) =>
+            create(DepositAddressSchema, {
+              chain: a.chain,
+              address: a.address ?? "",
+              testFunds: testFunds(a.chain?.id ?? ""),
+            }),
+          ),
+        });
+      },
+    });
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined)
       router.service(InferenceService, createInferenceService(inference, now, images));
@@ -184,7 +214,7 @@ export function createCore(deps: CoreDeps): Core {
   });
   return {
     routes,
-    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken)),
+    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken, sessions)),
     routerOptionsFor,
     billing,
     sweeper,

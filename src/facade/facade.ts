@@ -6,6 +6,7 @@ import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
 import { anthropicRoutes } from "./anthropic/routes.js";
+import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
@@ -16,6 +17,8 @@ export interface FacadeDeps {
   /** Shown by the health route: "in-process" or the core's URL. */
   readonly coreLocation: string;
   readonly logger?: boolean | { readonly level: string };
+  /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the Host header when absent. */
+  readonly publicUrl?: URL | undefined;
   /** Upload limits of the image routes and the public origin of `url` images. */
   readonly images?: FacadeImageOptions | undefined;
 }
@@ -37,6 +40,7 @@ export async function buildFacade({
   transport,
   coreLocation,
   logger = false,
+  publicUrl,
   images,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -87,5 +91,6 @@ export async function buildFacade({
     publicUrl: images?.publicUrl,
     prefix: "/v1/images",
   });
+  await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

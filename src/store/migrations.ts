@@ -276,4 +276,37 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX chain_transfers_by_account ON chain_transfers (account_id, kind, seq);
     `,
   },
+  {
+    version: 4,
+    name: "dashboard sign-in: nonces, wallet identities, sessions",
+    sql: `
+      -- Single-use sign-in nonces; a used or expired one never signs anyone in.
+      CREATE TABLE sign_in_nonces (
+        nonce      TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL,
+        used_at    INTEGER
+      ) STRICT;
+      CREATE INDEX sign_in_nonces_expiry ON sign_in_nonces (expires_at);
+
+      -- Wallet addresses that sign in to an account; one account may hold an EVM and a Solana one.
+      CREATE TABLE wallet_identities (
+        family     TEXT NOT NULL CHECK (family IN ('evm', 'solana')),
+        address    TEXT NOT NULL,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        linked_at  INTEGER NOT NULL,
+        PRIMARY KEY (family, address)
+      ) STRICT;
+      CREATE INDEX wallet_identities_account ON wallet_identities (account_id);
+
+      -- Dashboard sessions: only the SHA-256 digest of the token is kept, as for API keys.
+      CREATE TABLE sessions (
+        id         TEXT PRIMARY KEY,
+        digest     BLOB NOT NULL UNIQUE,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        ended_at   INTEGER
+      ) STRICT;
+    `,
+  },
 ];

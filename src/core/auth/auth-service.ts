@@ -8,19 +8,25 @@ import {
   type ApiKey,
   ApiKeySchema,
   type AuthService,
+  type Identity,
+  IdentitySchema,
   KeyStatus,
+  WalletFamily,
 } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { AccountRow, AuthRepository, KeyRow } from "../../store/auth-repository.js";
+import type { IdentityRow, WalletFamilyText } from "../../store/session-repository.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { accountNotFound, invalidField, keyNotFound } from "../errors.js";
 import { newId } from "../ids.js";
 import type { Authenticator } from "./authenticator.js";
 import { generateKey } from "./keys.js";
+import { csrfTokenFor, type Sessions, sessionInvalid } from "./sessions.js";
 
 /** What the AuthService implementation needs. */
 export interface AuthServiceDeps {
   readonly repo: AuthRepository;
   readonly authenticator: Authenticator;
+  readonly sessions: Sessions;
   readonly now: () => number;
 }
 
@@ -28,11 +34,14 @@ const MAX_NAME = 200;
 const MAX_REASON = 500;
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
+/** Sign-in messages are a few hundred bytes; anything near this is not one. */
+const MAX_SIGN_IN_MESSAGE = 4096;
 
 /** The AuthService RPCs over the auth repository. */
 export function createAuthService({
   repo,
   authenticator,
+  sessions,
   now,
 }: AuthServiceDeps): ServiceImpl<typeof AuthService> {
   const account = (id: string): AccountRow => {
@@ -117,6 +126,56 @@ export function createAuthService({
         },
       };
     },
+
+    createSignInNonce() {
+      const { nonce, expiresAt } = sessions.createNonce();
+      return { nonce, expiresAt: timestampFromMs(expiresAt) };
+    },
+
+    async signIn(req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      const family = walletFamily(req.family);
+      if (req.message.length > MAX_SIGN_IN_MESSAGE) {
+        throw invalidField("message", `message must be at most ${MAX_SIGN_IN_MESSAGE} characters.`);
+      }
+      const input = {
+        family,
+        message: req.message,
+        signature: required("signature", req.signature),
+        expectedDomain: required("expected_domain", req.expectedDomain),
+        expectedOrigin: required("expected_origin", req.expectedOrigin),
+      };
+      if (req.link && caller.kind !== "session") throw sessionInvalid();
+      const linkTo = req.link && caller.kind === "session" ? caller.accountId : undefined;
+      const { token, view, created } = await sessions.signIn(input, linkTo);
+      const sessionToken = token ?? (caller.kind === "session" ? caller.token : "");
+      return {
+        sessionToken: token ?? "",
+        csrfToken: sessionToken === "" ? "" : csrfTokenFor(sessionToken),
+        account: toAccount(view.account),
+        identities: view.identities.map(toIdentity),
+        expiresAt: timestampFromMs(view.expiresAt),
+        created,
+      };
+    },
+
+    getSession(_req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      if (caller.kind !== "session") throw sessionInvalid();
+      const view = sessions.resolve(caller.token);
+      return {
+        account: toAccount(view.account),
+        identities: view.identities.map(toIdentity),
+        csrfToken: csrfTokenFor(caller.token),
+        expiresAt: timestampFromMs(view.expiresAt),
+      };
+    },
+
+    signOut(_req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      if (caller.kind === "session") sessions.end(caller.sessionId);
+      return {};
+    },
   };
 }
 
@@ -127,6 +186,25 @@ function toAccount(row: AccountRow): Account {
     status: row.status === "active" ? AccountStatus.ACTIVE : AccountStatus.SUSPENDED,
     createdAt: timestampFromMs(row.created_at),
     suspendedReason: row.suspended_reason,
+  });
+}
+
+function walletFamily(family: WalletFamily): WalletFamilyText {
+  switch (family) {
+    case WalletFamily.EVM:
+      return "evm";
+    case WalletFamily.SOLANA:
+      return "solana";
+    default:
+      throw invalidField("family", "family must be WALLET_FAMILY_EVM or WALLET_FAMILY_SOLANA.");
+  }
+}
+
+function toIdentity(row: IdentityRow): Identity {
+  return create(IdentitySchema, {
+    family: row.family === "evm" ? WalletFamily.EVM : WalletFamily.SOLANA,
+    address: row.address,
+    linkedAt: timestampFromMs(row.linked_at),
   });
 }
 

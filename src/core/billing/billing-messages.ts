@@ -60,6 +60,7 @@ export function toChain(chain: ChainConfig): Chain {
     family: chain.family === "evm" ? ChainFamily.EVM : ChainFamily.SOLANA,
     asset: { ...chain.asset },
     enabled: chain.enabled,
+    evmChainId: BigInt(chain.chainId ?? 0),
   });
 }
 

@@ -14,12 +14,13 @@ const MAX_PAGE = 1000;
 /**
  * The BillingService RPCs over the billing core. Reads are scoped to the caller's account;
  * Credit and the internal Quote/Hold/Settle/Release are operator-only over the network (the
- * Inference service calls {@link Billing} in-process instead).
+ * Inference service calls {@link Billing} in-process instead). The dev faucet is added by the
+ * core (see funding.ts).
  */
 export function createBillingService(
   billing: Billing,
   onchain: OnchainBilling,
-): ServiceImpl<typeof BillingService> {
+): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
   return {
     ...createOnchainMethods(onchain),
 

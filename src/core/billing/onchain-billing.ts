@@ -27,6 +27,17 @@ export interface ChainDirectory {
   /** The account's deposit address on the chain; from now on the watcher credits it. */
   depositAddress(chainId: string, accountId: string): string;
   isValidAddress(chainId: string, address: string): boolean;
+  /**
+   * An unsigned transaction sending `amount` (onchain units) from the wallet `from` to the
+   * account's deposit address, for that wallet to sign; undefined when the chain's wallets
+   * build their own transfers (see ChainAdapter.fundingTransaction).
+   */
+  fundingTransaction(
+    chainId: string,
+    from: string,
+    accountId: string,
+    amount: bigint,
+  ): Promise<Uint8Array | undefined>;
 }
 
 /** What onchain billing is built from. */

@@ -12,7 +12,247 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tollgate/auth/v1/auth.proto.
  */
 export const file_tollgate_auth_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("Cht0b2xsZ2F0ZS9hdXRoL3YxL2F1dGgucHJvdG8SEHRvbGxnYXRlLmF1dGgudjEingEKB0FjY291bnQSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIvCgZzdGF0dXMYAyABKA4yHy50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnRTdGF0dXMSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQc3VzcGVuZGVkX3JlYXNvbhgFIAEoCSKFAgoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZwcmVmaXgYBCABKAkSKwoGc3RhdHVzGAUgASgOMhsudG9sbGdhdGUuYXV0aC52MS5LZXlTdGF0dXMSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKZAQoJUHJpbmNpcGFsEhIKCmFjY291bnRfaWQYASABKAkSDgoGa2V5X2lkGAIgASgJEjcKDmFjY291bnRfc3RhdHVzGAMgASgOMh8udG9sbGdhdGUuYXV0aC52MS5BY2NvdW50U3RhdHVzEi8KCmtleV9zdGF0dXMYBCABKA4yGy50b2xsZ2F0ZS5hdXRoLnYxLktleVN0YXR1cyIkChRDcmVhdGVBY2NvdW50UmVxdWVzdBIMCgRuYW1lGAEgASgJIkMKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIqCgdhY2NvdW50GAEgASgLMhkudG9sbGdhdGUuYXV0aC52MS5BY2NvdW50IicKEUdldEFjY291bnRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiQAoSR2V0QWNjb3VudFJlc3BvbnNlEioKB2FjY291bnQYASABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQiPAoTTGlzdEFjY291bnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJcChRMaXN0QWNjb3VudHNSZXNwb25zZRIrCghhY2NvdW50cxgBIAMoCzIZLnRvbGxnYXRlLmF1dGgudjEuQWNjb3VudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOwoVU3VzcGVuZEFjY291bnRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkQKFlN1c3BlbmRBY2NvdW50UmVzcG9uc2USKgoHYWNjb3VudBgBIAEoCzIZLnRvbGxnYXRlLmF1dGgudjEuQWNjb3VudCIuChhSZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJHChlSZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEioKB2FjY291bnQYASABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQiNAoQQ3JlYXRlS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkiSgoRQ3JlYXRlS2V5UmVzcG9uc2USJQoDa2V5GAEgASgLMhgudG9sbGdhdGUuYXV0aC52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIiUKD0xpc3RLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIjoKEExpc3RLZXlzUmVzcG9uc2USJgoEa2V5cxgBIAMoCzIYLnRvbGxnYXRlLmF1dGgudjEuQXBpS2V5IiIKEFJldm9rZUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjoKEVJldm9rZUtleVJlc3BvbnNlEiUKA2tleRgBIAEoCzIYLnRvbGxnYXRlLmF1dGgudjEuQXBpS2V5IiIKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSCwoDa2V5GAEgASgJIkYKFEF1dGhlbnRpY2F0ZVJlc3BvbnNlEi4KCXByaW5jaXBhbBgBIAEoCzIbLnRvbGxnYXRlLmF1dGgudjEuUHJpbmNpcGFsKmgKDUFjY291bnRTdGF0dXMSHgoaQUNDT1VOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVBQ0NPVU5UX1NUQVRVU19BQ1RJVkUQARIcChhBQ0NPVU5UX1NUQVRVU19TVVNQRU5ERUQQAipWCglLZXlTdGF0dXMSGgoWS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEUtFWV9TVEFUVVNfQUNUSVZFEAESFgoSS0VZX1NUQVRVU19SRVZPS0VEEAIy2AYKC0F1dGhTZXJ2aWNlEmAKDUNyZWF0ZUFjY291bnQSJi50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GicudG9sbGdhdGUuYXV0aC52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USVwoKR2V0QWNjb3VudBIjLnRvbGxnYXRlLmF1dGgudjEuR2V0QWNjb3VudFJlcXVlc3QaJC50b2xsZ2F0ZS5hdXRoLnYxLkdldEFjY291bnRSZXNwb25zZRJdCgxMaXN0QWNjb3VudHMSJS50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RBY2NvdW50c1JlcXVlc3QaJi50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlEmMKDlN1c3BlbmRBY2NvdW50EicudG9sbGdhdGUuYXV0aC52MS5TdXNwZW5kQWNjb3VudFJlcXVlc3QaKC50b2xsZ2F0ZS5hdXRoLnYxLlN1c3BlbmRBY2NvdW50UmVzcG9uc2USbAoRUmVhY3RpdmF0ZUFjY291bnQSKi50b2xsZ2F0ZS5hdXRoLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBorLnRvbGxnYXRlLmF1dGgudjEuUmVhY3RpdmF0ZUFjY291bnRSZXNwb25zZRJUCglDcmVhdGVLZXkSIi50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUtleVJlcXVlc3QaIy50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUtleVJlc3BvbnNlElEKCExpc3RLZXlzEiEudG9sbGdhdGUuYXV0aC52MS5MaXN0S2V5c1JlcXVlc3QaIi50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RLZXlzUmVzcG9uc2USVAoJUmV2b2tlS2V5EiIudG9sbGdhdGUuYXV0aC52MS5SZXZva2VLZXlSZXF1ZXN0GiMudG9sbGdhdGUuYXV0aC52MS5SZXZva2VLZXlSZXNwb25zZRJdCgxBdXRoZW50aWNhdGUSJS50b2xsZ2F0ZS5hdXRoLnYxLkF1dGhlbnRpY2F0ZVJlcXVlc3QaJi50b2xsZ2F0ZS5hdXRoLnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Cht0b2xsZ2F0ZS9hdXRoL3YxL2F1dGgucHJvdG8SEHRvbGxnYXRlLmF1dGgudjEiegoISWRlbnRpdHkSLgoGZmFtaWx5GAEgASgOMh4udG9sbGdhdGUuYXV0aC52MS5XYWxsZXRGYW1pbHkSDwoHYWRkcmVzcxgCIAEoCRItCglsaW5rZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhoKGENyZWF0ZVNpZ25Jbk5vbmNlUmVxdWVzdCJaChlDcmVhdGVTaWduSW5Ob25jZVJlc3BvbnNlEg0KBW5vbmNlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBCg1TaWduSW5SZXF1ZXN0Ei4KBmZhbWlseRgBIAEoDjIeLnRvbGxnYXRlLmF1dGgudjEuV2FsbGV0RmFtaWx5Eg8KB21lc3NhZ2UYAiABKAkSEQoJc2lnbmF0dXJlGAMgASgJEhcKD2V4cGVjdGVkX2RvbWFpbhgEIAEoCRIXCg9leHBlY3RlZF9vcmlnaW4YBSABKAkSDAoEbGluaxgGIAEoCCLYAQoOU2lnbkluUmVzcG9uc2USFQoNc2Vzc2lvbl90b2tlbhgBIAEoCRISCgpjc3JmX3Rva2VuGAIgASgJEioKB2FjY291bnQYAyABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQSLgoKaWRlbnRpdGllcxgEIAMoCzIaLnRvbGxnYXRlLmF1dGgudjEuSWRlbnRpdHkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHY3JlYXRlZBgGIAEoCCITChFHZXRTZXNzaW9uUmVxdWVzdCK0AQoSR2V0U2Vzc2lvblJlc3BvbnNlEioKB2FjY291bnQYASABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQSLgoKaWRlbnRpdGllcxgCIAMoCzIaLnRvbGxnYXRlLmF1dGgudjEuSWRlbnRpdHkSEgoKY3NyZl90b2tlbhgDIAEoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIQCg5TaWduT3V0UmVxdWVzdCIRCg9TaWduT3V0UmVzcG9uc2UingEKB0FjY291bnQSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIvCgZzdGF0dXMYAyABKA4yHy50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnRTdGF0dXMSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQc3VzcGVuZGVkX3JlYXNvbhgFIAEoCSKFAgoGQXBpS2V5EgoKAmlkGAEgASgJEhIKCmFjY291bnRfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZwcmVmaXgYBCABKAkSKwoGc3RhdHVzGAUgASgOMhsudG9sbGdhdGUuYXV0aC52MS5LZXlTdGF0dXMSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKZAQoJUHJpbmNpcGFsEhIKCmFjY291bnRfaWQYASABKAkSDgoGa2V5X2lkGAIgASgJEjcKDmFjY291bnRfc3RhdHVzGAMgASgOMh8udG9sbGdhdGUuYXV0aC52MS5BY2NvdW50U3RhdHVzEi8KCmtleV9zdGF0dXMYBCABKA4yGy50b2xsZ2F0ZS5hdXRoLnYxLktleVN0YXR1cyIkChRDcmVhdGVBY2NvdW50UmVxdWVzdBIMCgRuYW1lGAEgASgJIkMKFUNyZWF0ZUFjY291bnRSZXNwb25zZRIqCgdhY2NvdW50GAEgASgLMhkudG9sbGdhdGUuYXV0aC52MS5BY2NvdW50IicKEUdldEFjY291bnRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkiQAoSR2V0QWNjb3VudFJlc3BvbnNlEioKB2FjY291bnQYASABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQiPAoTTGlzdEFjY291bnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJcChRMaXN0QWNjb3VudHNSZXNwb25zZRIrCghhY2NvdW50cxgBIAMoCzIZLnRvbGxnYXRlLmF1dGgudjEuQWNjb3VudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOwoVU3VzcGVuZEFjY291bnRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkQKFlN1c3BlbmRBY2NvdW50UmVzcG9uc2USKgoHYWNjb3VudBgBIAEoCzIZLnRvbGxnYXRlLmF1dGgudjEuQWNjb3VudCIuChhSZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJHChlSZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEioKB2FjY291bnQYASABKAsyGS50b2xsZ2F0ZS5hdXRoLnYxLkFjY291bnQiNAoQQ3JlYXRlS2V5UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkiSgoRQ3JlYXRlS2V5UmVzcG9uc2USJQoDa2V5GAEgASgLMhgudG9sbGdhdGUuYXV0aC52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIiUKD0xpc3RLZXlzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJIjoKEExpc3RLZXlzUmVzcG9uc2USJgoEa2V5cxgBIAMoCzIYLnRvbGxnYXRlLmF1dGgudjEuQXBpS2V5IiIKEFJldm9rZUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjoKEVJldm9rZUtleVJlc3BvbnNlEiUKA2tleRgBIAEoCzIYLnRvbGxnYXRlLmF1dGgudjEuQXBpS2V5IiIKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSCwoDa2V5GAEgASgJIkYKFEF1dGhlbnRpY2F0ZVJlc3BvbnNlEi4KCXByaW5jaXBhbBgBIAEoCzIbLnRvbGxnYXRlLmF1dGgudjEuUHJpbmNpcGFsKl4KDFdhbGxldEZhbWlseRIdChlXQUxMRVRfRkFNSUxZX1VOU1BFQ0lGSUVEEAASFQoRV0FMTEVUX0ZBTUlMWV9FVk0QARIYChRXQUxMRVRfRkFNSUxZX1NPTEFOQRACKmgKDUFjY291bnRTdGF0dXMSHgoaQUNDT1VOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVBQ0NPVU5UX1NUQVRVU19BQ1RJVkUQARIcChhBQ0NPVU5UX1NUQVRVU19TVVNQRU5ERUQQAipWCglLZXlTdGF0dXMSGgoWS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEUtFWV9TVEFUVVNfQUNUSVZFEAESFgoSS0VZX1NUQVRVU19SRVZPS0VEEAIyvAkKC0F1dGhTZXJ2aWNlEmAKDUNyZWF0ZUFjY291bnQSJi50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUFjY291bnRSZXF1ZXN0GicudG9sbGdhdGUuYXV0aC52MS5DcmVhdGVBY2NvdW50UmVzcG9uc2USVwoKR2V0QWNjb3VudBIjLnRvbGxnYXRlLmF1dGgudjEuR2V0QWNjb3VudFJlcXVlc3QaJC50b2xsZ2F0ZS5hdXRoLnYxLkdldEFjY291bnRSZXNwb25zZRJdCgxMaXN0QWNjb3VudHMSJS50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RBY2NvdW50c1JlcXVlc3QaJi50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlEmMKDlN1c3BlbmRBY2NvdW50EicudG9sbGdhdGUuYXV0aC52MS5TdXNwZW5kQWNjb3VudFJlcXVlc3QaKC50b2xsZ2F0ZS5hdXRoLnYxLlN1c3BlbmRBY2NvdW50UmVzcG9uc2USbAoRUmVhY3RpdmF0ZUFjY291bnQSKi50b2xsZ2F0ZS5hdXRoLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBorLnRvbGxnYXRlLmF1dGgudjEuUmVhY3RpdmF0ZUFjY291bnRSZXNwb25zZRJUCglDcmVhdGVLZXkSIi50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUtleVJlcXVlc3QaIy50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZUtleVJlc3BvbnNlElEKCExpc3RLZXlzEiEudG9sbGdhdGUuYXV0aC52MS5MaXN0S2V5c1JlcXVlc3QaIi50b2xsZ2F0ZS5hdXRoLnYxLkxpc3RLZXlzUmVzcG9uc2USVAoJUmV2b2tlS2V5EiIudG9sbGdhdGUuYXV0aC52MS5SZXZva2VLZXlSZXF1ZXN0GiMudG9sbGdhdGUuYXV0aC52MS5SZXZva2VLZXlSZXNwb25zZRJdCgxBdXRoZW50aWNhdGUSJS50b2xsZ2F0ZS5hdXRoLnYxLkF1dGhlbnRpY2F0ZVJlcXVlc3QaJi50b2xsZ2F0ZS5hdXRoLnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlEmwKEUNyZWF0ZVNpZ25Jbk5vbmNlEioudG9sbGdhdGUuYXV0aC52MS5DcmVhdGVTaWduSW5Ob25jZVJlcXVlc3QaKy50b2xsZ2F0ZS5hdXRoLnYxLkNyZWF0ZVNpZ25Jbk5vbmNlUmVzcG9uc2USSwoGU2lnbkluEh8udG9sbGdhdGUuYXV0aC52MS5TaWduSW5SZXF1ZXN0GiAudG9sbGdhdGUuYXV0aC52MS5TaWduSW5SZXNwb25zZRJXCgpHZXRTZXNzaW9uEiMudG9sbGdhdGUuYXV0aC52MS5HZXRTZXNzaW9uUmVxdWVzdBokLnRvbGxnYXRlLmF1dGgudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk4KB1NpZ25PdXQSIC50b2xsZ2F0ZS5hdXRoLnYxLlNpZ25PdXRSZXF1ZXN0GiEudG9sbGdhdGUuYXV0aC52MS5TaWduT3V0UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+
+/**
+ * A wallet address that signs in to an account.
+ *
+ * @generated from message tollgate.auth.v1.Identity
+ */
+export type Identity = Message<"tollgate.auth.v1.Identity"> & {
+  /**
+   * @generated from field: tollgate.auth.v1.WalletFamily family = 1;
+   */
+  family: WalletFamily;
+
+  /**
+   * EVM: the EIP-55 checksummed address; Solana: the base58 public key.
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp linked_at = 3;
+   */
+  linkedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.auth.v1.Identity.
+ * Use `create(IdentitySchema)` to create a new message.
+ */
+export const IdentitySchema: GenMessage<Identity> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 0);
+
+/**
+ * @generated from message tollgate.auth.v1.CreateSignInNonceRequest
+ */
+export type CreateSignInNonceRequest = Message<"tollgate.auth.v1.CreateSignInNonceRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.auth.v1.CreateSignInNonceRequest.
+ * Use `create(CreateSignInNonceRequestSchema)` to create a new message.
+ */
+export const CreateSignInNonceRequestSchema: GenMessage<CreateSignInNonceRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 1);
+
+/**
+ * @generated from message tollgate.auth.v1.CreateSignInNonceResponse
+ */
+export type CreateSignInNonceResponse = Message<"tollgate.auth.v1.CreateSignInNonceResponse"> & {
+  /**
+   * 32 alphanumeric characters (EIP-4361 asks for at least 8).
+   *
+   * @generated from field: string nonce = 1;
+   */
+  nonce: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.auth.v1.CreateSignInNonceResponse.
+ * Use `create(CreateSignInNonceResponseSchema)` to create a new message.
+ */
+export const CreateSignInNonceResponseSchema: GenMessage<CreateSignInNonceResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 2);
+
+/**
+ * @generated from message tollgate.auth.v1.SignInRequest
+ */
+export type SignInRequest = Message<"tollgate.auth.v1.SignInRequest"> & {
+  /**
+   * @generated from field: tollgate.auth.v1.WalletFamily family = 1;
+   */
+  family: WalletFamily;
+
+  /**
+   * The exact text the wallet signed.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * EVM: the 65-byte signature as 0x-hex; Solana: the 64-byte ed25519 signature as base64.
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+
+  /**
+   * The host (and port) the message must name as its domain, e.g. `gateway.example:443`.
+   * Set by the facade from its public URL or the request's Host; never from the page.
+   *
+   * @generated from field: string expected_domain = 4;
+   */
+  expectedDomain: string;
+
+  /**
+   * The origin the message's URI must start with, e.g. `https://gateway.example`.
+   *
+   * @generated from field: string expected_origin = 5;
+   */
+  expectedOrigin: string;
+
+  /**
+   * Link the identity to the presented session's account instead of signing in.
+   *
+   * @generated from field: bool link = 6;
+   */
+  link: boolean;
+};
+
+/**
+ * Describes the message tollgate.auth.v1.SignInRequest.
+ * Use `create(SignInRequestSchema)` to create a new message.
+ */
+export const SignInRequestSchema: GenMessage<SignInRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 3);
+
+/**
+ * @generated from message tollgate.auth.v1.SignInResponse
+ */
+export type SignInResponse = Message<"tollgate.auth.v1.SignInResponse"> & {
+  /**
+   * Present `x-tollgate-session: <token>` on later calls. Empty when linking.
+   *
+   * @generated from field: string session_token = 1;
+   */
+  sessionToken: string;
+
+  /**
+   * Send back as `x-csrf-token` with every state-changing dashboard call.
+   *
+   * @generated from field: string csrf_token = 2;
+   */
+  csrfToken: string;
+
+  /**
+   * @generated from field: tollgate.auth.v1.Account account = 3;
+   */
+  account?: Account | undefined;
+
+  /**
+   * @generated from field: repeated tollgate.auth.v1.Identity identities = 4;
+   */
+  identities: Identity[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * True when this sign-in created the account.
+   *
+   * @generated from field: bool created = 6;
+   */
+  created: boolean;
+};
+
+/**
+ * Describes the message tollgate.auth.v1.SignInResponse.
+ * Use `create(SignInResponseSchema)` to create a new message.
+ */
+export const SignInResponseSchema: GenMessage<SignInResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 4);
+
+/**
+ * @generated from message tollgate.auth.v1.GetSessionRequest
+ */
+export type GetSessionRequest = Message<"tollgate.auth.v1.GetSessionRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.auth.v1.GetSessionRequest.
+ * Use `create(GetSessionRequestSchema)` to create a new message.
+ */
+export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 5);
+
+/**
+ * @generated from message tollgate.auth.v1.GetSessionResponse
+ */
+export type GetSessionResponse = Message<"tollgate.auth.v1.GetSessionResponse"> & {
+  /**
+   * @generated from field: tollgate.auth.v1.Account account = 1;
+   */
+  account?: Account | undefined;
+
+  /**
+   * @generated from field: repeated tollgate.auth.v1.Identity identities = 2;
+   */
+  identities: Identity[];
+
+  /**
+   * @generated from field: string csrf_token = 3;
+   */
+  csrfToken: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tollgate.auth.v1.GetSessionResponse.
+ * Use `create(GetSessionResponseSchema)` to create a new message.
+ */
+export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 6);
+
+/**
+ * @generated from message tollgate.auth.v1.SignOutRequest
+ */
+export type SignOutRequest = Message<"tollgate.auth.v1.SignOutRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.auth.v1.SignOutRequest.
+ * Use `create(SignOutRequestSchema)` to create a new message.
+ */
+export const SignOutRequestSchema: GenMessage<SignOutRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 7);
+
+/**
+ * @generated from message tollgate.auth.v1.SignOutResponse
+ */
+export type SignOutResponse = Message<"tollgate.auth.v1.SignOutResponse"> & {
+};
+
+/**
+ * Describes the message tollgate.auth.v1.SignOutResponse.
+ * Use `create(SignOutResponseSchema)` to create a new message.
+ */
+export const SignOutResponseSchema: GenMessage<SignOutResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_auth_v1_auth, 8);
 
 /**
  * A caller's account: keys, balances and usage hang off it.
@@ -57,7 +297,7 @@ export type Account = Message<"tollgate.auth.v1.Account"> & {
  * Use `create(AccountSchema)` to create a new message.
  */
 export const AccountSchema: GenMessage<Account> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 0);
+  messageDesc(file_tollgate_auth_v1_auth, 9);
 
 /**
  * An API key as it may be shown again: never the secret.
@@ -119,7 +359,7 @@ export type ApiKey = Message<"tollgate.auth.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 1);
+  messageDesc(file_tollgate_auth_v1_auth, 10);
 
 /**
  * Who a key belongs to.
@@ -153,7 +393,7 @@ export type Principal = Message<"tollgate.auth.v1.Principal"> & {
  * Use `create(PrincipalSchema)` to create a new message.
  */
 export const PrincipalSchema: GenMessage<Principal> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 2);
+  messageDesc(file_tollgate_auth_v1_auth, 11);
 
 /**
  * @generated from message tollgate.auth.v1.CreateAccountRequest
@@ -172,7 +412,7 @@ export type CreateAccountRequest = Message<"tollgate.auth.v1.CreateAccountReques
  * Use `create(CreateAccountRequestSchema)` to create a new message.
  */
 export const CreateAccountRequestSchema: GenMessage<CreateAccountRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 3);
+  messageDesc(file_tollgate_auth_v1_auth, 12);
 
 /**
  * @generated from message tollgate.auth.v1.CreateAccountResponse
@@ -189,7 +429,7 @@ export type CreateAccountResponse = Message<"tollgate.auth.v1.CreateAccountRespo
  * Use `create(CreateAccountResponseSchema)` to create a new message.
  */
 export const CreateAccountResponseSchema: GenMessage<CreateAccountResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 4);
+  messageDesc(file_tollgate_auth_v1_auth, 13);
 
 /**
  * @generated from message tollgate.auth.v1.GetAccountRequest
@@ -208,7 +448,7 @@ export type GetAccountRequest = Message<"tollgate.auth.v1.GetAccountRequest"> & 
  * Use `create(GetAccountRequestSchema)` to create a new message.
  */
 export const GetAccountRequestSchema: GenMessage<GetAccountRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 5);
+  messageDesc(file_tollgate_auth_v1_auth, 14);
 
 /**
  * @generated from message tollgate.auth.v1.GetAccountResponse
@@ -225,7 +465,7 @@ export type GetAccountResponse = Message<"tollgate.auth.v1.GetAccountResponse"> 
  * Use `create(GetAccountResponseSchema)` to create a new message.
  */
 export const GetAccountResponseSchema: GenMessage<GetAccountResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 6);
+  messageDesc(file_tollgate_auth_v1_auth, 15);
 
 /**
  * @generated from message tollgate.auth.v1.ListAccountsRequest
@@ -251,7 +491,7 @@ export type ListAccountsRequest = Message<"tollgate.auth.v1.ListAccountsRequest"
  * Use `create(ListAccountsRequestSchema)` to create a new message.
  */
 export const ListAccountsRequestSchema: GenMessage<ListAccountsRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 7);
+  messageDesc(file_tollgate_auth_v1_auth, 16);
 
 /**
  * @generated from message tollgate.auth.v1.ListAccountsResponse
@@ -275,7 +515,7 @@ export type ListAccountsResponse = Message<"tollgate.auth.v1.ListAccountsRespons
  * Use `create(ListAccountsResponseSchema)` to create a new message.
  */
 export const ListAccountsResponseSchema: GenMessage<ListAccountsResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 8);
+  messageDesc(file_tollgate_auth_v1_auth, 17);
 
 /**
  * @generated from message tollgate.auth.v1.SuspendAccountRequest
@@ -299,7 +539,7 @@ export type SuspendAccountRequest = Message<"tollgate.auth.v1.SuspendAccountRequ
  * Use `create(SuspendAccountRequestSchema)` to create a new message.
  */
 export const SuspendAccountRequestSchema: GenMessage<SuspendAccountRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 9);
+  messageDesc(file_tollgate_auth_v1_auth, 18);
 
 /**
  * @generated from message tollgate.auth.v1.SuspendAccountResponse
@@ -316,7 +556,7 @@ export type SuspendAccountResponse = Message<"tollgate.auth.v1.SuspendAccountRes
  * Use `create(SuspendAccountResponseSchema)` to create a new message.
  */
 export const SuspendAccountResponseSchema: GenMessage<SuspendAccountResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 10);
+  messageDesc(file_tollgate_auth_v1_auth, 19);
 
 /**
  * @generated from message tollgate.auth.v1.ReactivateAccountRequest
@@ -333,7 +573,7 @@ export type ReactivateAccountRequest = Message<"tollgate.auth.v1.ReactivateAccou
  * Use `create(ReactivateAccountRequestSchema)` to create a new message.
  */
 export const ReactivateAccountRequestSchema: GenMessage<ReactivateAccountRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 11);
+  messageDesc(file_tollgate_auth_v1_auth, 20);
 
 /**
  * @generated from message tollgate.auth.v1.ReactivateAccountResponse
@@ -350,7 +590,7 @@ export type ReactivateAccountResponse = Message<"tollgate.auth.v1.ReactivateAcco
  * Use `create(ReactivateAccountResponseSchema)` to create a new message.
  */
 export const ReactivateAccountResponseSchema: GenMessage<ReactivateAccountResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 12);
+  messageDesc(file_tollgate_auth_v1_auth, 21);
 
 /**
  * @generated from message tollgate.auth.v1.CreateKeyRequest
@@ -376,7 +616,7 @@ export type CreateKeyRequest = Message<"tollgate.auth.v1.CreateKeyRequest"> & {
  * Use `create(CreateKeyRequestSchema)` to create a new message.
  */
 export const CreateKeyRequestSchema: GenMessage<CreateKeyRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 13);
+  messageDesc(file_tollgate_auth_v1_auth, 22);
 
 /**
  * @generated from message tollgate.auth.v1.CreateKeyResponse
@@ -400,7 +640,7 @@ export type CreateKeyResponse = Message<"tollgate.auth.v1.CreateKeyResponse"> & 
  * Use `create(CreateKeyResponseSchema)` to create a new message.
  */
 export const CreateKeyResponseSchema: GenMessage<CreateKeyResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 14);
+  messageDesc(file_tollgate_auth_v1_auth, 23);
 
 /**
  * @generated from message tollgate.auth.v1.ListKeysRequest
@@ -419,7 +659,7 @@ export type ListKeysRequest = Message<"tollgate.auth.v1.ListKeysRequest"> & {
  * Use `create(ListKeysRequestSchema)` to create a new message.
  */
 export const ListKeysRequestSchema: GenMessage<ListKeysRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 15);
+  messageDesc(file_tollgate_auth_v1_auth, 24);
 
 /**
  * @generated from message tollgate.auth.v1.ListKeysResponse
@@ -436,7 +676,7 @@ export type ListKeysResponse = Message<"tollgate.auth.v1.ListKeysResponse"> & {
  * Use `create(ListKeysResponseSchema)` to create a new message.
  */
 export const ListKeysResponseSchema: GenMessage<ListKeysResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 16);
+  messageDesc(file_tollgate_auth_v1_auth, 25);
 
 /**
  * @generated from message tollgate.auth.v1.RevokeKeyRequest
@@ -453,7 +693,7 @@ export type RevokeKeyRequest = Message<"tollgate.auth.v1.RevokeKeyRequest"> & {
  * Use `create(RevokeKeyRequestSchema)` to create a new message.
  */
 export const RevokeKeyRequestSchema: GenMessage<RevokeKeyRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 17);
+  messageDesc(file_tollgate_auth_v1_auth, 26);
 
 /**
  * @generated from message tollgate.auth.v1.RevokeKeyResponse
@@ -470,7 +710,7 @@ export type RevokeKeyResponse = Message<"tollgate.auth.v1.RevokeKeyResponse"> & 
  * Use `create(RevokeKeyResponseSchema)` to create a new message.
  */
 export const RevokeKeyResponseSchema: GenMessage<RevokeKeyResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 18);
+  messageDesc(file_tollgate_auth_v1_auth, 27);
 
 /**
  * @generated from message tollgate.auth.v1.AuthenticateRequest
@@ -489,7 +729,7 @@ export type AuthenticateRequest = Message<"tollgate.auth.v1.AuthenticateRequest"
  * Use `create(AuthenticateRequestSchema)` to create a new message.
  */
 export const AuthenticateRequestSchema: GenMessage<AuthenticateRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 19);
+  messageDesc(file_tollgate_auth_v1_auth, 28);
 
 /**
  * @generated from message tollgate.auth.v1.AuthenticateResponse
@@ -506,7 +746,39 @@ export type AuthenticateResponse = Message<"tollgate.auth.v1.AuthenticateRespons
  * Use `create(AuthenticateResponseSchema)` to create a new message.
  */
 export const AuthenticateResponseSchema: GenMessage<AuthenticateResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_auth_v1_auth, 20);
+  messageDesc(file_tollgate_auth_v1_auth, 29);
+
+/**
+ * The wallet family that signed a sign-in message.
+ *
+ * @generated from enum tollgate.auth.v1.WalletFamily
+ */
+export enum WalletFamily {
+  /**
+   * @generated from enum value: WALLET_FAMILY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * secp256k1 personal_sign over an EIP-4361 message.
+   *
+   * @generated from enum value: WALLET_FAMILY_EVM = 1;
+   */
+  EVM = 1,
+
+  /**
+   * ed25519 over the message's UTF-8 bytes.
+   *
+   * @generated from enum value: WALLET_FAMILY_SOLANA = 2;
+   */
+  SOLANA = 2,
+}
+
+/**
+ * Describes the enum tollgate.auth.v1.WalletFamily.
+ */
+export const WalletFamilySchema: GenEnum<WalletFamily> = /*@__PURE__*/
+  enumDesc(file_tollgate_auth_v1_auth, 0);
 
 /**
  * Whether an account may make calls.
@@ -534,7 +806,7 @@ export enum AccountStatus {
  * Describes the enum tollgate.auth.v1.AccountStatus.
  */
 export const AccountStatusSchema: GenEnum<AccountStatus> = /*@__PURE__*/
-  enumDesc(file_tollgate_auth_v1_auth, 0);
+  enumDesc(file_tollgate_auth_v1_auth, 1);
 
 /**
  * Whether a key authenticates.
@@ -562,7 +834,7 @@ export enum KeyStatus {
  * Describes the enum tollgate.auth.v1.KeyStatus.
  */
 export const KeyStatusSchema: GenEnum<KeyStatus> = /*@__PURE__*/
-  enumDesc(file_tollgate_auth_v1_auth, 1);
+  enumDesc(file_tollgate_auth_v1_auth, 2);
 
 /**
  * AuthService owns accounts and API keys, and turns a presented key into a principal.
@@ -573,6 +845,9 @@ export const KeyStatusSchema: GenEnum<KeyStatus> = /*@__PURE__*/
  *     its own account).
  *   - `authorization: Bearer <operator token>`: the operator (TOLLGATE_ADMIN_TOKEN). Account
  *     management (create, list, suspend, reactivate) is operator-only.
+ *   - `x-tollgate-session: <session token>`: a dashboard session opened by `SignIn`. It acts on
+ *     its own account exactly like one of the account's keys. The dashboard's browser never
+ *     sees the token: the facade keeps it in an HttpOnly cookie and presents it here.
  * `Authenticate` needs no caller credentials: the key to check is the request itself.
  *
  * Expected failures carry a `google.rpc.ErrorInfo` detail (domain `tollgate.dev`) whose reason
@@ -676,6 +951,55 @@ export const AuthService: GenService<{
     methodKind: "unary";
     input: typeof AuthenticateRequestSchema;
     output: typeof AuthenticateResponseSchema;
+  },
+  /**
+   * Issues a sign-in nonce: random, single-use, and void 5 minutes after it was issued. No
+   * credentials needed.
+   *
+   * @generated from rpc tollgate.auth.v1.AuthService.CreateSignInNonce
+   */
+  createSignInNonce: {
+    methodKind: "unary";
+    input: typeof CreateSignInNonceRequestSchema;
+    output: typeof CreateSignInNonceResponseSchema;
+  },
+  /**
+   * Verifies a wallet-signed sign-in message and opens a session. EVM wallets sign an EIP-4361
+   * (Sign-In with Ethereum) message; Solana wallets sign the same message shape with "Solana
+   * account" in its first line, verified as ed25519. The message must name the expected domain
+   * and URI, a configured chain and an unused, unexpired nonce (consumed even when the
+   * signature is then refused). The first sign-in of an identity creates its account; with
+   * `link` and a session, the identity joins the session's account instead. Fails with
+   * Unauthenticated/SIGN_IN_REFUSED (metadata `problem`) for any check that fails, and
+   * AlreadyExists/IDENTITY_LINKED when linking an identity another account already owns.
+   *
+   * @generated from rpc tollgate.auth.v1.AuthService.SignIn
+   */
+  signIn: {
+    methodKind: "unary";
+    input: typeof SignInRequestSchema;
+    output: typeof SignInResponseSchema;
+  },
+  /**
+   * The presented session: its account, identities and CSRF token. Unauthenticated/
+   * SESSION_INVALID when the session is missing, unknown, expired or signed out.
+   *
+   * @generated from rpc tollgate.auth.v1.AuthService.GetSession
+   */
+  getSession: {
+    methodKind: "unary";
+    input: typeof GetSessionRequestSchema;
+    output: typeof GetSessionResponseSchema;
+  },
+  /**
+   * Ends the presented session at once. Signing out twice is a no-op.
+   *
+   * @generated from rpc tollgate.auth.v1.AuthService.SignOut
+   */
+  signOut: {
+    methodKind: "unary";
+    input: typeof SignOutRequestSchema;
+    output: typeof SignOutResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tollgate_auth_v1_auth, 0);

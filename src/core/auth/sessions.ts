@@ -1,0 +1,188 @@
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import { Code } from "@connectrpc/connect";
+import type { AccountRow, AuthRepository } from "../../store/auth-repository.js";
+import type { IdentityRow, SessionRepository, WalletFamilyText } from "../../store/session-repository.js";
+import type { ChainRegistry } from "../billing/chain-registry.js";
+import { accountSuspended, reasonError } from "../errors.js";
+import { newId } from "../ids.js";
+import {
+  checkSignInMessage,
+  parseSignInMessage,
+  SignInRefused,
+  verifySignInSignature,
+} from "./sign-in-message.js";
+
+/** The request header that carries a dashboard session token to the core. */
+export const SESSION_HEADER = "x-tollgate-session";
+/** A sign-in nonce is void this long after it was issued (issue 7: five minutes). */
+export const NONCE_TTL_MS = 5 * 60_000;
+/** A session lasts this long after sign-in; signing in again starts a new one. */
+export const SESSION_TTL_MS = 12 * 60 * 60_000;
+/** How far ahead of the gateway's clock a message's `Issued At` may be. */
+const CLOCK_SKEW_MS = 60_000;
+const TOKEN_PREFIX = "tgs_";
+const NONCE_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** A session as its caller sees it. */
+export interface SessionView {
+  readonly sessionId: string;
+  readonly account: AccountRow;
+  readonly identities: IdentityRow[];
+  readonly expiresAt: number;
+}
+
+/** A sign-in attempt, as the facade forwards it. */
+export interface SignInInput {
+  readonly family: WalletFamilyText;
+  readonly message: string;
+  readonly signature: string;
+  readonly expectedDomain: string;
+  readonly expectedOrigin: string;
+}
+
+/** The CSRF token of a session: derived from its token, so only a holder of the cookie can know it. */
+export function csrfTokenFor(sessionToken: string): string {
+  return createHmac("sha256", sessionToken).update("tollgate/csrf").digest("base64url");
+}
+
+export const signInRefused = (problem: string, message: string) =>
+  reasonError(Code.Unauthenticated, "SIGN_IN_REFUSED", message, { problem });
+export const sessionInvalid = () =>
+  reasonError(
+    Code.Unauthenticated,
+    "SESSION_INVALID",
+    "The session is missing, expired or signed out: sign in again.",
+  );
+export const identityLinked = () =>
+  reasonError(Code.AlreadyExists, "IDENTITY_LINKED", "That wallet already signs in to another account.");
+
+/** What the sessions need: their tables, the accounts, the chains a message may name. */
+export interface SessionsDeps {
+  readonly repo: SessionRepository;
+  readonly accounts: AuthRepository;
+  readonly chains: ChainRegistry;
+  readonly now: () => number;
+}
+
+/** Wallet sign-in (SIWE and its Solana twin), nonces and dashboard sessions. */
+export class Sessions {
+  private readonly chainIds: Record<WalletFamilyText, ReadonlySet<string>>;
+
+  constructor(private readonly deps: SessionsDeps) {
+    const evm = new Set<string>();
+    const solana = new Set<string>();
+    for (const chain of deps.chains.chains) {
+      if (chain.family === "evm" && chain.chainId !== undefined) evm.add(String(chain.chainId));
+      if (chain.family === "solana") solana.add(chain.id);
+    }
+    this.chainIds = { evm, solana };
+  }
+
+  /** A fresh single-use nonce, stored until it expires. */
+  createNonce(): { nonce: string; expiresAt: number } {
+    const now = this.deps.now();
+    const bytes = randomBytes(32);
+    let nonce = "";
+    // 62 letters and digits; the modulo bias (256 mod 62) leaves well over 180 bits of entropy.
+    for (const byte of bytes) nonce += NONCE_ALPHABET[byte % NONCE_ALPHABET.length];
+    const expiresAt = now + NONCE_TTL_MS;
+    this.deps.repo.purgeNonces(now);
+    this.deps.repo.insertNonce(nonce, expiresAt);
+    return { nonce, expiresAt };
+  }
+
+  /**
+   * Checks a signed message and its nonce (consumed by the attempt, whatever the outcome), then
+   * opens a session for the identity's account, creating the account at first sign-in. With
+   * `linkTo`, adds the identity to that account and opens no session.
+   */
+  async signIn(
+    input: SignInInput,
+    linkTo?: string,
+  ): Promise<{ token: string | undefined; view: SessionView; created: boolean }> {
+    const now = this.deps.now();
+    const message = refusing(() => parseSignInMessage(input.family, input.message));
+    if (!this.deps.repo.useNonce(message.nonce, now)) {
+      throw signInRefused("nonce", "The nonce is unknown, used already or expired: ask for a new one.");
+    }
+    refusing(() =>
+      checkSignInMessage(message, {
+        domain: input.expectedDomain,
+        origin: input.expectedOrigin,
+        chainIds: this.chainIds[input.family],
+        now,
+        skewMs: CLOCK_SKEW_MS,
+      }),
+    );
+    if (!(await verifySignInSignature(message, input.message, input.signature))) {
+      throw signInRefused(
+        "signature",
+        `The signature is not ${message.address}'s signature of this message.`,
+      );
+    }
+    return this.deps.repo.transaction(() => {
+      const known = this.deps.repo.getIdentity(message.family, message.address);
+      if (linkTo !== undefined) {
+        if (known !== undefined && known.account_id !== linkTo) throw identityLinked();
+        if (known === undefined) this.deps.repo.insertIdentity(message.family, message.address, linkTo, now);
+        return { token: undefined, view: this.view("", linkTo, now + SESSION_TTL_MS), created: false };
+      }
+      let accountId = known?.account_id;
+      const created = accountId === undefined;
+      if (accountId === undefined) {
+        accountId = newId("acct");
+        this.deps.accounts.createAccount(accountId, shortAddress(message.address), now);
+        this.deps.repo.insertIdentity(message.family, message.address, accountId, now);
+      }
+      const account = this.deps.accounts.getAccount(accountId)!;
+      if (account.status !== "active") throw accountSuspended();
+      const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+      const sessionId = newId("sess");
+      const expiresAt = now + SESSION_TTL_MS;
+      this.deps.repo.insertSession(sessionId, digest(token), accountId, now, expiresAt);
+      return { token, view: this.view(sessionId, accountId, expiresAt), created };
+    });
+  }
+
+  /** The live session a token names; SESSION_INVALID otherwise, ACCOUNT_SUSPENDED for a suspended account. */
+  resolve(token: string): SessionView {
+    if (!token.startsWith(TOKEN_PREFIX)) throw sessionInvalid();
+    const row = this.deps.repo.findSession(digest(token));
+    if (row === undefined || row.ended_at !== null || row.expires_at <= this.deps.now())
+      throw sessionInvalid();
+    const view = this.view(row.id, row.account_id, row.expires_at);
+    if (view.account.status !== "active") throw accountSuspended();
+    return view;
+  }
+
+  /** Ends a session; ending an ended one changes nothing. */
+  end(sessionId: string): void {
+    this.deps.repo.endSession(sessionId, this.deps.now());
+  }
+
+  private view(sessionId: string, accountId: string, expiresAt: number): SessionView {
+    return {
+      sessionId,
+      account: this.deps.accounts.getAccount(accountId)!,
+      identities: this.deps.repo.listIdentities(accountId),
+      expiresAt,
+    };
+  }
+}
+
+function refusing<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (error instanceof SignInRefused) throw signInRefused(error.problem, error.message);
+    throw error;
+  }
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token).digest();
+}
+
+function shortAddress(address: string): string {
+  return `${address.slice(0, 6)}…${address.slice(-4)}`;
+}

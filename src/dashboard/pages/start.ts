@@ -1,0 +1,57 @@
+import type { PageContext } from "../context.js";
+import { copyButton, h, mount } from "../dom.js";
+
+/** How to point Claude Code, curl and the SDKs at this gateway, with its base URL filled in. */
+export async function startPage(ctx: PageContext): Promise<void> {
+  const origin = location.origin;
+  const key = ctx.session === undefined ? "tg_… (create one on the Keys page)" : "tg_…your key…";
+  const snippet = (id: string, title: string, text: string) =>
+    h("section", { class: "panel", id }, h("h2", {}, title), h("pre", {}, text), copyButton(text));
+  mount(
+    ctx.main,
+    h("h1", {}, "Getting started"),
+    h(
+      "p",
+      {},
+      "1. Sign in with a wallet. 2. Fund it on the Wallet page. 3. Create a key on the Keys page. " +
+        "4. Point your client at ",
+      h("code", { id: "base-url" }, origin),
+      ".",
+    ),
+    snippet(
+      "claude-code",
+      "Claude Code",
+      `export ANTHROPIC_BASE_URL=${origin}\nexport ANTHROPIC_AUTH_TOKEN=${key}\nclaude`,
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      "ANTHROPIC_BASE_URL is the origin without /v1: Claude Code adds /v1/messages itself.",
+    ),
+    snippet(
+      "curl-text",
+      "curl: a message",
+      `curl ${origin}/v1/messages \\\n  -H "x-api-key: ${key}" \\\n  -H "anthropic-version: 2023-06-01" \\\n  -H "content-type: application/json" \\\n  -d '{"model": "model-sonnet-5", "max_tokens": 256, "messages": [{"role": "user", "content": "Hello"}]}'`,
+    ),
+    snippet(
+      "curl-image",
+      "curl: an image",
+      `curl ${origin}/v1/images/generations \\\n  -H "authorization: Bearer ${key}" \\\n  -H "content-type: application/json" \\\n  -d '{"model": "image-2", "prompt": "a lighthouse at dusk", "size": "1K", "aspect_ratio": "16:9"}'`,
+    ),
+    snippet(
+      "sdk-anthropic",
+      "TypeScript: @anthropic-ai/sdk",
+      `import Anthropic from "@anthropic-ai/sdk";\n\nconst client = new Anthropic({ baseURL: "${origin}", apiKey: "${key}" });\nconst message = await client.messages.create({\n  model: "model-sonnet-5",\n  max_tokens: 256,\n  messages: [{ role: "user", content: "Hello" }],\n});`,
+    ),
+    snippet(
+      "sdk-openai",
+      "TypeScript: openai (images)",
+      `import OpenAI from "openai";\n\nconst client = new OpenAI({ baseURL: "${origin}/v1", apiKey: "${key}" });\nconst image = await client.images.generate({ model: "image-2", prompt: "a lighthouse at dusk" });`,
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      "Calls bill your default chain; send x-gateway-billing-chain: <chain> to pick another per call.",
+    ),
+  );
+}

@@ -1,0 +1,86 @@
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Transport } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import type { FastifyInstance } from "fastify";
+import { DASHBOARD_RPC_PREFIX, dashboardRoutes } from "./bridge.js";
+
+/** What `make build` writes for the page (esbuild; see the Makefile's `dashboard` target). */
+const ASSETS = {
+  "app.js": "text/javascript; charset=utf-8",
+  "app.css": "text/css; charset=utf-8",
+} as const;
+
+// The page loads nothing from elsewhere: no CDN, no inline script, no framing.
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-cache",
+};
+
+/** Options of the dashboard plugin. */
+export interface DashboardOptions {
+  readonly transport: Transport;
+  readonly publicUrl: URL | undefined;
+}
+
+/**
+ * The dashboard: its page and assets at /dashboard, and its Connect handlers at
+ * /dashboard/rpc on the facade's HTTP/1.1 port.
+ */
+export async function dashboardPlugin(app: FastifyInstance, { transport, publicUrl }: DashboardOptions) {
+  const files = loadBuiltPage();
+  const page = (file: keyof typeof ASSETS | "index.html") => files?.get(file);
+
+  await app.register(
+    async (scope) => {
+      await scope.register(fastifyConnectPlugin, {
+        routes: dashboardRoutes({ transport, publicUrl }),
+        grpc: false,
+        grpcWeb: false,
+      });
+    },
+    { prefix: DASHBOARD_RPC_PREFIX },
+  );
+
+  const index = async (_request: unknown, reply: import("fastify").FastifyReply) => {
+    const html = page("index.html");
+    if (html === undefined) {
+      return reply.code(503).type("text/plain").send("The dashboard is not built: run `make build`.");
+    }
+    return reply.headers(SECURITY_HEADERS).type("text/html; charset=utf-8").send(html);
+  };
+  app.get("/dashboard", index);
+  app.get("/dashboard/", index);
+  app.get<{ Params: { file: string } }>("/dashboard/assets/:file", async (request, reply) => {
+    const name = request.params.file;
+    const body = Object.hasOwn(ASSETS, name) ? page(name as keyof typeof ASSETS) : undefined;
+    if (body === undefined) return reply.callNotFound();
+    return reply
+      .headers(SECURITY_HEADERS)
+      .type(ASSETS[name as keyof typeof ASSETS])
+      .send(body);
+  });
+}
+
+/** The built page from `<package root>/dist/dashboard`, read once; undefined when not built. */
+function loadBuiltPage(): Map<string, Buffer> | undefined {
+  const dir = join(packageRoot(), "dist", "dashboard");
+  const names = ["index.html", ...Object.keys(ASSETS)];
+  if (!names.every((name) => existsSync(join(dir, name)))) return undefined;
+  return new Map(names.map((name) => [name, readFileSync(join(dir, name))]));
+}
+
+/** The nearest directory above this module with a package.json: the checkout or the installed package. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json"))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error("cannot find the package root of the dashboard");
+    dir = parent;
+  }
+  return dir;
+}

@@ -6,11 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { remoteCoreTransport } from "../../src/app.js";
 import { readDevChainsFile } from "../../src/chains/dev-chains-file.js";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
-import {
-  BillingService,
-  SettlementStatus,
-  TransferStatus,
-} from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { BillingService, TransferStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";

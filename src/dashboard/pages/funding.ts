@@ -53,7 +53,7 @@ export async function fundingSection(
         })
       : null,
     h("h2", {}, "Fund"),
-    fundForm(ctx, addresses, async () => {
+    fundForm(addresses, async () => {
       await Promise.all([onCredited(), refreshHistory()]);
     }),
     h("h2", {}, "Deposit addresses"),
@@ -107,11 +107,7 @@ function paymentUri(chain: Chain, address: string): string {
   return `solana:${address}?spl-token=${chain.asset?.address}`;
 }
 
-function fundForm(
-  ctx: PageContext,
-  addresses: DepositAddress[],
-  onCredited: () => Promise<void>,
-): HTMLElement {
+function fundForm(addresses: DepositAddress[], onCredited: () => Promise<void>): HTMLElement {
   const fundable = addresses.filter((a) => a.chain?.enabled);
   const select = h(
     "select",

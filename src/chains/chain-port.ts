@@ -40,6 +40,18 @@ export interface ChainAdapter {
   scanDeposits(from: bigint, to: bigint, recipients: ReadonlySet<string>): Promise<ObservedDeposit[]>;
 
   /**
+   * The same transfers above the finality line: from position `from` up to the newest the chain
+   * shows (EVM: the head; Solana: the `confirmed` slot), at most `maxRange` positions. Deposits on
+   * their way, listed so a caller sees them coming; they may still be reorged away and are never
+   * credited from here.
+   */
+  pendingDeposits(
+    from: bigint,
+    maxRange: bigint,
+    recipients: ReadonlySet<string>,
+  ): Promise<ObservedDeposit[]>;
+
+  /**
    * Builds and signs a transfer of `order.amount` from the account's deposit address to
    * `order.to`, authorised by the deposit key, with the treasury paying the fee (EVM: an
    * EIP-3009 `transferWithAuthorization` sent by the treasury; Solana: `transferChecked` with

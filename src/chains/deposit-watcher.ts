@@ -87,16 +87,9 @@ export class DepositWatcher {
     // Above the finality line: listed as pending so callers see their deposit coming.
     const head = (await this.adapter.health()).head ?? finalized;
     const pendingFrom = cursor > finalized ? cursor : finalized + 1n;
-    const pending =
-      head >= pendingFrom
-        ? this.toCredit(
-            await this.adapter.scanDeposits(
-              pendingFrom,
-              min(head, pendingFrom + this.options.maxRange - 1n),
-              this.addresses.addresses(),
-            ),
-          )
-        : [];
+    const pending = this.toCredit(
+      await this.adapter.pendingDeposits(pendingFrom, this.options.maxRange, this.addresses.addresses()),
+    );
     // Skip the write (and its fsync) when there was nothing pending and still is not.
     if (pending.length > 0 || this.pendingListed)
       this.repo.replacePending(chain.id, pending, this.options.now());

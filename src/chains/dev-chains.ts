@@ -5,13 +5,12 @@ import { join } from "node:path";
 import { type ChainConfig, type ChainRegistry, chainRegistry } from "../core/billing/chain-registry.js";
 import { DEV_CHAINS_FILE } from "./dev-chains-file.js";
 import { type EvmDevChain, startEvmDevChains } from "./evm/dev-chain.js";
+import type { SolanaDevChain } from "./solana/dev-chain.js";
 
 /** Dev chains mine a block this often, so confirmations accrue without traffic. */
 const DEV_BLOCK_SECONDS = 1;
 /** The confirmation depth of dev EVM chains (at one block a second, a deposit is final in ~2 s). */
 const DEV_CONFIRMATIONS = 2;
-/** The Solana dev chain's module (chains-solana), loaded only when the registry has a Solana chain. */
-const SOLANA_DEV_CHAIN_MODULE = "./solana/dev-chain.js";
 
 /** Local chains standing in for the registry's, and a faucet for their test stablecoin. */
 export interface DevChains {
@@ -31,14 +30,6 @@ export interface DevChains {
   close(): Promise<void>;
 }
 
-/** A running Solana dev chain, as chains-solana's `startSolanaDevChain` returns it. */
-interface SolanaDevChain {
-  readonly rpcUrl: string;
-  readonly mint: string;
-  mintTo(owner: string, amount: bigint): Promise<string>;
-  close(): Promise<void>;
-}
-
 /** How to start the dev chains. */
 export interface DevChainsOptions {
   /** Keeps the chains' state here across restarts and writes {@link DEV_CHAINS_FILE}; none when absent. */
@@ -49,9 +40,9 @@ export interface DevChainsOptions {
 
 /**
  * Starts a local chain for every chain of the registry: one anvil per EVM chain (its EIP-155
- * id, the test stablecoin at a fixed address, a block a second) and the Solana dev chain over
- * litesvm, when that module is part of the build (else the Solana chain is disabled, with a
- * log line). Serves a loopback faucet and, with a data directory, records everything in
+ * id, the test stablecoin at a fixed address, a block a second) and a Solana dev chain over
+ * litesvm per Solana chain (loaded only when the registry has one: litesvm is a native module).
+ * Serves a loopback faucet and, with a data directory, records everything in
  * {@link DEV_CHAINS_FILE}. Nothing here contacts anything but loopback.
  */
 export async function startDevChains(
@@ -89,11 +80,12 @@ export async function startDevChains(
         });
         continue;
       }
-      const started = await startSolana(chain, options.log);
-      if (started === undefined) {
-        chains.push({ ...chain, enabled: false });
-        continue;
-      }
+      const { startSolanaDevChain } = await import("./solana/dev-chain.js");
+      const started = await startSolanaDevChain({
+        host,
+        decimals: chain.asset.decimals,
+        statePath: stateDir === undefined ? undefined : join(stateDir, `${chain.id}.json`),
+      });
       solana.set(chain.id, started);
       chains.push({
         ...chain,
@@ -133,7 +125,7 @@ export async function startDevChains(
       const dev = evmById.get(chainId);
       if (dev !== undefined) return dev.fundGas(address);
       const sol = solana.get(chainId);
-      if (sol !== undefined) await airdrop(sol.rpcUrl, address, 100_000_000_000n);
+      if (sol !== undefined) await sol.airdrop(address, 100_000_000_000n);
     },
     running: new Set([...evmById.keys(), ...solana.keys()]),
     async close() {
@@ -143,22 +135,6 @@ export async function startDevChains(
       await closeAll();
     },
   };
-}
-
-/** Asks a Solana JSON-RPC endpoint for lamports (`requestAirdrop`), with plain JSON-RPC. */
-async function airdrop(rpcUrl: string, address: string, lamports: bigint): Promise<void> {
-  const response = await fetch(rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "requestAirdrop",
-      params: [address, Number(lamports)],
-    }),
-  });
-  const body = (await response.json()) as { error?: { message?: string } };
-  if (body.error !== undefined) throw new Error(`requestAirdrop: ${body.error.message ?? "refused"}`);
 }
 
 /** A registry in TOLLGATE_CHAINS format. */
@@ -175,26 +151,6 @@ function registryJson(registry: ChainRegistry): Record<string, unknown> {
       enabled: c.enabled,
     })),
   };
-}
-
-async function startSolana(
-  chain: ChainConfig,
-  log?: (line: string) => void,
-): Promise<SolanaDevChain | undefined> {
-  let module: { startSolanaDevChain?: (options: { decimals?: number }) => Promise<SolanaDevChain> };
-  try {
-    module = await import(SOLANA_DEV_CHAIN_MODULE);
-  } catch (error) {
-    log?.(
-      `dev chains: ${chain.id} disabled: the Solana dev chain is not part of this build (${(error as Error).message.split("\n")[0]})`,
-    );
-    return undefined;
-  }
-  if (typeof module.startSolanaDevChain !== "function") {
-    log?.(`dev chains: ${chain.id} disabled: the Solana dev chain module has no startSolanaDevChain`);
-    return undefined;
-  }
-  return module.startSolanaDevChain({ decimals: chain.asset.decimals });
 }
 
 function startFaucet(

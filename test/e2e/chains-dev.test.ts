@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";
+import { getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { Connection, PublicKey } from "@solana/web3.js";
 import { createPublicClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { remoteCoreTransport } from "../../src/app.js";
@@ -159,6 +161,52 @@ describe("serve with dev chains", () => {
     expect(await gateway.stop("SIGTERM")).toBe(0);
   });
 
+  it("keeps the dev chains' state across a restart: Solana deposits before and after are both there", async () => {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    const env = {
+      TOLLGATE_DATA_DIR: dir.path,
+      TOLLGATE_DEV_CHAINS: "on",
+      TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+    };
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const fundAndWait = async (amount: string, available: bigint) => {
+      const faucet = await runCli(
+        ["faucet", "--account", account.id, "--chain", "solana", "--amount", amount],
+        env,
+      );
+      expect(faucet.code, faucet.stderr).toBe(0);
+      await until(`a Solana balance of ${available}`, async () => {
+        const { balances } = await billing.getBalances({ accountId: account.id });
+        return balances.find((b) => b.chain?.id === "solana")?.available === available ? true : undefined;
+      });
+    };
+    let gateway = await startGateway(env);
+    let billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
+    await fundAndWait("3", 3_000_000n);
+    expect(await gateway.stop("SIGTERM")).toBe(0);
+
+    gateway = await startGateway(env);
+    cleanups.push(() => gateway.stop("SIGTERM"));
+    billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
+    await fundAndWait("2", 5_000_000n);
+    const { deposits } = await billing.listDeposits({ accountId: account.id });
+    expect(deposits.filter((d) => d.credited).map((d) => d.amount)).toEqual([2_000_000n, 3_000_000n]);
+    // The chain itself still holds the first deposit: its state came back with it.
+    const solana = readDevChainsFile(dir.path)!.registry.byId.get("solana")!;
+    const owner = (await billing.getDepositAddresses({ accountId: account.id })).addresses.find(
+      (a) => a.chain?.id === "solana",
+    )!.address;
+    const tokenAccount = getAssociatedTokenAddressSync(
+      new PublicKey(solana.asset.address),
+      new PublicKey(owner),
+    );
+    const held = await new Connection(solana.rpcUrl, "confirmed").getTokenAccountBalance(tokenAccount);
+    expect(held.value.amount).toBe("5000000");
+    auditAt(dir.path);
+  });
+
   it("says clearly when there are no chains to talk to", async () => {
     const dir = tempDir();
     cleanups.push(dir.cleanup);
@@ -172,3 +220,12 @@ describe("serve with dev chains", () => {
     expect(addresses.stderr).toContain("Onchain features are not running on this gateway");
   });
 });
+
+function auditAt(dataDir: string): void {
+  const db = openDatabase(dataDir);
+  try {
+    expect(auditLedger(db)).toEqual([]);
+  } finally {
+    db.close();
+  }
+}

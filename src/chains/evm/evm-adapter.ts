@@ -166,6 +166,43 @@ export function createEvmAdapter(chain: ChainConfig, options: EvmAdapterOptions)
     return head - confirmations;
   };
 
+  const scanDeposits = async (
+    from: bigint,
+    to: bigint,
+    recipients: ReadonlySet<string>,
+  ): Promise<ObservedDeposit[]> => {
+    if (to < from) return [];
+    const wanted = new Set([...recipients].map((r) => r.toLowerCase()));
+    // One query for every Transfer of the token in the range, filtered here: its cost follows
+    // the token's traffic, not the number of deposit addresses (see docs/chains.md).
+    const logs = await client.getContractEvents({
+      address: token,
+      abi: eip3009Abi,
+      eventName: "Transfer",
+      fromBlock: from,
+      toBlock: to,
+      strict: true,
+    });
+    const deposits: ObservedDeposit[] = [];
+    for (const log of logs) {
+      if (log.removed || log.transactionHash === null || log.blockNumber === null || log.logIndex === null)
+        continue;
+      if (!wanted.has(log.args.to.toLowerCase()) || log.args.value === 0n) continue;
+      deposits.push({
+        txHash: log.transactionHash,
+        index: log.logIndex,
+        position: log.blockNumber,
+        from: getAddress(log.args.from),
+        to: getAddress(log.args.to),
+        amount: log.args.value,
+      });
+    }
+    deposits.sort((a, b) =>
+      a.position === b.position ? a.index - b.index : a.position < b.position ? -1 : 1,
+    );
+    return deposits;
+  };
+
   const authorizationUsed = (from: Address, nonce: Hex) =>
     client.readContract({
       address: token,
@@ -192,37 +229,12 @@ export function createEvmAdapter(chain: ChainConfig, options: EvmAdapterOptions)
 
     finalizedPosition,
 
-    async scanDeposits(from, to, recipients): Promise<ObservedDeposit[]> {
-      if (to < from) return [];
-      const wanted = new Set([...recipients].map((r) => r.toLowerCase()));
-      // One query for every Transfer of the token in the range, filtered here: its cost follows
-      // the token's traffic, not the number of deposit addresses (see docs/chains.md).
-      const logs = await client.getContractEvents({
-        address: token,
-        abi: eip3009Abi,
-        eventName: "Transfer",
-        fromBlock: from,
-        toBlock: to,
-        strict: true,
-      });
-      const deposits: ObservedDeposit[] = [];
-      for (const log of logs) {
-        if (log.removed || log.transactionHash === null || log.blockNumber === null || log.logIndex === null)
-          continue;
-        if (!wanted.has(log.args.to.toLowerCase()) || log.args.value === 0n) continue;
-        deposits.push({
-          txHash: log.transactionHash,
-          index: log.logIndex,
-          position: log.blockNumber,
-          from: getAddress(log.args.from),
-          to: getAddress(log.args.to),
-          amount: log.args.value,
-        });
-      }
-      deposits.sort((a, b) =>
-        a.position === b.position ? a.index - b.index : a.position < b.position ? -1 : 1,
-      );
-      return deposits;
+    scanDeposits,
+
+    async pendingDeposits(from, maxRange, recipients) {
+      const head = await client.getBlockNumber({ cacheTime: 0 });
+      const to = from + maxRange - 1n < head ? from + maxRange - 1n : head;
+      return scanDeposits(from, to, recipients);
     },
 
     async prepareTransfer(order: TransferOrder): Promise<PreparedTransfer> {

@@ -4,7 +4,7 @@
  * no internet. It holds one test SPL mint whose address never changes (its keypair comes from a
  * fixed seed) and a faucet that mints to an owner's associated token account and airdrops SOL.
  *
- * Scope (see docs/chains-solana.md): HTTP JSON-RPC with the methods in `dev-rpc.ts`, and
+ * Scope (see docs/chains.md, The Solana family): HTTP JSON-RPC with the methods in `dev-rpc.ts`, and
  * websocket `signatureSubscribe`/`slotSubscribe` on the same port (`dev-ws.ts`); legacy and v0 transactions without
  * address lookup tables; `json` encoding for blocks and transactions; account reads answer the
  * newest state whatever commitment is asked. Slots, commitments and blockhash expiry: `dev-svm.ts`.

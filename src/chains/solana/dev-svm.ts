@@ -5,7 +5,7 @@
  * metadata, commitment levels that lag one another, blockhashes that expire, and signature
  * statuses. `dev-rpc.ts` serves it as Solana JSON-RPC; nothing here does I/O.
  *
- * The model (documented for operators in docs/chains-solana.md):
+ * The model (documented for operators in docs/chains.md (The Solana family)):
  * - One slot is open at a time; every transaction lands in it. The slot closes on a timer
  *   (`slotMs`) or when a caller advances it; every slot yields a block (possibly empty), so the
  *   block height equals the slot.

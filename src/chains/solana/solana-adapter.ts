@@ -7,7 +7,7 @@
  *   its associated token account, which is what the scan watches.
  * - Deposit scan: `getBlocks` + `getBlock` per slot at the chain's commitment, matching every
  *   token credit against a set of owners (deposit-scan.ts) — the cost grows with blocks, not
- *   with accounts (see docs/chains-solana.md for 100,000 accounts).
+ *   with accounts (see docs/chains.md, The Solana family, for 100,000 accounts).
  * - Transfers: one transaction — create the destination's associated token account if missing
  *   (idempotent; the treasury pays the rent), `transferChecked` signed by the deposit key, and a
  *   memo `tollgate order <id> valid-through-height <h>` — with the treasury as fee payer, so a
@@ -149,6 +149,42 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
     }
   };
 
+  /** Deposits in slots `from`..`to` as the `level` commitment shows them. */
+  const scanSlots = async (
+    from: bigint,
+    to: bigint,
+    recipients: ReadonlySet<string>,
+    level: "confirmed" | "finalized",
+  ): Promise<ObservedDeposit[]> => {
+    const rule = {
+      mint: mintAddress,
+      tokenProgram: TOKEN_PROGRAM_ID.toBase58(),
+      recipients,
+      isDepositAccount,
+    };
+    const deposits: ObservedDeposit[] = [];
+    for (let start = from; start <= to; start += BigInt(MAX_BLOCKS_RANGE)) {
+      const end = minBigint(to, start + BigInt(MAX_BLOCKS_RANGE) - 1n);
+      const slots = await connection.getBlocks(Number(start), Number(end), level);
+      const blocks = await mapConcurrent(slots, scanConcurrency, (slot) =>
+        connection.getBlock(slot, {
+          commitment: level,
+          maxSupportedTransactionVersion: 0,
+          transactionDetails: "full",
+          rewards: false,
+        }),
+      );
+      blocks.forEach((block, i) => {
+        // getBlocks lists only produced blocks, so a missing one is an RPC fault, not an empty
+        // slot: failing keeps the caller's cursor where it was instead of skipping deposits.
+        if (block === null)
+          throw new Error(`chain ${chain.id}: the RPC returned no block for slot ${slots[i]}`);
+        deposits.push(...findDeposits(BigInt(slots[i]!), scannedTransactions(block), rule));
+      });
+    }
+    return deposits;
+  };
+
   return {
     chain,
 
@@ -170,37 +206,16 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
           `chain ${chain.id}: cannot scan to slot ${to}, past the ${commitment} slot ${finalized}`,
         );
       }
-      const rule = {
-        mint: mintAddress,
-        tokenProgram: TOKEN_PROGRAM_ID.toBase58(),
-        recipients,
-        isDepositAccount,
-      };
-      const deposits: ObservedDeposit[] = [];
-      for (let start = from; start <= to; start += BigInt(MAX_BLOCKS_RANGE)) {
-        const end = minBigint(to, start + BigInt(MAX_BLOCKS_RANGE) - 1n);
-        const slots = await connection.getBlocks(
-          Number(start),
-          Number(end),
-          commitment as "confirmed" | "finalized",
-        );
-        const blocks = await mapConcurrent(slots, scanConcurrency, (slot) =>
-          connection.getBlock(slot, {
-            commitment: commitment as "confirmed" | "finalized",
-            maxSupportedTransactionVersion: 0,
-            transactionDetails: "full",
-            rewards: false,
-          }),
-        );
-        blocks.forEach((block, i) => {
-          // getBlocks lists only produced blocks, so a missing one is an RPC fault, not an empty
-          // slot: failing keeps the caller's cursor where it was instead of skipping deposits.
-          if (block === null)
-            throw new Error(`chain ${chain.id}: the RPC returned no block for slot ${slots[i]}`);
-          deposits.push(...findDeposits(BigInt(slots[i]!), scannedTransactions(block), rule));
-        });
-      }
-      return deposits;
+      return scanSlots(from, to, recipients, commitment as "confirmed" | "finalized");
+    },
+
+    async pendingDeposits(from, maxRange, recipients) {
+      // Blocks are served from `confirmed` at the earliest: below it a slot may still be skipped.
+      if (recipients.size === 0 || commitment === "confirmed") return [];
+      const confirmed = BigInt(await connection.getSlot("confirmed"));
+      const to = from + maxRange - 1n < confirmed ? from + maxRange - 1n : confirmed;
+      if (to < from) return [];
+      return scanSlots(from, to, recipients, "confirmed");
     },
 
     async prepareTransfer(order: TransferOrder): Promise<PreparedTransfer> {

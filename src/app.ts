@@ -1,4 +1,4 @@
-import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
@@ -6,6 +6,7 @@ import type { Config } from "./config.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
+import { createInProcessTransport } from "./core/in-process-transport.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
@@ -136,7 +137,8 @@ export async function buildApp(
       faucet: onchain?.faucet,
       chainProbes: chains?.probes(),
     });
-    const transport: Transport = createRouterTransport(core.routes, { router: core.routerOptions });
+    // The facade calls the core's services in this process without a protobuf round trip.
+    const transport: Transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
     const facade = await buildFacade({
       transport,
       coreLocation: "in-process",

@@ -60,6 +60,8 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
     if (!head.part.value.stream) {
       const message = (await iterator.next()).value as CreateMessageResponse | undefined;
       if (message?.part.case !== "message") throw new Error("the core answered without a message");
+      // The message is the last part: this lets the core's call end (its finally blocks run).
+      await iterator.next();
       return reply.type("application/json").send(Buffer.from(message.part.value));
     }
     await relayEvents(request, reply, iterator);

@@ -145,12 +145,13 @@ export function createCore(deps: CoreDeps): Core {
     },
     ...(deps.chainProbes ?? []),
   ];
+  // Holds and settlements of the model calls in flight share commits (one fsync for many calls).
+  const callBilling = groupedCallBilling(billing, new GroupCommit(deps.db));
   const inference =
     deps.inference === undefined
       ? undefined
       : new TextInference({
-          // Holds and settlements of calls in flight share commits (one fsync for many calls).
-          billing: groupedCallBilling(billing, new GroupCommit(deps.db)),
+          billing: callBilling,
           models: buildModelCatalog(billing.catalog),
           upstream: deps.inference.textUpstream,
           messagesLimit: memoryRateLimiter(deps.inference.messagesPerMinute, 60_000),
@@ -164,7 +165,7 @@ export function createCore(deps: CoreDeps): Core {
     deps.inference?.images === undefined
       ? undefined
       : new ImageInference({
-          billing,
+          billing: callBilling,
           models: buildImageModelCatalog(billing.catalog, deps.inference.images.routes),
           upstreams: deps.inference.images.upstreams,
           store: deps.inference.images.store,

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ImageInput, ImageUpstream } from "../../upstream/image-upstream.js";
-import type { Billing } from "../billing/billing.js";
+import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
@@ -14,7 +14,8 @@ import { type ImageStore, isImageToken, newImageToken, type StoredImage } from "
 
 /** What image inference is built from. */
 export interface ImageInferenceDeps {
-  readonly billing: Billing;
+  /** Hold, settle and release, each answered once durable (grouped with other calls in flight). */
+  readonly billing: CallBilling;
   readonly models: ImageModelCatalog;
   /** The configured provider per wire format; a model routed to a missing one gets 503. */
   readonly upstreams: Readonly<Partial<Record<ImageAdapter, ImageUpstream>>>;
@@ -80,7 +81,7 @@ export class ImageInference {
       throw upstreamError(`no ${model.route.adapter} image provider is configured for ${model.id}`);
     }
     // Funds first: a call the wallet cannot cover never reaches the provider.
-    const hold = this.deps.billing.holdNewCall({
+    const hold = await this.deps.billing.holdNewCall({
       accountId: call.accountId,
       requestId: call.requestId,
       keyId: call.keyId,
@@ -94,7 +95,7 @@ export class ImageInference {
       const delivered = await this.deliver(image.image, call.responseFormat);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
-      this.deps.billing.settleDelivered(holdId, { ...NO_USAGE, images: 1 });
+      await this.deps.billing.settleDelivered(holdId, { ...NO_USAGE, images: 1 });
       charged = true;
       return {
         requestId: call.requestId,
@@ -107,7 +108,7 @@ export class ImageInference {
         text: image.text,
       };
     } finally {
-      if (!charged) this.release(holdId);
+      if (!charged) await this.release(holdId);
     }
   }
 
@@ -176,9 +177,9 @@ export class ImageInference {
     return { kind: "url", token, mimeType: image.mimeType, expiresAt };
   }
 
-  private release(holdId: string): void {
+  private async release(holdId: string): Promise<void> {
     try {
-      this.deps.billing.release(holdId);
+      await this.deps.billing.release(holdId);
     } catch (error) {
       this.deps.onError(error, `releasing ${holdId}`);
     }

@@ -78,6 +78,8 @@ export interface TokenCount {
 }
 
 const DEFAULT_ANTHROPIC_VERSION = "2023-06-01";
+/** Why a call's provider request is aborted once the call is over. */
+const CALL_ENDED = Object.freeze(new Error("the call ended"));
 /** An error body from the provider is read up to this size; more is a broken provider. */
 const ERROR_BODY_LIMIT = 1024 * 1024;
 /** A non-streaming answer is read up to this size (128k output tokens is well under). */
@@ -173,7 +175,9 @@ export class TextInference {
       yield* this.relay(response, meter, signal);
     } finally {
       signal.removeEventListener("abort", onAbort);
-      upstreamAbort.abort();
+      // Frees the provider connection if the answer was cut short (a no-op after a full read).
+      // A shared reason: abort() without one builds a DOMException and its stack every call.
+      upstreamAbort.abort(CALL_ENDED);
       if (outcome === "pending") await this.finish(holdId, meter, model, call);
     }
   }

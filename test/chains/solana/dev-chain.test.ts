@@ -306,6 +306,9 @@ describe("Solana dev chain state file after a kill", () => {
       expect(await statusOf(connection, signature)).not.toBeNull();
       const ata = getAssociatedTokenAddressSync(new PublicKey(resumed.mint), new PublicKey(owner));
       expect((await connection.getTokenAccountBalance(ata, "processed")).value.amount).toBe("5");
+      // Closed here, not after the test: closing saves the state, which would re-create the dir.
+      await resumed.close();
+      chains.pop();
     } finally {
       dir.cleanup();
     }

@@ -435,10 +435,25 @@ export class LedgerRepository {
   ): void {
     const pending = delta.pending ?? 0n;
     const posted = delta.posted ?? 0n;
-    this.s.ensureBalance.run(debit, chain, isSystem(debit) ? 1 : 0);
-    this.s.addToBalance.run(pending, posted, 0n, 0n, debit, chain);
-    this.s.ensureBalance.run(credit, chain, isSystem(credit) ? 1 : 0);
-    this.s.addToBalance.run(0n, 0n, pending, posted, credit, chain);
+    this.addToBalance(debit, chain, [pending, posted, 0n, 0n]);
+    this.addToBalance(credit, chain, [0n, 0n, pending, posted]);
+  }
+
+  /**
+   * Adds to one running balance, creating its row the first time: the update is tried first
+   * (the row nearly always exists), and only when it touched nothing is the row inserted and
+   * the update run again.
+   */
+  private addToBalance(
+    account: string,
+    chain: string,
+    [debitsPending, debitsPosted, creditsPending, creditsPosted]: [bigint, bigint, bigint, bigint],
+  ): void {
+    const add = () =>
+      this.s.addToBalance.run(debitsPending, debitsPosted, creditsPending, creditsPosted, account, chain);
+    if (add().changes > 0) return;
+    this.s.ensureBalance.run(account, chain, isSystem(account) ? 1 : 0);
+    add();
   }
 }
 

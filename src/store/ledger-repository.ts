@@ -306,7 +306,7 @@ export class LedgerRepository {
     }
     const available = availableOf(this.balance(hold.accountId, hold.chain));
     if (hold.amount > available) return { kind: "insufficient", available };
-    this.s.insertHold.run({ ...hold });
+    const { lastInsertRowid } = this.s.insertHold.run({ ...hold });
     this.s.openHold.run(hold.id, hold.createdAt);
     if (hold.amount > 0n) {
       this.s.insertEntry.run(
@@ -323,7 +323,11 @@ export class LedgerRepository {
       );
       this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: hold.amount });
     }
-    return { kind: "placed", state: this.getHold(hold.id)! };
+    // What was just written, without reading it back.
+    return {
+      kind: "placed",
+      state: { hold: { ...hold, seq: Number(lastInsertRowid) }, resolution: undefined },
+    };
   }
 
   private resolveTx(
@@ -369,7 +373,27 @@ export class LedgerRepository {
       // The outbox: the onchain settlement's intent commits (or not) with the charge itself.
       if (status === "settled") this.outbox.record(holdId, hold.accountId, hold.chain, charge, now);
     }
-    return { kind: "resolved", state: this.getHold(holdId)! };
+    // What was just written, without reading it back.
+    return {
+      kind: "resolved",
+      state: {
+        hold,
+        resolution: {
+          holdId,
+          status,
+          amount: charge,
+          usage: {
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+            cacheWrite5mTokens: usage.cacheWrite5mTokens,
+            cacheWrite1hTokens: usage.cacheWrite1hTokens,
+            cacheReadTokens: usage.cacheReadTokens,
+            images: usage.images,
+          },
+          resolvedAt: now,
+        },
+      },
+    };
   }
 
   private creditTx(credit: NewCredit): CreditResult {

@@ -6,6 +6,7 @@ import { createHoldSweeper } from "../../src/core/billing/hold-sweeper.js";
 import { type DeliveredUsage, NO_USAGE } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
 import type { Db } from "../../src/store/database.js";
+import { LedgerRepository } from "../../src/store/ledger-repository.js";
 import {
   eighteenDecimalChains,
   expectSoundLedger,
@@ -142,6 +143,40 @@ describe("hold → settle", () => {
     expect(billing.available(account, "base")).toBe(1_000_000n - 230n);
     const balance = f.billing.balances(account).balances[0]!.row;
     expect(balance).toMatchObject({ debitsPending: 0n, debitsPosted: 230n, creditsPosted: 1_000_000n });
+  });
+
+  it("returns from hold, settle and release exactly the state a fresh read gives back", () => {
+    const account = funded(f);
+    const read = new LedgerRepository(f.db);
+    const text = billing.hold({
+      accountId: account,
+      requestId: "t",
+      keyId: "key_1",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(text).toEqual(read.getHold(text.hold.id));
+    const image = billing.hold({
+      accountId: account,
+      requestId: "i",
+      keyId: "",
+      chain: "base",
+      call: { kind: "image", model: "image-pro", size: "2K", count: 1 },
+    });
+    expect(image).toEqual(read.getHold(image.hold.id));
+    const settled = billing.settle(
+      text.hold.id,
+      usage({
+        inputTokens: 10n,
+        outputTokens: 3n,
+        cacheWrite5mTokens: 2n,
+        cacheWrite1hTokens: 1n,
+        cacheReadTokens: 5n,
+      }),
+    );
+    expect(settled).toEqual(read.getHold(text.hold.id));
+    const released = billing.release(image.hold.id);
+    expect(released).toEqual(read.getHold(image.hold.id));
   });
 
   it("rounds a fraction of a unit up, once per call", () => {

@@ -95,11 +95,42 @@ function cli(args: string[], env: NodeJS.ProcessEnv): string {
   return execFileSync(process.execPath, [CLI, ...args, "--json"], { env, encoding: "utf8" });
 }
 
-/** Starts `tollgate serve` as a user would, with its own data dir, key and funds. */
+/**
+ * Starts the local chains in their own process (`tollgate dev-chains`), as a production gateway
+ * has its chains' RPCs elsewhere; resolves to the registry file it writes.
+ */
+async function startChains(): Promise<string> {
+  const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-chains-"));
+  cleanup.push(dataDir);
+  const log = openSync(join(dataDir, "dev-chains.log"), "w");
+  const child = spawn(process.execPath, [CLI, "dev-chains"], {
+    env: { ...process.env, TOLLGATE_DATA_DIR: dataDir },
+    stdio: ["ignore", log, log],
+  });
+  closeSync(log);
+  children.push(child);
+  const registry = join(dataDir, "dev-chains.json");
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const text = readFileSync(join(dataDir, "dev-chains.log"), "utf8");
+    if (/tollgate dev-chains ready/.test(text)) return registry;
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`dev chains did not start:\n${text}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Starts `tollgate serve` as a user would in production, with its own data dir, key and funds:
+ * its chains configured (TOLLGATE_CHAINS and a master secret) and reached over RPC, so the deposit
+ * watchers and settlement workers run in the gateway while the chains themselves do not.
+ */
 async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key: string; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    TOLLGATE_CHAINS: await startChains(),
+    TOLLGATE_MASTER_SECRET: "be".repeat(32),
     TOLLGATE_DATA_DIR: dataDir,
     TOLLGATE_PORT: "0",
     TOLLGATE_CORE_PORT: "0",

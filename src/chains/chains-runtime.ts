@@ -127,6 +127,10 @@ export class ChainsRuntime implements ChainDirectory {
     return this.chains.get(chainId)?.adapter.isValidAddress(address) ?? false;
   }
 
+  treasuryAddress(chainId: string): string | undefined {
+    return this.chains.get(chainId)?.adapter.treasuryAddress();
+  }
+
   async fundingTransaction(
     chainId: string,
     from: string,

@@ -218,6 +218,7 @@ export const settlementCommand: Command = {
         time(b.oldest),
         fmt(b.settledOnchain, chain),
         fmt(b.settledOffchain, chain),
+        b.treasuryAddress,
         b.lastError,
       ];
     });
@@ -231,6 +232,7 @@ export const settlementCommand: Command = {
           "OLDEST",
           "SETTLED ONCHAIN",
           "OFF-CHAIN",
+          "TREASURY",
           "LAST ERROR",
         ],
         rows,

@@ -1,17 +1,23 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, PublicKey } from "@solana/web3.js";
-import { createPublicClient, getAddress, http } from "viem";
+import { createPublicClient, createTestClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { remoteCoreTransport } from "../../src/app.js";
 import { readDevChainsFile } from "../../src/chains/dev-chains-file.js";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
-import { BillingService, TransferStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import {
+  BillingService,
+  SettlementStatus,
+  TransferStatus,
+} from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
-import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
+import { CLI, childEnv, cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 
 // The whole onchain path on one machine, through the real `tollgate serve` in dev mode: dev
 // chains (anvil), faucet deposit, finality, credit, calls through the official SDK, settlement
@@ -204,6 +210,75 @@ describe("serve with dev chains", () => {
     );
     const held = await new Connection(solana.rpcUrl, "confirmed").getTokenAccountBalance(tokenAccount);
     expect(held.value.amount).toBe("5000000");
+    auditAt(dir.path);
+  });
+
+  it("configured mode: a gateway pointed at `tollgate dev-chains` in another process credits, bills and settles", async () => {
+    const dir = tempDir();
+    cleanups.push(dir.cleanup);
+    // The chains run in their own process and write the registry file the gateway is given.
+    const chains = spawn(process.execPath, [CLI, "dev-chains"], {
+      env: childEnv({ TOLLGATE_DATA_DIR: dir.path }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise((done) => chains.on("exit", done));
+    cleanups.push(async () => {
+      chains.kill("SIGTERM");
+      await exited;
+    });
+    let chainsOut = "";
+    chains.stdout!.on("data", (chunk) => {
+      chainsOut += chunk;
+    });
+    await until("the dev chains to start", async () =>
+      chainsOut.includes("tollgate dev-chains ready") ? true : undefined,
+    );
+    const env = {
+      TOLLGATE_DATA_DIR: dir.path,
+      TOLLGATE_CHAINS: join(dir.path, "dev-chains.json"),
+      TOLLGATE_MASTER_SECRET: "c0ffee".repeat(11).slice(0, 64),
+      TOLLGATE_DEV_CHAINS: "auto",
+      TOLLGATE_SETTLEMENT_MODE: "per-call",
+      TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+    };
+    const gateway = await startGateway(env);
+    cleanups.push(() => gateway.stop("SIGTERM"));
+    expect(gateway.stdout()).not.toMatch(/dev chains/);
+    const billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
+    // Outside dev mode the operator funds the treasury's fees; `tollgate settlement` names it.
+    const backlog = await cliJson<{ chains: { chain: string; treasuryAddress?: string }[] }>(
+      ["settlement"],
+      env,
+    );
+    expect(backlog.chains.map((c) => c.chain)).toEqual(["arbitrum", "base", "robinhood", "solana"]);
+    const treasury = backlog.chains.find((c) => c.chain === "base")!.treasuryAddress!;
+    expect(treasury).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    const base = readDevChainsFile(dir.path)!.registry.byId.get("base")!;
+    await createTestClient({ mode: "anvil", transport: http(base.rpcUrl) }).setBalance({
+      address: getAddress(treasury),
+      value: 10n ** 18n,
+    });
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const key = await cliJson<{ secret: string }>(["key", "create", "--account", account.id], env);
+    const faucet = await runCli(["faucet", "--account", account.id, "--chain", "base", "--amount", "4"], env);
+    expect(faucet.code, faucet.stderr).toBe(0);
+    await until("the deposit to be credited", async () => {
+      const { balances } = await billing.getBalances({ accountId: account.id });
+      return balances.find((b) => b.chain?.id === "base")?.available === 4_000_000n ? true : undefined;
+    });
+    const client = new Anthropic({ apiKey: key.secret, baseURL: gateway.facadeUrl, maxRetries: 0 });
+    await client.messages.create({
+      model: "claude-haiku-4-5",
+      max_tokens: 20,
+      messages: [{ role: "user", content: "configured" }],
+    });
+    const row = await until("the call to settle onchain", async () => {
+      const { rows } = await billing.listUsage({ accountId: account.id });
+      return rows[0]?.settlementStatus === SettlementStatus.CONFIRMED ? rows[0] : undefined;
+    });
+    expect(row.settlementTxHash).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await gateway.stop("SIGTERM")).toBe(0);
     auditAt(dir.path);
   });
 

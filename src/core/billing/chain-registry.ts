@@ -85,11 +85,13 @@ export function enabledChainIds(registry: ChainRegistry): string[] {
  * Parses and validates a chain registry file:
  * `{"default_chain": "base", "chains": [{"id", "family", "chain_id"?, "asset": {"symbol",
  * "decimals", "address"}, "rpc_url", "finality": {"confirmations"} | {"commitment"},
- * "enabled"?}]}`. Throws an Error naming the offending entry.
+ * "enabled"?}]}`. Throws an Error naming the offending entry. A top-level `faucet_url` (what
+ * `tollgate dev-chains` adds to the file it writes) is allowed and ignored here, so that file
+ * works as TOLLGATE_CHAINS as it is.
  */
 export function parseChainRegistry(json: unknown): ChainRegistry {
   const root = readObject(json, "$");
-  rejectUnknownKeys(root, ["default_chain", "chains"], "$");
+  rejectUnknownKeys(root, ["default_chain", "chains", "faucet_url"], "$");
   const chains = readArray(root.chains, "$.chains").map((entry, i) => parseChain(entry, `$.chains[${i}]`));
   if (chains.length === 0) throw new Error("$.chains must list at least one chain");
   return chainRegistry(chains, readString(root, "default_chain", "$"));

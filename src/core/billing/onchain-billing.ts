@@ -27,6 +27,8 @@ export interface ChainDirectory {
   /** The account's deposit address on the chain; from now on the watcher credits it. */
   depositAddress(chainId: string, accountId: string): string;
   isValidAddress(chainId: string, address: string): boolean;
+  /** Where the chain's settlements go (and whose native balance pays the fees); undefined without an adapter. */
+  treasuryAddress(chainId: string): string | undefined;
   /**
    * An unsigned transaction sending `amount` (onchain units) from the wallet `from` to the
    * account's deposit address, for that wallet to sign; undefined when the chain's wallets
@@ -133,9 +135,19 @@ export class OnchainBilling {
     return this.deps.onchain.listTransfers(accountId, "withdrawal", beforeSeq, limit);
   }
 
-  /** The settlement pipeline of every chain that has one. */
-  backlog(): BacklogRow[] {
-    return this.deps.onchain.backlog();
+  /**
+   * The settlement pipeline of every chain that has one or an adapter on this gateway, with the
+   * chain's treasury address.
+   */
+  backlog(): (BacklogRow & { readonly treasuryAddress: string })[] {
+    const rows = new Map(this.deps.onchain.backlog().map((row) => [row.chain, row]));
+    const directory = this.deps.directory;
+    for (const chain of this.deps.chains.chains) {
+      if (!rows.has(chain.id) && directory?.has(chain.id)) rows.set(chain.id, emptyBacklog(chain.id));
+    }
+    return [...rows.values()]
+      .sort((a, b) => a.chain.localeCompare(b.chain))
+      .map((row) => ({ ...row, treasuryAddress: directory?.treasuryAddress(row.chain) ?? "" }));
   }
 
   /** The settlements of these calls. */
@@ -153,4 +165,20 @@ export class OnchainBilling {
   private requireAccount(accountId: string): void {
     if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
   }
+}
+
+function emptyBacklog(chain: string): BacklogRow {
+  return {
+    chain,
+    unbatchedCalls: 0,
+    unbatchedAmount: 0n,
+    openSettlements: 0,
+    openSettlementAmount: 0n,
+    openWithdrawals: 0,
+    openWithdrawalAmount: 0n,
+    oldestAt: 0,
+    lastError: "",
+    confirmedSettlementAmount: 0n,
+    offchainAmount: 0n,
+  };
 }

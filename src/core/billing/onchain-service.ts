@@ -113,7 +113,7 @@ function toWithdrawal(t: TransferRow): Withdrawal {
   });
 }
 
-function toBacklog(b: BacklogRow): ChainBacklog {
+function toBacklog(b: BacklogRow & { readonly treasuryAddress: string }): ChainBacklog {
   return create(ChainBacklogSchema, {
     chain: b.chain,
     unbatchedCalls: BigInt(b.unbatchedCalls),
@@ -126,6 +126,7 @@ function toBacklog(b: BacklogRow): ChainBacklog {
     lastError: b.lastError,
     settledOnchain: b.confirmedSettlementAmount,
     settledOffchain: b.offchainAmount,
+    treasuryAddress: b.treasuryAddress,
   });
 }
 

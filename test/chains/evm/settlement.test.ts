@@ -106,7 +106,12 @@ describe("settlement on real anvil", () => {
     expect(transfers).toEqual([{ amount: total }]);
     expect(await adapter.balanceOf(adapter.treasuryAddress())).toBe(ledgerToOnchain(total, 6));
     const backlog = (await f.billing.getSettlementBacklog({})).chains[0]!;
-    expect(backlog).toMatchObject({ unbatchedCalls: 0n, openSettlements: 0n, settledOnchain: total });
+    expect(backlog).toMatchObject({
+      unbatchedCalls: 0n,
+      openSettlements: 0n,
+      settledOnchain: total,
+      treasuryAddress: adapter.treasuryAddress(),
+    });
     f.expectSoundLedger();
   });
 

@@ -29,6 +29,7 @@ describe("graceful shutdown", () => {
     await stopped;
     await expect(fetch(`${gw.facadeUrl}/v1/health`)).rejects.toThrow();
     expect(gw.app.db!.open).toBe(false);
+    gw.removeData();
   });
 
   it("is bounded: a request that never ends is cut at the timeout", async () => {
@@ -51,5 +52,6 @@ describe("graceful shutdown", () => {
     await shutdown(gw.app, 300);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(await hanging).toBe("cut");
+    gw.removeData();
   });
 });

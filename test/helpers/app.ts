@@ -14,7 +14,10 @@ export interface TestGateway {
   readonly coreUrl: string;
   /** The operator's typed client over the same database (what the CLI uses). */
   readonly operator: Client<typeof AuthService>;
+  /** Shuts the gateway down and removes its data dir. */
   close(): Promise<void>;
+  /** Removes the data dir only, for a test that shut the gateway down itself. */
+  removeData(): void;
 }
 
 /**
@@ -50,6 +53,7 @@ export async function startTestGateway(
       await shutdown(app, 2_000);
       dir.cleanup();
     },
+    removeData: dir.cleanup,
   };
 }
 

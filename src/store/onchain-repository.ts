@@ -432,19 +432,7 @@ export class OnchainRepository {
     const at = (chain: string) => {
       let row = rows.get(chain);
       if (row === undefined) {
-        row = {
-          chain,
-          unbatchedCalls: 0,
-          unbatchedAmount: 0n,
-          openSettlements: 0,
-          openSettlementAmount: 0n,
-          openWithdrawals: 0,
-          openWithdrawalAmount: 0n,
-          oldestAt: 0,
-          lastError: "",
-          confirmedSettlementAmount: 0n,
-          offchainAmount: 0n,
-        };
+        row = emptyBacklog(chain);
         rows.set(chain, row);
       }
       return row;
@@ -591,5 +579,22 @@ function toTransfer(row: Raw): TransferRow {
     createdAt: Number(row.created_at),
     confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
     calls: Number(row.calls),
+  };
+}
+
+/** The backlog of a chain with nothing waiting and nothing settled yet. */
+export function emptyBacklog(chain: string): { -readonly [K in keyof BacklogRow]: BacklogRow[K] } {
+  return {
+    chain,
+    unbatchedCalls: 0,
+    unbatchedAmount: 0n,
+    openSettlements: 0,
+    openSettlementAmount: 0n,
+    openWithdrawals: 0,
+    openWithdrawalAmount: 0n,
+    oldestAt: 0,
+    lastError: "",
+    confirmedSettlementAmount: 0n,
+    offchainAmount: 0n,
   };
 }

@@ -1,9 +1,10 @@
 import type { LedgerRepository } from "../../store/ledger-repository.js";
-import type {
-  BacklogRow,
-  DepositRow,
-  OnchainRepository,
-  TransferRow,
+import {
+  type BacklogRow,
+  type DepositRow,
+  emptyBacklog,
+  type OnchainRepository,
+  type TransferRow,
 } from "../../store/onchain-repository.js";
 import type { SettlementView } from "../../store/settlement-outbox.js";
 import { accountNotFound, invalidField } from "../errors.js";
@@ -165,20 +166,4 @@ export class OnchainBilling {
   private requireAccount(accountId: string): void {
     if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
   }
-}
-
-function emptyBacklog(chain: string): BacklogRow {
-  return {
-    chain,
-    unbatchedCalls: 0,
-    unbatchedAmount: 0n,
-    openSettlements: 0,
-    openSettlementAmount: 0n,
-    openWithdrawals: 0,
-    openWithdrawalAmount: 0n,
-    oldestAt: 0,
-    lastError: "",
-    confirmedSettlementAmount: 0n,
-    offchainAmount: 0n,
-  };
 }

@@ -88,6 +88,13 @@ export interface ChainAdapter {
   /** Whether the RPC answers, and the head it reports. */
   health(): Promise<ChainHealth>;
 
+  /**
+   * The treasury's native balance (it pays every transfer's fee) and what one transfer can cost
+   * it now (EVM: gas price × the gas a settlement uses; Solana: the signatures' fees plus the rent
+   * of a token account a withdrawal may create).
+   */
+  treasuryFees(): Promise<TreasuryFees>;
+
   /** Releases connections and timers. */
   close(): Promise<void>;
 }
@@ -132,6 +139,14 @@ export interface PreparedTransfer {
 }
 
 export type TransferState = "pending" | "confirmed" | "failed" | "dropped";
+
+export interface TreasuryFees {
+  /** In the native currency's smallest unit (wei, lamports). */
+  readonly balance: bigint;
+  readonly oneTransfer: bigint;
+  readonly symbol: string;
+  readonly decimals: number;
+}
 
 export interface ChainHealth {
   readonly reachable: boolean;

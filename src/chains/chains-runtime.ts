@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { formatUnits } from "viem";
 import type { ChainConfig, ChainRegistry } from "../core/billing/chain-registry.js";
 import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import type { HealthProbe } from "../core/health-service.js";
@@ -200,6 +201,17 @@ export class ChainsRuntime implements ChainDirectory {
             }),
           ]);
           if (!health.reachable) throw new Error(`RPC unreachable: ${health.error ?? "unknown error"}`);
+          // The treasury pays every transfer's fee: without it settlements and withdrawals wait.
+          const fees = await runtime.adapter.treasuryFees();
+          const treasury = `treasury ${runtime.adapter.treasuryAddress()}`;
+          const held = `${formatUnits(fees.balance, fees.decimals)} ${fees.symbol}`;
+          if (fees.balance < fees.oneTransfer) {
+            throw new Error(
+              `${treasury} holds ${held}, less than one transfer's fee ` +
+                `(${formatUnits(fees.oneTransfer, fees.decimals)} ${fees.symbol}): settlements and ` +
+                "withdrawals wait until it is funded",
+            );
+          }
           const w = runtime.watcher.state;
           const backlog = this.repo.backlog().find((b) => b.chain === chain.id);
           const waiting =
@@ -208,7 +220,7 @@ export class ChainsRuntime implements ChainDirectory {
               : backlog.unbatchedCalls + backlog.openSettlements + backlog.openWithdrawals;
           return (
             `rpc ok, head ${health.head}; watcher lag ${w.lag ?? "?"} (finalized ${w.finalized ?? "?"}, ` +
-            `next ${w.cursor ?? "?"}); settlement backlog ${waiting}` +
+            `next ${w.cursor ?? "?"}); settlement backlog ${waiting}; ${treasury} holds ${held}` +
             (backlog?.lastError ? ` (last error: ${backlog.lastError})` : "")
           );
         },

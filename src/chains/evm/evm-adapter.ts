@@ -123,6 +123,9 @@ export function authorizationNonce(orderId: string): Hex {
  * `transferWithAuthorization` calls signed by the deposit key and sent (and paid for) by the
  * treasury. One instance per EVM chain of the registry.
  */
+/** Gas a `transferWithAuthorization` settlement may use, with margin (it uses about 60–90k). */
+const SETTLEMENT_GAS = 120_000n;
+
 export function createEvmAdapter(chain: ChainConfig, options: EvmAdapterOptions): ChainAdapter {
   if (chain.family !== "evm" || chain.chainId === undefined) {
     throw new Error(`chain ${chain.id} is not an EVM chain`);
@@ -338,6 +341,14 @@ export function createEvmAdapter(chain: ChainConfig, options: EvmAdapterOptions)
         functionName: "balanceOf",
         args: [getAddress(address)],
       });
+    },
+
+    async treasuryFees() {
+      const [balance, gasPrice] = await Promise.all([
+        client.getBalance({ address: treasury.address }),
+        client.getGasPrice(),
+      ]);
+      return { balance, oneTransfer: gasPrice * SETTLEMENT_GAS, symbol: "ETH", decimals: 18 };
     },
 
     async health(): Promise<ChainHealth> {

@@ -18,6 +18,7 @@
 
 import { getBase58Decoder, getBase58Encoder } from "@solana/kit";
 import {
+  ACCOUNT_SIZE,
   createAssociatedTokenAccountIdempotentInstruction,
   createTransferCheckedInstruction,
   getAccount,
@@ -308,6 +309,15 @@ export function createSolanaAdapter(chain: ChainConfig, options: SolanaAdapterOp
           return 0n;
         throw cause;
       }
+    },
+
+    async treasuryFees() {
+      const [balance, rent] = await Promise.all([
+        connection.getBalance(treasury.publicKey, "confirmed"),
+        connection.getMinimumBalanceForRentExemption(ACCOUNT_SIZE),
+      ]);
+      // Two signatures at 5,000 lamports, and a withdrawal may create the recipient's token account.
+      return { balance: BigInt(balance), oneTransfer: 10_000n + BigInt(rent), symbol: "SOL", decimals: 9 };
     },
 
     async health(): Promise<ChainHealth> {

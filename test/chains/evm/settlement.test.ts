@@ -187,6 +187,20 @@ describe("settlement on real anvil", () => {
     f.expectSoundLedger();
   });
 
+  it("health says when the treasury cannot pay a transfer's gas, and how much it holds when it can", async () => {
+    f = await onchainFixture({ confirmations: 1, mode: "per-call" });
+    const treasury = f.runtime.adapter("base")!.treasuryAddress();
+    const probe = f.runtime.probes().find((p) => p.name === "chain:base")!;
+    await f.dev.fundGas(treasury, 0n);
+    await expect(probe.check()).rejects.toThrow(
+      new RegExp(
+        `treasury ${treasury} holds 0 ETH, less than one transfer's fee .*settlements and withdrawals wait`,
+      ),
+    );
+    await f.dev.fundGas(treasury, 2n * 10n ** 18n);
+    expect(await probe.check()).toMatch(new RegExp(`settlement backlog 0; treasury ${treasury} holds 2 ETH`));
+  });
+
   it("a restart with a signed transfer on record asks the chain instead of paying again", async () => {
     f = await onchainFixture({ confirmations: 1, mode: "per-call", manualMining: true });
     const adapter = f.runtime.adapter("base")!;

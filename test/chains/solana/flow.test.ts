@@ -57,6 +57,7 @@ interface Flow {
 async function startFlow(
   settlement: { mode: "per-call" | "batch"; batchWindowMs: number },
   now: () => number = Date.now,
+  fundTreasury = true,
 ): Promise<Flow> {
   const dev = await startSolanaDevChain({ slotMs: 0, confirmedLag: 1, finalizedLag: FINALIZED_LAG });
   const dir = tempDir("tollgate-solana-flow-");
@@ -75,7 +76,7 @@ async function startFlow(
     });
   const runtimes = [await build()];
   const adapter = () => runtimes.at(-1)!.adapter(CHAIN)!;
-  await dev.airdrop(adapter().treasuryAddress(), 10_000_000_000n);
+  if (fundTreasury) await dev.airdrop(adapter().treasuryAddress(), 10_000_000_000n);
   const core = createCore({ db, chains: registry, chainDirectory: runtimes[0], now });
   const billing = createClient(
     BillingService,
@@ -155,6 +156,17 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
     if (f !== undefined) expect(auditLedger(f.db)).toEqual([]);
     await f?.close();
     f = undefined;
+  });
+
+  it("health says when the treasury cannot pay a transfer's fee, and how much it holds when it can", async () => {
+    f = await startFlow({ mode: "per-call", batchWindowMs: 0 }, Date.now, false);
+    const treasury = f.runtime.adapter(CHAIN)!.treasuryAddress();
+    const probe = f.runtime.probes().find((p) => p.name === `chain:${CHAIN}`)!;
+    await expect(probe.check()).rejects.toThrow(
+      new RegExp(`treasury ${treasury} holds 0 SOL, less than one transfer's fee \\(0\\.00204928 SOL\\)`),
+    );
+    await f.dev.airdrop(treasury, 1_500_000_000n);
+    expect(await probe.check()).toMatch(new RegExp(`treasury ${treasury} holds 1\\.5 SOL`));
   });
 
   it("credits a deposit once, at finalized and not before, across overlapping scans and a restart", async () => {

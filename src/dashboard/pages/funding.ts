@@ -9,7 +9,7 @@ import {
   type DepositAddress,
   TransferStatus,
 } from "../../gen/tollgate/billing/v1/billing_pb.js";
-import { chainById, type PageContext } from "../context.js";
+import { chainById, chainLedgerDecimals, type PageContext } from "../context.js";
 import { copyButton, errorLine, h, loading, messageOf, mount, table } from "../dom.js";
 import { dollars, ledgerDecimals, parseDollars } from "../money.js";
 import { billing } from "../rpc.js";
@@ -252,8 +252,7 @@ function faucetForm(
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const chain = chainById(ctx, select.value);
-    const decimals = ledgerDecimals(chain?.asset?.decimals ?? 6);
+    const decimals = chainLedgerDecimals(ctx, select.value);
     const units = parseDollars(amount.value, decimals);
     if (units === undefined || units <= 0n) {
       status.className = "error";
@@ -370,8 +369,7 @@ function withdrawForm(
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const chain = chainById(ctx, select.value);
-    const decimals = ledgerDecimals(chain?.asset?.decimals ?? 6);
+    const decimals = chainLedgerDecimals(ctx, select.value);
     const units = parseDollars(amount.value, decimals);
     status.className = "error";
     if (units === undefined || units <= 0n) {
@@ -429,7 +427,7 @@ async function drawWithdrawals(ctx: PageContext, into: HTMLElement): Promise<voi
         withdrawals.map((w) => [
           w.createdAt === undefined ? "" : timestampDate(w.createdAt).toLocaleString(),
           w.chain,
-          dollars(w.amount, ledgerDecimals(chainById(ctx, w.chain)?.asset?.decimals ?? 6)),
+          dollars(w.amount, chainLedgerDecimals(ctx, w.chain)),
           h("code", { title: w.toAddress }, short(w.toAddress)),
           h("span", { "data-withdrawal-status": w.id }, TRANSFER[w.status]),
           w.txHash === "" ? "—" : h("code", { title: w.txHash }, short(w.txHash)),

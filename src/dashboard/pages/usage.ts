@@ -1,8 +1,8 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { HoldStatus, SettlementStatus, type UsageRow } from "../../gen/tollgate/billing/v1/billing_pb.js";
-import { chainById, type PageContext } from "../context.js";
+import { chainLedgerDecimals, type PageContext } from "../context.js";
 import { errorLine, h, loading, mount, table } from "../dom.js";
-import { dollars, ledgerDecimals } from "../money.js";
+import { dollars } from "../money.js";
 import { auth, billing } from "../rpc.js";
 
 const PAGE = 1000;
@@ -65,7 +65,7 @@ export async function usagePage(ctx: PageContext): Promise<void> {
   const exportButton = h("button", { type: "button", class: "secondary", id: "export-csv" }, "Export CSV");
 
   const amountOf = (row: UsageRow) => {
-    const decimals = ledgerDecimals(chainById(ctx, row.chain)?.asset?.decimals ?? 6);
+    const decimals = chainLedgerDecimals(ctx, row.chain);
     return { text: dollars(row.amount, decimals), decimals };
   };
   const tokens = (row: UsageRow) =>
@@ -208,7 +208,7 @@ function dailyChart(ctx: PageContext, rows: UsageRow[]): HTMLElement {
   for (const row of rows) {
     if (row.createdAt === undefined) continue;
     const day = timestampDate(row.createdAt).toISOString().slice(0, 10);
-    const decimals = ledgerDecimals(chainById(ctx, row.chain)?.asset?.decimals ?? 6);
+    const decimals = chainLedgerDecimals(ctx, row.chain);
     const nano = row.amount * 10n ** BigInt(9 - decimals);
     perDay.set(day, (perDay.get(day) ?? 0n) + nano);
   }

@@ -22,18 +22,9 @@ export interface DepositToCredit {
   readonly amount: bigint;
 }
 
-/** A deposit as listed: credited at finality, or seen above the finality line. */
-export interface DepositRow {
+/** A deposit as listed: credited at finality, or seen above the finality line (`amount` 0 while pending). */
+export interface DepositRow extends DepositToCredit {
   readonly chain: string;
-  readonly txHash: string;
-  readonly index: number;
-  readonly position: bigint;
-  readonly from: string;
-  readonly to: string;
-  readonly accountId: string;
-  readonly onchainAmount: bigint;
-  /** Ledger units credited; 0 while pending. */
-  readonly amount: bigint;
   readonly credited: boolean;
   /** When credited, or when first seen while pending (unix ms). */
   readonly at: number;

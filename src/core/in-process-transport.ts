@@ -67,16 +67,19 @@ export function createInProcessTransport(
     contextValues: ContextValues | undefined,
   ): HandlerContext => {
     const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-    const signals = [signal, deadline === undefined ? undefined : AbortSignal.timeout(timeoutMs!)].filter(
-      (s): s is AbortSignal => s !== undefined,
-    );
+    const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
     return {
       method,
       service: method.parent,
       requestMethod: "POST",
       protocolName: IN_PROCESS_PROTOCOL,
       url: `/${method.parent.typeName}/${method.name}`,
-      signal: signals.length === 0 ? NEVER : signals.length === 1 ? signals[0]! : AbortSignal.any(signals),
+      signal:
+        timeout === undefined
+          ? (signal ?? NEVER)
+          : signal === undefined
+            ? timeout
+            : AbortSignal.any([signal, timeout]),
       timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
       requestHeader: new Headers(header),
       responseHeader: new Headers(),

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tollgate/billing/v1/billing.proto.
  */
 export const file_tollgate_billing_v1_billing: GenFile = /*@__PURE__*/
-  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiMAoaR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJgCg5EZXBvc2l0QWRkcmVzcxIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SDwoHYWRkcmVzcxgCIAEoCRISCgp0ZXN0X2Z1bmRzGAMgASgIImkKG0dldERlcG9zaXRBZGRyZXNzZXNSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEjYKCWFkZHJlc3NlcxgCIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuRGVwb3NpdEFkZHJlc3MiPAoTTGlzdERlcG9zaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSLWAQoHRGVwb3NpdBINCgVjaGFpbhgBIAEoCRIPCgd0eF9oYXNoGAIgASgJEg0KBWluZGV4GAMgASgFEhAKCHBvc2l0aW9uGAQgASgDEhQKDGZyb21fYWRkcmVzcxgFIAEoCRISCgp0b19hZGRyZXNzGAYgASgJEhYKDm9uY2hhaW5fYW1vdW50GAcgASgJEg4KBmFtb3VudBgIIAEoAxIQCghjcmVkaXRlZBgJIAEoCBImCgJhdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiRgoUTGlzdERlcG9zaXRzUmVzcG9uc2USLgoIZGVwb3NpdHMYASADKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkRlcG9zaXQibwoPV2l0aGRyYXdSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDEhIKCnRvX2FkZHJlc3MYBCABKAkSFQoNd2l0aGRyYXdhbF9pZBgFIAEoCSKbAgoKV2l0aGRyYXdhbBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEg0KBWNoYWluGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDgoGYW1vdW50GAUgASgDEjMKBnN0YXR1cxgGIAEoDjIjLnRvbGxnYXRlLmJpbGxpbmcudjEuVHJhbnNmZXJTdGF0dXMSDwoHdHhfaGFzaBgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb25maXJtZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYCiABKAkidgoQV2l0aGRyYXdSZXNwb25zZRIzCgp3aXRoZHJhd2FsGAEgASgLMh8udG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd2FsEi0KB2JhbGFuY2UYAiABKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkJhbGFuY2UiUwoWTGlzdFdpdGhkcmF3YWxzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImgKF0xpc3RXaXRoZHJhd2Fsc1Jlc3BvbnNlEjQKC3dpdGhkcmF3YWxzGAEgAygLMh8udG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd2FsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIdChtHZXRTZXR0bGVtZW50QmFja2xvZ1JlcXVlc3Qi0QIKDENoYWluQmFja2xvZxINCgVjaGFpbhgBIAEoCRIXCg91bmJhdGNoZWRfY2FsbHMYAiABKAMSGAoQdW5iYXRjaGVkX2Ftb3VudBgDIAEoAxIYChBvcGVuX3NldHRsZW1lbnRzGAQgASgDEh4KFm9wZW5fc2V0dGxlbWVudF9hbW91bnQYBSABKAMSGAoQb3Blbl93aXRoZHJhd2FscxgGIAEoAxIeChZvcGVuX3dpdGhkcmF3YWxfYW1vdW50GAcgASgDEioKBm9sZGVzdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKbGFzdF9lcnJvchgJIAEoCRIXCg9zZXR0bGVkX29uY2hhaW4YCiABKAMSGAoQc2V0dGxlZF9vZmZjaGFpbhgLIAEoAxIYChB0cmVhc3VyeV9hZGRyZXNzGAwgASgJIlEKHEdldFNldHRsZW1lbnRCYWNrbG9nUmVzcG9uc2USMQoGY2hhaW5zGAEgAygLMiEudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbkJhY2tsb2ciOgoFQXNzZXQSDgoGc3ltYm9sGAEgASgJEhAKCGRlY2ltYWxzGAIgASgFEg8KB2FkZHJlc3MYAyABKAkilwEKBUNoYWluEgoKAmlkGAEgASgJEjAKBmZhbWlseRgCIAEoDjIgLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW5GYW1pbHkSKQoFYXNzZXQYAyABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkFzc2V0Eg8KB2VuYWJsZWQYBCABKAgSFAoMZXZtX2NoYWluX2lkGAUgASgEIsoBCg5UZXh0TW9kZWxQcmljZRINCgVtb2RlbBgBIAEoCRIWCg5pbnB1dF9wZXJfbXRvaxgCIAEoAxIXCg9vdXRwdXRfcGVyX210b2sYAyABKAMSGwoTY2FjaGVfcmVhZF9wZXJfbXRvaxgEIAEoAxIfChdjYWNoZV93cml0ZV81bV9wZXJfbXRvaxgFIAEoAxIfChdjYWNoZV93cml0ZV8xaF9wZXJfbXRvaxgGIAEoAxIZChFtYXhfb3V0cHV0X3Rva2VucxgHIAEoBSI3Cg5JbWFnZVNpemVQcmljZRIMCgRzaXplGAEgASgJEhcKD3ByaWNlX3Blcl9pbWFnZRgCIAEoAyJUCg9JbWFnZU1vZGVsUHJpY2USDQoFbW9kZWwYASABKAkSMgoFc2l6ZXMYAiADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlU2l6ZVByaWNlIhMKEUdldFByaWNpbmdSZXF1ZXN0Is0BChJHZXRQcmljaW5nUmVzcG9uc2USOAoLdGV4dF9tb2RlbHMYASADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRNb2RlbFByaWNlEjoKDGltYWdlX21vZGVscxgCIAMoCzIkLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VNb2RlbFByaWNlEioKBmNoYWlucxgDIAMoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SFQoNZGVmYXVsdF9jaGFpbhgEIAEoCSKOAQoHQmFsYW5jZRIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SFgoOY3JlZGl0c19wb3N0ZWQYAiABKAMSFQoNZGViaXRzX3Bvc3RlZBgDIAEoAxIWCg5kZWJpdHNfcGVuZGluZxgEIAEoAxIRCglhdmFpbGFibGUYBSABKAMiKAoSR2V0QmFsYW5jZXNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkicAoTR2V0QmFsYW5jZXNSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEhUKDWRlZmF1bHRfY2hhaW4YAiABKAkSLgoIYmFsYW5jZXMYAyADKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkJhbGFuY2UiOwoWU2V0RGVmYXVsdENoYWluUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJIkQKF1NldERlZmF1bHRDaGFpblJlc3BvbnNlEhIKCmFjY291bnRfaWQYASABKAkSFQoNZGVmYXVsdF9jaGFpbhgCIAEoCSKdAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSHQoVY2FjaGVfd3JpdGVfNW1fdG9rZW5zGAMgASgDEh0KFWNhY2hlX3dyaXRlXzFoX3Rva2VucxgEIAEoAxIZChFjYWNoZV9yZWFkX3Rva2VucxgFIAEoAxIOCgZpbWFnZXMYBiABKAUi+AMKCFVzYWdlUm93Eg8KB2hvbGRfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDQoFbW9kZWwYBCABKAkSEgoKaW1hZ2Vfc2l6ZRgFIAEoCRINCgVjaGFpbhgGIAEoCRIvCgZzdGF0dXMYByABKA4yHy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRTdGF0dXMSEwoLaGVsZF9hbW91bnQYCCABKAMSDgoGYW1vdW50GAkgASgDEikKBXVzYWdlGAogASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZRIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXNvbHZlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASQAoRc2V0dGxlbWVudF9zdGF0dXMYDSABKA4yJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldHRsZW1lbnRTdGF0dXMSGgoSc2V0dGxlbWVudF90eF9oYXNoGA4gASgJEiEKGXNldHRsZW1lbnRfb25jaGFpbl9hbW91bnQYDyABKAMSIgoac2V0dGxlbWVudF9vZmZjaGFpbl9hbW91bnQYECABKAMiTQoQTGlzdFVzYWdlUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlkKEUxpc3RVc2FnZVJlc3BvbnNlEisKBHJvd3MYASADKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlUm93EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlCg1DcmVkaXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDEg4KBnJlYXNvbhgEIAEoCRIRCgljcmVkaXRfaWQYBSABKAkiUQoOQ3JlZGl0UmVzcG9uc2USEAoIZW50cnlfaWQYASABKAkSLQoHYmFsYW5jZRgCIAEoCzIcLnRvbGxnYXRlLmJpbGxpbmcudjEuQmFsYW5jZSJDCghUZXh0Q2FsbBINCgVtb2RlbBgBIAEoCRIUCgxpbnB1dF90b2tlbnMYAiABKAMSEgoKbWF4X3Rva2VucxgDIAEoAyI3CglJbWFnZUNhbGwSDQoFbW9kZWwYASABKAkSDAoEc2l6ZRgCIAEoCRINCgVjb3VudBgDIAEoBSKZAQoMUXVvdGVSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSLQoEdGV4dBgDIAEoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dENhbGxIABIvCgVpbWFnZRgEIAEoCzIeLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VDYWxsSABCBgoEY2FsbCIuCg1RdW90ZVJlc3BvbnNlEg0KBWNoYWluGAEgASgJEg4KBmFtb3VudBgCIAEoAyLhAQoESG9sZBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSDQoFY2hhaW4YBCABKAkSDgoGYW1vdW50GAUgASgDEi8KBnN0YXR1cxgGIAEoDjIfLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFN0YXR1cxIWCg5zZXR0bGVkX2Ftb3VudBgHIAEoAxINCgVtb2RlbBgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK8AQoLSG9sZFJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRINCgVjaGFpbhgEIAEoCRItCgR0ZXh0GAUgASgLMh0udG9sbGdhdGUuYmlsbGluZy52MS5UZXh0Q2FsbEgAEi8KBWltYWdlGAYgASgLMh4udG9sbGdhdGUuYmlsbGluZy52MS5JbWFnZUNhbGxIAEIGCgRjYWxsIjcKDEhvbGRSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkIksKDVNldHRsZVJlcXVlc3QSDwoHaG9sZF9pZBgBIAEoCRIpCgV1c2FnZRgCIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2UiOQoOU2V0dGxlUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCIhCg5SZWxlYXNlUmVxdWVzdBIPCgdob2xkX2lkGAEgASgJIjoKD1JlbGVhc2VSZXNwb25zZRInCgRob2xkGAEgASgLMhkudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkIkwKF1JlcXVlc3RUZXN0RnVuZHNSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDIjwKGFJlcXVlc3RUZXN0RnVuZHNSZXNwb25zZRIPCgdhZGRyZXNzGAEgASgJEg8KB3R4X2hhc2gYAiABKAkiYAoVUHJlcGFyZUZ1bmRpbmdSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSFAoMZnJvbV9hZGRyZXNzGAMgASgJEg4KBmFtb3VudBgEIAEoAyJGChZQcmVwYXJlRnVuZGluZ1Jlc3BvbnNlEhMKC3RyYW5zYWN0aW9uGAEgASgMEhcKD2RlcG9zaXRfYWRkcmVzcxgCIAEoCSq1AQoQU2V0dGxlbWVudFN0YXR1cxIhCh1TRVRUTEVNRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGlNFVFRMRU1FTlRfU1RBVFVTX09GRkNIQUlOEAESHAoYU0VUVExFTUVOVF9TVEFUVVNfUVVFVUVEEAISHwobU0VUVExFTUVOVF9TVEFUVVNfU1VCTUlUVEVEEAMSHwobU0VUVExFTUVOVF9TVEFUVVNfQ09ORklSTUVEEAQqiwEKDlRyYW5zZmVyU3RhdHVzEh8KG1RSQU5TRkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFlRSQU5TRkVSX1NUQVRVU19RVUVVRUQQARIdChlUUkFOU0ZFUl9TVEFUVVNfU1VCTUlUVEVEEAISHQoZVFJBTlNGRVJfU1RBVFVTX0NPTkZJUk1FRBADKloKC0NoYWluRmFtaWx5EhwKGENIQUlOX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhQKEENIQUlOX0ZBTUlMWV9FVk0QARIXChNDSEFJTl9GQU1JTFlfU09MQU5BEAIqjgEKCkhvbGRTdGF0dXMSGwoXSE9MRF9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNIT0xEX1NUQVRVU19QRU5ESU5HEAESFwoTSE9MRF9TVEFUVVNfU0VUVExFRBACEhgKFEhPTERfU1RBVFVTX1JFTEVBU0VEEAMSFwoTSE9MRF9TVEFUVVNfRVhQSVJFRBAEMrMMCg5CaWxsaW5nU2VydmljZRJdCgpHZXRQcmljaW5nEiYudG9sbGdhdGUuYmlsbGluZy52MS5HZXRQcmljaW5nUmVxdWVzdBonLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0UHJpY2luZ1Jlc3BvbnNlEmAKC0dldEJhbGFuY2VzEicudG9sbGdhdGUuYmlsbGluZy52MS5HZXRCYWxhbmNlc1JlcXVlc3QaKC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldEJhbGFuY2VzUmVzcG9uc2USbAoPU2V0RGVmYXVsdENoYWluEisudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXF1ZXN0GiwudG9sbGdhdGUuYmlsbGluZy52MS5TZXREZWZhdWx0Q2hhaW5SZXNwb25zZRJaCglMaXN0VXNhZ2USJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlcXVlc3QaJi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RVc2FnZVJlc3BvbnNlElEKBkNyZWRpdBIiLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuQ3JlZGl0UmVzcG9uc2USTgoFUXVvdGUSIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlF1b3RlUmVxdWVzdBoiLnRvbGxnYXRlLmJpbGxpbmcudjEuUXVvdGVSZXNwb25zZRJLCgRIb2xkEiAudG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkUmVxdWVzdBohLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFJlc3BvbnNlElEKBlNldHRsZRIiLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVxdWVzdBojLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0dGxlUmVzcG9uc2USVAoHUmVsZWFzZRIjLnRvbGxnYXRlLmJpbGxpbmcudjEuUmVsZWFzZVJlcXVlc3QaJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlbGVhc2VSZXNwb25zZRJ4ChNHZXREZXBvc2l0QWRkcmVzc2VzEi8udG9sbGdhdGUuYmlsbGluZy52MS5HZXREZXBvc2l0QWRkcmVzc2VzUmVxdWVzdBowLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0RGVwb3NpdEFkZHJlc3Nlc1Jlc3BvbnNlEmMKDExpc3REZXBvc2l0cxIoLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdERlcG9zaXRzUmVxdWVzdBopLnRvbGxnYXRlLmJpbGxpbmcudjEuTGlzdERlcG9zaXRzUmVzcG9uc2USVwoIV2l0aGRyYXcSJC50b2xsZ2F0ZS5iaWxsaW5nLnYxLldpdGhkcmF3UmVxdWVzdBolLnRvbGxnYXRlLmJpbGxpbmcudjEuV2l0aGRyYXdSZXNwb25zZRJsCg9MaXN0V2l0aGRyYXdhbHMSKy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RXaXRoZHJhd2Fsc1JlcXVlc3QaLC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3RXaXRoZHJhd2Fsc1Jlc3BvbnNlEnsKFEdldFNldHRsZW1lbnRCYWNrbG9nEjAudG9sbGdhdGUuYmlsbGluZy52MS5HZXRTZXR0bGVtZW50QmFja2xvZ1JlcXVlc3QaMS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldFNldHRsZW1lbnRCYWNrbG9nUmVzcG9uc2USbwoQUmVxdWVzdFRlc3RGdW5kcxIsLnRvbGxnYXRlLmJpbGxpbmcudjEuUmVxdWVzdFRlc3RGdW5kc1JlcXVlc3QaLS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlcXVlc3RUZXN0RnVuZHNSZXNwb25zZRJpCg5QcmVwYXJlRnVuZGluZxIqLnRvbGxnYXRlLmJpbGxpbmcudjEuUHJlcGFyZUZ1bmRpbmdSZXF1ZXN0GisudG9sbGdhdGUuYmlsbGluZy52MS5QcmVwYXJlRnVuZGluZ1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiF0b2xsZ2F0ZS9iaWxsaW5nL3YxL2JpbGxpbmcucHJvdG8SE3RvbGxnYXRlLmJpbGxpbmcudjEiMAoaR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCSJgCg5EZXBvc2l0QWRkcmVzcxIpCgVjaGFpbhgBIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SDwoHYWRkcmVzcxgCIAEoCRISCgp0ZXN0X2Z1bmRzGAMgASgIImkKG0dldERlcG9zaXRBZGRyZXNzZXNSZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEjYKCWFkZHJlc3NlcxgCIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuRGVwb3NpdEFkZHJlc3MiPAoTTGlzdERlcG9zaXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSLWAQoHRGVwb3NpdBINCgVjaGFpbhgBIAEoCRIPCgd0eF9oYXNoGAIgASgJEg0KBWluZGV4GAMgASgFEhAKCHBvc2l0aW9uGAQgASgDEhQKDGZyb21fYWRkcmVzcxgFIAEoCRISCgp0b19hZGRyZXNzGAYgASgJEhYKDm9uY2hhaW5fYW1vdW50GAcgASgJEg4KBmFtb3VudBgIIAEoAxIQCghjcmVkaXRlZBgJIAEoCBImCgJhdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiRgoUTGlzdERlcG9zaXRzUmVzcG9uc2USLgoIZGVwb3NpdHMYASADKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkRlcG9zaXQibwoPV2l0aGRyYXdSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDEhIKCnRvX2FkZHJlc3MYBCABKAkSFQoNd2l0aGRyYXdhbF9pZBgFIAEoCSKbAgoKV2l0aGRyYXdhbBIKCgJpZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEg0KBWNoYWluGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDgoGYW1vdW50GAUgASgDEjMKBnN0YXR1cxgGIAEoDjIjLnRvbGxnYXRlLmJpbGxpbmcudjEuVHJhbnNmZXJTdGF0dXMSDwoHdHhfaGFzaBgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb25maXJtZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYCiABKAkidgoQV2l0aGRyYXdSZXNwb25zZRIzCgp3aXRoZHJhd2FsGAEgASgLMh8udG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd2FsEi0KB2JhbGFuY2UYAiABKAsyHC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkJhbGFuY2UiUwoWTGlzdFdpdGhkcmF3YWxzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImgKF0xpc3RXaXRoZHJhd2Fsc1Jlc3BvbnNlEjQKC3dpdGhkcmF3YWxzGAEgAygLMh8udG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd2FsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIdChtHZXRTZXR0bGVtZW50QmFja2xvZ1JlcXVlc3Qi0QIKDENoYWluQmFja2xvZxINCgVjaGFpbhgBIAEoCRIXCg91bmJhdGNoZWRfY2FsbHMYAiABKAMSGAoQdW5iYXRjaGVkX2Ftb3VudBgDIAEoAxIYChBvcGVuX3NldHRsZW1lbnRzGAQgASgDEh4KFm9wZW5fc2V0dGxlbWVudF9hbW91bnQYBSABKAMSGAoQb3Blbl93aXRoZHJhd2FscxgGIAEoAxIeChZvcGVuX3dpdGhkcmF3YWxfYW1vdW50GAcgASgDEioKBm9sZGVzdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKbGFzdF9lcnJvchgJIAEoCRIXCg9zZXR0bGVkX29uY2hhaW4YCiABKAMSGAoQc2V0dGxlZF9vZmZjaGFpbhgLIAEoAxIYChB0cmVhc3VyeV9hZGRyZXNzGAwgASgJIlEKHEdldFNldHRsZW1lbnRCYWNrbG9nUmVzcG9uc2USMQoGY2hhaW5zGAEgAygLMiEudG9sbGdhdGUuYmlsbGluZy52MS5DaGFpbkJhY2tsb2ciOgoFQXNzZXQSDgoGc3ltYm9sGAEgASgJEhAKCGRlY2ltYWxzGAIgASgFEg8KB2FkZHJlc3MYAyABKAkilwEKBUNoYWluEgoKAmlkGAEgASgJEjAKBmZhbWlseRgCIAEoDjIgLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW5GYW1pbHkSKQoFYXNzZXQYAyABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkFzc2V0Eg8KB2VuYWJsZWQYBCABKAgSFAoMZXZtX2NoYWluX2lkGAUgASgEIs0CCg5UZXh0TW9kZWxQcmljZRINCgVtb2RlbBgBIAEoCRIWCg5pbnB1dF9wZXJfbXRvaxgCIAEoAxIXCg9vdXRwdXRfcGVyX210b2sYAyABKAMSGwoTY2FjaGVfcmVhZF9wZXJfbXRvaxgEIAEoAxIfChdjYWNoZV93cml0ZV81bV9wZXJfbXRvaxgFIAEoAxIfChdjYWNoZV93cml0ZV8xaF9wZXJfbXRvaxgGIAEoAxIZChFtYXhfb3V0cHV0X3Rva2VucxgHIAEoBRIsCgRmYXN0GAggASgLMh4udG9sbGdhdGUuYmlsbGluZy52MS5UZXh0UmF0ZXMSOwoJcmVzaWRlbmN5GAkgAygLMigudG9sbGdhdGUuYmlsbGluZy52MS5SZXNpZGVuY3lNdWx0aXBsaWVyEhYKDmNvbnRleHRfd2luZG93GAogASgFIpsBCglUZXh0UmF0ZXMSFgoOaW5wdXRfcGVyX210b2sYASABKAMSFwoPb3V0cHV0X3Blcl9tdG9rGAIgASgDEhsKE2NhY2hlX3JlYWRfcGVyX210b2sYAyABKAMSHwoXY2FjaGVfd3JpdGVfNW1fcGVyX210b2sYBCABKAMSHwoXY2FjaGVfd3JpdGVfMWhfcGVyX210b2sYBSABKAMiOQoTUmVzaWRlbmN5TXVsdGlwbGllchILCgNnZW8YASABKAkSFQoNbXVsdGlwbGllcl9icBgCIAEoBSJECg9TZXJ2ZXJUb29sUHJpY2USDAoEdG9vbBgBIAEoCRIVCg1wcmljZV9wZXJfdXNlGAIgASgDEgwKBG5vdGUYAyABKAkiSAoNQ2F0YWxvZ1NvdXJjZRIPCgd2ZXJzaW9uGAEgASgJEg4KBnNvdXJjZRgCIAEoCRIWCg5lZmZlY3RpdmVfZGF0ZRgDIAEoCSI3Cg5JbWFnZVNpemVQcmljZRIMCgRzaXplGAEgASgJEhcKD3ByaWNlX3Blcl9pbWFnZRgCIAEoAyJUCg9JbWFnZU1vZGVsUHJpY2USDQoFbW9kZWwYASABKAkSMgoFc2l6ZXMYAiADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlU2l6ZVByaWNlIhMKEUdldFByaWNpbmdSZXF1ZXN0IogDChJHZXRQcmljaW5nUmVzcG9uc2USOAoLdGV4dF9tb2RlbHMYASADKAsyIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRNb2RlbFByaWNlEjoKDGltYWdlX21vZGVscxgCIAMoCzIkLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VNb2RlbFByaWNlEioKBmNoYWlucxgDIAMoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuQ2hhaW4SFQoNZGVmYXVsdF9jaGFpbhgEIAEoCRIzCgdjYXRhbG9nGAUgASgLMiIudG9sbGdhdGUuYmlsbGluZy52MS5DYXRhbG9nU291cmNlEjoKDHNlcnZlcl90b29scxgGIAMoCzIkLnRvbGxnYXRlLmJpbGxpbmcudjEuU2VydmVyVG9vbFByaWNlEiMKG3dlYl9zZWFyY2hfZGVmYXVsdF9tYXhfdXNlcxgHIAEoBRIjChtzZXJ2ZXJfdG9vbF9pdGVyYXRpb25fbGltaXQYCCABKAUijgEKB0JhbGFuY2USKQoFY2hhaW4YASABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYWluEhYKDmNyZWRpdHNfcG9zdGVkGAIgASgDEhUKDWRlYml0c19wb3N0ZWQYAyABKAMSFgoOZGViaXRzX3BlbmRpbmcYBCABKAMSEQoJYXZhaWxhYmxlGAUgASgDIigKEkdldEJhbGFuY2VzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJInAKE0dldEJhbGFuY2VzUmVzcG9uc2USEgoKYWNjb3VudF9pZBgBIAEoCRIVCg1kZWZhdWx0X2NoYWluGAIgASgJEi4KCGJhbGFuY2VzGAMgAygLMhwudG9sbGdhdGUuYmlsbGluZy52MS5CYWxhbmNlIjsKFlNldERlZmF1bHRDaGFpblJlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRINCgVjaGFpbhgCIAEoCSJEChdTZXREZWZhdWx0Q2hhaW5SZXNwb25zZRISCgphY2NvdW50X2lkGAEgASgJEhUKDWRlZmF1bHRfY2hhaW4YAiABKAkixAIKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh0KFWNhY2hlX3dyaXRlXzVtX3Rva2VucxgDIAEoAxIdChVjYWNoZV93cml0ZV8xaF90b2tlbnMYBCABKAMSGQoRY2FjaGVfcmVhZF90b2tlbnMYBSABKAMSDgoGaW1hZ2VzGAYgASgFEhsKE3dlYl9zZWFyY2hfcmVxdWVzdHMYByABKAMSGgoSd2ViX2ZldGNoX3JlcXVlc3RzGAggASgDEg0KBXNwZWVkGAkgASgJEhUKDWluZmVyZW5jZV9nZW8YCiABKAkSNwoKaXRlcmF0aW9ucxgLIAMoCzIjLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2VJdGVyYXRpb24SDQoFbW9kZWwYDCABKAkiswEKDlVzYWdlSXRlcmF0aW9uEgwKBHR5cGUYASABKAkSDQoFbW9kZWwYAiABKAkSFAoMaW5wdXRfdG9rZW5zGAMgASgDEhUKDW91dHB1dF90b2tlbnMYBCABKAMSHQoVY2FjaGVfd3JpdGVfNW1fdG9rZW5zGAUgASgDEh0KFWNhY2hlX3dyaXRlXzFoX3Rva2VucxgGIAEoAxIZChFjYWNoZV9yZWFkX3Rva2VucxgHIAEoAyLFAQoKQ2hhcmdlTGluZRIMCgRraW5kGAEgASgJEgwKBHBhc3MYAiABKAkSDQoFbW9kZWwYAyABKAkSKgoGdG9rZW5zGAQgASgLMhoudG9sbGdhdGUuYmlsbGluZy52MS5Vc2FnZRIQCghxdWFudGl0eRgFIAEoAxINCgVzcGVlZBgGIAEoCRIVCg1tdWx0aXBsaWVyX2JwGAcgASgFEhMKC2Ftb3VudF9waWNvGAggASgDEhMKC2Rlc2NyaXB0aW9uGAkgASgJIrwECghVc2FnZVJvdxIPCgdob2xkX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEhIKCmltYWdlX3NpemUYBSABKAkSDQoFY2hhaW4YBiABKAkSLwoGc3RhdHVzGAcgASgOMh8udG9sbGdhdGUuYmlsbGluZy52MS5Ib2xkU3RhdHVzEhMKC2hlbGRfYW1vdW50GAggASgDEg4KBmFtb3VudBgJIAEoAxIpCgV1c2FnZRgKIAEoCzIaLnRvbGxnYXRlLmJpbGxpbmcudjEuVXNhZ2USLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVzb2x2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEkAKEXNldHRsZW1lbnRfc3RhdHVzGA0gASgOMiUudG9sbGdhdGUuYmlsbGluZy52MS5TZXR0bGVtZW50U3RhdHVzEhoKEnNldHRsZW1lbnRfdHhfaGFzaBgOIAEoCRIhChlzZXR0bGVtZW50X29uY2hhaW5fYW1vdW50GA8gASgDEiIKGnNldHRsZW1lbnRfb2ZmY2hhaW5fYW1vdW50GBAgASgDEjAKB2NoYXJnZXMYESADKAsyHy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNoYXJnZUxpbmUSEAoIdW5wcmljZWQYEiADKAkiTQoQTGlzdFVzYWdlUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlkKEUxpc3RVc2FnZVJlc3BvbnNlEisKBHJvd3MYASADKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlUm93EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlCg1DcmVkaXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSDQoFY2hhaW4YAiABKAkSDgoGYW1vdW50GAMgASgDEg4KBnJlYXNvbhgEIAEoCRIRCgljcmVkaXRfaWQYBSABKAkiUQoOQ3JlZGl0UmVzcG9uc2USEAoIZW50cnlfaWQYASABKAkSLQoHYmFsYW5jZRgCIAEoCzIcLnRvbGxnYXRlLmJpbGxpbmcudjEuQmFsYW5jZSK3AgoIVGV4dENhbGwSDQoFbW9kZWwYASABKAkSFAoMaW5wdXRfdG9rZW5zGAIgASgDEhIKCm1heF90b2tlbnMYAyABKAMSDQoFc3BlZWQYBCABKAkSFQoNaW5mZXJlbmNlX2dlbxgFIAEoCRIYChBzZXJ2ZXJfdG9vbF9sb29wGAYgASgIEhsKE3dlYl9zZWFyY2hfbWF4X3VzZXMYByABKAMSMQoHYWR2aXNvchgIIAEoCzIgLnRvbGxnYXRlLmJpbGxpbmcudjEuQWR2aXNvckNhbGwSEgoKY29tcGFjdGlvbhgJIAEoCBI0CglmYWxsYmFja3MYCiADKAsyIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkZhbGxiYWNrQ2FsbBIYChBkZWZhdWx0X2ZhbGxiYWNrGAsgASgIIkIKC0Fkdmlzb3JDYWxsEg0KBW1vZGVsGAEgASgJEhIKCm1heF90b2tlbnMYAiABKAMSEAoIbWF4X3VzZXMYAyABKAMiQAoMRmFsbGJhY2tDYWxsEg0KBW1vZGVsGAEgASgJEhIKCm1heF90b2tlbnMYAiABKAMSDQoFc3BlZWQYAyABKAkiNwoJSW1hZ2VDYWxsEg0KBW1vZGVsGAEgASgJEgwKBHNpemUYAiABKAkSDQoFY291bnQYAyABKAUimQEKDFF1b3RlUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEi0KBHRleHQYAyABKAsyHS50b2xsZ2F0ZS5iaWxsaW5nLnYxLlRleHRDYWxsSAASLwoFaW1hZ2UYBCABKAsyHi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkltYWdlQ2FsbEgAQgYKBGNhbGwiLgoNUXVvdGVSZXNwb25zZRINCgVjaGFpbhgBIAEoCRIOCgZhbW91bnQYAiABKAMi4QEKBEhvbGQSCgoCaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg0KBWNoYWluGAQgASgJEg4KBmFtb3VudBgFIAEoAxIvCgZzdGF0dXMYBiABKA4yHy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRTdGF0dXMSFgoOc2V0dGxlZF9hbW91bnQYByABKAMSDQoFbW9kZWwYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivAEKC0hvbGRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDQoFY2hhaW4YBCABKAkSLQoEdGV4dBgFIAEoCzIdLnRvbGxnYXRlLmJpbGxpbmcudjEuVGV4dENhbGxIABIvCgVpbWFnZRgGIAEoCzIeLnRvbGxnYXRlLmJpbGxpbmcudjEuSW1hZ2VDYWxsSABCBgoEY2FsbCI3CgxIb2xkUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCJLCg1TZXR0bGVSZXF1ZXN0Eg8KB2hvbGRfaWQYASABKAkSKQoFdXNhZ2UYAiABKAsyGi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlVzYWdlIjkKDlNldHRsZVJlc3BvbnNlEicKBGhvbGQYASABKAsyGS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGQiIQoOUmVsZWFzZVJlcXVlc3QSDwoHaG9sZF9pZBgBIAEoCSI6Cg9SZWxlYXNlUmVzcG9uc2USJwoEaG9sZBgBIAEoCzIZLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZCJMChdSZXF1ZXN0VGVzdEZ1bmRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEg4KBmFtb3VudBgDIAEoAyI8ChhSZXF1ZXN0VGVzdEZ1bmRzUmVzcG9uc2USDwoHYWRkcmVzcxgBIAEoCRIPCgd0eF9oYXNoGAIgASgJImAKFVByZXBhcmVGdW5kaW5nUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEg0KBWNoYWluGAIgASgJEhQKDGZyb21fYWRkcmVzcxgDIAEoCRIOCgZhbW91bnQYBCABKAMiRgoWUHJlcGFyZUZ1bmRpbmdSZXNwb25zZRITCgt0cmFuc2FjdGlvbhgBIAEoDBIXCg9kZXBvc2l0X2FkZHJlc3MYAiABKAkqtQEKEFNldHRsZW1lbnRTdGF0dXMSIQodU0VUVExFTUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpTRVRUTEVNRU5UX1NUQVRVU19PRkZDSEFJThABEhwKGFNFVFRMRU1FTlRfU1RBVFVTX1FVRVVFRBACEh8KG1NFVFRMRU1FTlRfU1RBVFVTX1NVQk1JVFRFRBADEh8KG1NFVFRMRU1FTlRfU1RBVFVTX0NPTkZJUk1FRBAEKosBCg5UcmFuc2ZlclN0YXR1cxIfChtUUkFOU0ZFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIaChZUUkFOU0ZFUl9TVEFUVVNfUVVFVUVEEAESHQoZVFJBTlNGRVJfU1RBVFVTX1NVQk1JVFRFRBACEh0KGVRSQU5TRkVSX1NUQVRVU19DT05GSVJNRUQQAypaCgtDaGFpbkZhbWlseRIcChhDSEFJTl9GQU1JTFlfVU5TUEVDSUZJRUQQABIUChBDSEFJTl9GQU1JTFlfRVZNEAESFwoTQ0hBSU5fRkFNSUxZX1NPTEFOQRACKo4BCgpIb2xkU3RhdHVzEhsKF0hPTERfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTSE9MRF9TVEFUVVNfUEVORElORxABEhcKE0hPTERfU1RBVFVTX1NFVFRMRUQQAhIYChRIT0xEX1NUQVRVU19SRUxFQVNFRBADEhcKE0hPTERfU1RBVFVTX0VYUElSRUQQBDKzDAoOQmlsbGluZ1NlcnZpY2USXQoKR2V0UHJpY2luZxImLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0UHJpY2luZ1JlcXVlc3QaJy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldFByaWNpbmdSZXNwb25zZRJgCgtHZXRCYWxhbmNlcxInLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0QmFsYW5jZXNSZXF1ZXN0GigudG9sbGdhdGUuYmlsbGluZy52MS5HZXRCYWxhbmNlc1Jlc3BvbnNlEmwKD1NldERlZmF1bHRDaGFpbhIrLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0RGVmYXVsdENoYWluUmVxdWVzdBosLnRvbGxnYXRlLmJpbGxpbmcudjEuU2V0RGVmYXVsdENoYWluUmVzcG9uc2USWgoJTGlzdFVzYWdlEiUudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0VXNhZ2VSZXF1ZXN0GiYudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0VXNhZ2VSZXNwb25zZRJRCgZDcmVkaXQSIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNyZWRpdFJlcXVlc3QaIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLkNyZWRpdFJlc3BvbnNlEk4KBVF1b3RlEiEudG9sbGdhdGUuYmlsbGluZy52MS5RdW90ZVJlcXVlc3QaIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlF1b3RlUmVzcG9uc2USSwoESG9sZBIgLnRvbGxnYXRlLmJpbGxpbmcudjEuSG9sZFJlcXVlc3QaIS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkhvbGRSZXNwb25zZRJRCgZTZXR0bGUSIi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldHRsZVJlcXVlc3QaIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlNldHRsZVJlc3BvbnNlElQKB1JlbGVhc2USIy50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlbGVhc2VSZXF1ZXN0GiQudG9sbGdhdGUuYmlsbGluZy52MS5SZWxlYXNlUmVzcG9uc2USeAoTR2V0RGVwb3NpdEFkZHJlc3NlcxIvLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0RGVwb3NpdEFkZHJlc3Nlc1JlcXVlc3QaMC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkdldERlcG9zaXRBZGRyZXNzZXNSZXNwb25zZRJjCgxMaXN0RGVwb3NpdHMSKC50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3REZXBvc2l0c1JlcXVlc3QaKS50b2xsZ2F0ZS5iaWxsaW5nLnYxLkxpc3REZXBvc2l0c1Jlc3BvbnNlElcKCFdpdGhkcmF3EiQudG9sbGdhdGUuYmlsbGluZy52MS5XaXRoZHJhd1JlcXVlc3QaJS50b2xsZ2F0ZS5iaWxsaW5nLnYxLldpdGhkcmF3UmVzcG9uc2USbAoPTGlzdFdpdGhkcmF3YWxzEisudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0V2l0aGRyYXdhbHNSZXF1ZXN0GiwudG9sbGdhdGUuYmlsbGluZy52MS5MaXN0V2l0aGRyYXdhbHNSZXNwb25zZRJ7ChRHZXRTZXR0bGVtZW50QmFja2xvZxIwLnRvbGxnYXRlLmJpbGxpbmcudjEuR2V0U2V0dGxlbWVudEJhY2tsb2dSZXF1ZXN0GjEudG9sbGdhdGUuYmlsbGluZy52MS5HZXRTZXR0bGVtZW50QmFja2xvZ1Jlc3BvbnNlEm8KEFJlcXVlc3RUZXN0RnVuZHMSLC50b2xsZ2F0ZS5iaWxsaW5nLnYxLlJlcXVlc3RUZXN0RnVuZHNSZXF1ZXN0Gi0udG9sbGdhdGUuYmlsbGluZy52MS5SZXF1ZXN0VGVzdEZ1bmRzUmVzcG9uc2USaQoOUHJlcGFyZUZ1bmRpbmcSKi50b2xsZ2F0ZS5iaWxsaW5nLnYxLlByZXBhcmVGdW5kaW5nUmVxdWVzdBorLnRvbGxnYXRlLmJpbGxpbmcudjEuUHJlcGFyZUZ1bmRpbmdSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message tollgate.billing.v1.GetDepositAddressesRequest
@@ -660,6 +660,31 @@ export type TextModelPrice = Message<"tollgate.billing.v1.TextModelPrice"> & {
    * @generated from field: int32 max_output_tokens = 7;
    */
   maxOutputTokens: number;
+
+  /**
+   * Fast mode (`speed: "fast"`): the model's rates at fast speed, per 1,000,000 tokens; unset
+   * when the model does not offer fast mode (the gateway then refuses `speed: "fast"`). Prompt
+   * caching multipliers apply on top of them, as on the standard rates.
+   *
+   * @generated from field: tollgate.billing.v1.TextRates fast = 8;
+   */
+  fast?: TextRates | undefined;
+
+  /**
+   * Data residency: the multiplier `inference_geo` applies to every token rate, per geo. Empty
+   * when the model does not take `inference_geo` (the gateway refuses the field then).
+   *
+   * @generated from field: repeated tollgate.billing.v1.ResidencyMultiplier residency = 9;
+   */
+  residency: ResidencyMultiplier[];
+
+  /**
+   * The model's context window: with a server tool, each sampling iteration reads at most this
+   * many input tokens, so the worst case counts it once per iteration.
+   *
+   * @generated from field: int32 context_window = 10;
+   */
+  contextWindow: number;
 };
 
 /**
@@ -668,6 +693,143 @@ export type TextModelPrice = Message<"tollgate.billing.v1.TextModelPrice"> & {
  */
 export const TextModelPriceSchema: GenMessage<TextModelPrice> = /*@__PURE__*/
   messageDesc(file_tollgate_billing_v1_billing, 16);
+
+/**
+ * One set of token rates, integer micro-dollars per 1,000,000 tokens.
+ *
+ * @generated from message tollgate.billing.v1.TextRates
+ */
+export type TextRates = Message<"tollgate.billing.v1.TextRates"> & {
+  /**
+   * @generated from field: int64 input_per_mtok = 1;
+   */
+  inputPerMtok: bigint;
+
+  /**
+   * @generated from field: int64 output_per_mtok = 2;
+   */
+  outputPerMtok: bigint;
+
+  /**
+   * @generated from field: int64 cache_read_per_mtok = 3;
+   */
+  cacheReadPerMtok: bigint;
+
+  /**
+   * @generated from field: int64 cache_write_5m_per_mtok = 4;
+   */
+  cacheWrite5mPerMtok: bigint;
+
+  /**
+   * @generated from field: int64 cache_write_1h_per_mtok = 5;
+   */
+  cacheWrite1hPerMtok: bigint;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.TextRates.
+ * Use `create(TextRatesSchema)` to create a new message.
+ */
+export const TextRatesSchema: GenMessage<TextRates> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 17);
+
+/**
+ * What `inference_geo: <geo>` multiplies a model's token rates by.
+ *
+ * @generated from message tollgate.billing.v1.ResidencyMultiplier
+ */
+export type ResidencyMultiplier = Message<"tollgate.billing.v1.ResidencyMultiplier"> & {
+  /**
+   * e.g. `us`.
+   *
+   * @generated from field: string geo = 1;
+   */
+  geo: string;
+
+  /**
+   * In basis points: 11000 is ×1.1.
+   *
+   * @generated from field: int32 multiplier_bp = 2;
+   */
+  multiplierBp: number;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ResidencyMultiplier.
+ * Use `create(ResidencyMultiplierSchema)` to create a new message.
+ */
+export const ResidencyMultiplierSchema: GenMessage<ResidencyMultiplier> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 18);
+
+/**
+ * A server tool the provider runs inside the call, and its fee on top of tokens.
+ *
+ * @generated from message tollgate.billing.v1.ServerToolPrice
+ */
+export type ServerToolPrice = Message<"tollgate.billing.v1.ServerToolPrice"> & {
+  /**
+   * `web_search` or `web_fetch`.
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * Integer micro-dollars per use (0: tokens only).
+   *
+   * @generated from field: int64 price_per_use = 2;
+   */
+  pricePerUse: bigint;
+
+  /**
+   * How uses are counted, in words (e.g. "failed searches are free").
+   *
+   * @generated from field: string note = 3;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ServerToolPrice.
+ * Use `create(ServerToolPriceSchema)` to create a new message.
+ */
+export const ServerToolPriceSchema: GenMessage<ServerToolPrice> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 19);
+
+/**
+ * Where the catalog's prices come from.
+ *
+ * @generated from message tollgate.billing.v1.CatalogSource
+ */
+export type CatalogSource = Message<"tollgate.billing.v1.CatalogSource"> & {
+  /**
+   * e.g. `2026-11-24.1`.
+   *
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * The published page (or operator file) the prices were taken from.
+   *
+   * @generated from field: string source = 2;
+   */
+  source: string;
+
+  /**
+   * The day the prices took effect (YYYY-MM-DD).
+   *
+   * @generated from field: string effective_date = 3;
+   */
+  effectiveDate: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.CatalogSource.
+ * Use `create(CatalogSourceSchema)` to create a new message.
+ */
+export const CatalogSourceSchema: GenMessage<CatalogSource> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 20);
 
 /**
  * The price of one delivered image of a given size.
@@ -695,7 +857,7 @@ export type ImageSizePrice = Message<"tollgate.billing.v1.ImageSizePrice"> & {
  * Use `create(ImageSizePriceSchema)` to create a new message.
  */
 export const ImageSizePriceSchema: GenMessage<ImageSizePrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 17);
+  messageDesc(file_tollgate_billing_v1_billing, 21);
 
 /**
  * Prices of one image model. A size the model does not offer is absent.
@@ -721,7 +883,7 @@ export type ImageModelPrice = Message<"tollgate.billing.v1.ImageModelPrice"> & {
  * Use `create(ImageModelPriceSchema)` to create a new message.
  */
 export const ImageModelPriceSchema: GenMessage<ImageModelPrice> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 18);
+  messageDesc(file_tollgate_billing_v1_billing, 22);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingRequest
@@ -734,7 +896,7 @@ export type GetPricingRequest = Message<"tollgate.billing.v1.GetPricingRequest">
  * Use `create(GetPricingRequestSchema)` to create a new message.
  */
 export const GetPricingRequestSchema: GenMessage<GetPricingRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 19);
+  messageDesc(file_tollgate_billing_v1_billing, 23);
 
 /**
  * @generated from message tollgate.billing.v1.GetPricingResponse
@@ -763,6 +925,37 @@ export type GetPricingResponse = Message<"tollgate.billing.v1.GetPricingResponse
    * @generated from field: string default_chain = 4;
    */
   defaultChain: string;
+
+  /**
+   * Which catalog this is.
+   *
+   * @generated from field: tollgate.billing.v1.CatalogSource catalog = 5;
+   */
+  catalog?: CatalogSource | undefined;
+
+  /**
+   * Fees of the server tools the gateway lets through (code execution is refused: the provider
+   * bills it by container time, which it does not report per call).
+   *
+   * @generated from field: repeated tollgate.billing.v1.ServerToolPrice server_tools = 6;
+   */
+  serverTools: ServerToolPrice[];
+
+  /**
+   * A `web_search` tool without `max_uses` is sent with this cap (listed in
+   * `x-gateway-repaired-params`): it bounds the call's worst case.
+   *
+   * @generated from field: int32 web_search_default_max_uses = 7;
+   */
+  webSearchDefaultMaxUses: number;
+
+  /**
+   * The provider's limit on sampling iterations in one call with server tools: the hold counts
+   * every iteration's input.
+   *
+   * @generated from field: int32 server_tool_iteration_limit = 8;
+   */
+  serverToolIterationLimit: number;
 };
 
 /**
@@ -770,7 +963,7 @@ export type GetPricingResponse = Message<"tollgate.billing.v1.GetPricingResponse
  * Use `create(GetPricingResponseSchema)` to create a new message.
  */
 export const GetPricingResponseSchema: GenMessage<GetPricingResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 20);
+  messageDesc(file_tollgate_billing_v1_billing, 24);
 
 /**
  * An account's funds on one chain. available = credits_posted − debits_posted − debits_pending.
@@ -811,7 +1004,7 @@ export type Balance = Message<"tollgate.billing.v1.Balance"> & {
  * Use `create(BalanceSchema)` to create a new message.
  */
 export const BalanceSchema: GenMessage<Balance> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 21);
+  messageDesc(file_tollgate_billing_v1_billing, 25);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesRequest
@@ -830,7 +1023,7 @@ export type GetBalancesRequest = Message<"tollgate.billing.v1.GetBalancesRequest
  * Use `create(GetBalancesRequestSchema)` to create a new message.
  */
 export const GetBalancesRequestSchema: GenMessage<GetBalancesRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 22);
+  messageDesc(file_tollgate_billing_v1_billing, 26);
 
 /**
  * @generated from message tollgate.billing.v1.GetBalancesResponse
@@ -857,7 +1050,7 @@ export type GetBalancesResponse = Message<"tollgate.billing.v1.GetBalancesRespon
  * Use `create(GetBalancesResponseSchema)` to create a new message.
  */
 export const GetBalancesResponseSchema: GenMessage<GetBalancesResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 23);
+  messageDesc(file_tollgate_billing_v1_billing, 27);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainRequest
@@ -883,7 +1076,7 @@ export type SetDefaultChainRequest = Message<"tollgate.billing.v1.SetDefaultChai
  * Use `create(SetDefaultChainRequestSchema)` to create a new message.
  */
 export const SetDefaultChainRequestSchema: GenMessage<SetDefaultChainRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 24);
+  messageDesc(file_tollgate_billing_v1_billing, 28);
 
 /**
  * @generated from message tollgate.billing.v1.SetDefaultChainResponse
@@ -905,7 +1098,7 @@ export type SetDefaultChainResponse = Message<"tollgate.billing.v1.SetDefaultCha
  * Use `create(SetDefaultChainResponseSchema)` to create a new message.
  */
 export const SetDefaultChainResponseSchema: GenMessage<SetDefaultChainResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 25);
+  messageDesc(file_tollgate_billing_v1_billing, 29);
 
 /**
  * What one call delivered (or, in a quote, may deliver).
@@ -946,6 +1139,49 @@ export type Usage = Message<"tollgate.billing.v1.Usage"> & {
    * @generated from field: int32 images = 6;
    */
   images: number;
+
+  /**
+   * Text calls, below: what the provider reported beyond the four token counts. On a usage row
+   * the token counts above are the sum over every charged sampling pass (advisor and compaction
+   * passes included); `charges` prices each pass.
+   *
+   * @generated from field: int64 web_search_requests = 7;
+   */
+  webSearchRequests: bigint;
+
+  /**
+   * @generated from field: int64 web_fetch_requests = 8;
+   */
+  webFetchRequests: bigint;
+
+  /**
+   * `standard` or `fast` (empty: standard).
+   *
+   * @generated from field: string speed = 9;
+   */
+  speed: string;
+
+  /**
+   * Where inference ran, e.g. `global` or `us` (empty: global).
+   *
+   * @generated from field: string inference_geo = 10;
+   */
+  inferenceGeo: string;
+
+  /**
+   * The provider's per-pass record (`usage.iterations`), when it sent one. Each pass is priced at
+   * its own model's rates; when empty, the counts above are priced at `model`.
+   *
+   * @generated from field: repeated tollgate.billing.v1.UsageIteration iterations = 11;
+   */
+  iterations: UsageIteration[];
+
+  /**
+   * The model that served the call, as a gateway id (empty: the model the call was held for).
+   *
+   * @generated from field: string model = 12;
+   */
+  model: string;
 };
 
 /**
@@ -953,7 +1189,140 @@ export type Usage = Message<"tollgate.billing.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 26);
+  messageDesc(file_tollgate_billing_v1_billing, 30);
+
+/**
+ * One sampling pass of a call, as the provider reported it.
+ *
+ * @generated from message tollgate.billing.v1.UsageIteration
+ */
+export type UsageIteration = Message<"tollgate.billing.v1.UsageIteration"> & {
+  /**
+   * `message`, `compaction`, `advisor_message` or `fallback_message`.
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * A gateway model id (empty: the call's model).
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * @generated from field: int64 input_tokens = 3;
+   */
+  inputTokens: bigint;
+
+  /**
+   * @generated from field: int64 output_tokens = 4;
+   */
+  outputTokens: bigint;
+
+  /**
+   * @generated from field: int64 cache_write_5m_tokens = 5;
+   */
+  cacheWrite5mTokens: bigint;
+
+  /**
+   * @generated from field: int64 cache_write_1h_tokens = 6;
+   */
+  cacheWrite1hTokens: bigint;
+
+  /**
+   * @generated from field: int64 cache_read_tokens = 7;
+   */
+  cacheReadTokens: bigint;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.UsageIteration.
+ * Use `create(UsageIterationSchema)` to create a new message.
+ */
+export const UsageIterationSchema: GenMessage<UsageIteration> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 31);
+
+/**
+ * One line of a call's charge. The lines add up to the charge before its single rounding up to
+ * ledger units, so their sum can be a fraction of a unit below `UsageRow.amount`.
+ *
+ * @generated from message tollgate.billing.v1.ChargeLine
+ */
+export type ChargeLine = Message<"tollgate.billing.v1.ChargeLine"> & {
+  /**
+   * `tokens` (one sampling pass, or the whole call when the provider sent no per-pass record),
+   * `web_search` or `web_fetch`.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Token lines: `message`, `compaction`, `advisor`, `fallback`, or `declined` (an attempt that
+   * declined before any output: listed, not charged).
+   *
+   * @generated from field: string pass = 2;
+   */
+  pass: string;
+
+  /**
+   * Token lines: the gateway model whose rates priced it.
+   *
+   * @generated from field: string model = 3;
+   */
+  model: string;
+
+  /**
+   * Token lines: the counts; other lines: unset.
+   *
+   * @generated from field: tollgate.billing.v1.Usage tokens = 4;
+   */
+  tokens?: Usage | undefined;
+
+  /**
+   * web_search / web_fetch: how many.
+   *
+   * @generated from field: int64 quantity = 5;
+   */
+  quantity: bigint;
+
+  /**
+   * Token lines: `fast` when fast-mode rates applied.
+   *
+   * @generated from field: string speed = 6;
+   */
+  speed: string;
+
+  /**
+   * Token lines: the residency multiplier applied, in basis points (10000 = none).
+   *
+   * @generated from field: int32 multiplier_bp = 7;
+   */
+  multiplierBp: number;
+
+  /**
+   * This line's price in pico-dollars (10^-12 $), rounded up to a whole pico-dollar.
+   *
+   * @generated from field: int64 amount_pico = 8;
+   */
+  amountPico: bigint;
+
+  /**
+   * The line in words, e.g. "3 web searches", "Opus 4.8, fast mode ×2, US-only ×1.1".
+   *
+   * @generated from field: string description = 9;
+   */
+  description: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.ChargeLine.
+ * Use `create(ChargeLineSchema)` to create a new message.
+ */
+export const ChargeLineSchema: GenMessage<ChargeLine> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 32);
 
 /**
  * One call as billed.
@@ -1061,6 +1430,22 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
    * @generated from field: int64 settlement_offchain_amount = 16;
    */
   settlementOffchainAmount: bigint;
+
+  /**
+   * How `amount` was reached, line by line (empty unless settled with a charge or a declined
+   * attempt).
+   *
+   * @generated from field: repeated tollgate.billing.v1.ChargeLine charges = 17;
+   */
+  charges: ChargeLine[];
+
+  /**
+   * Usage fields the gateway did not know how to price (e.g. `usage.server_tool_use.foo`): the
+   * call was charged for everything it knew, and the operator was told.
+   *
+   * @generated from field: repeated string unpriced = 18;
+   */
+  unpriced: string[];
 };
 
 /**
@@ -1068,7 +1453,7 @@ export type UsageRow = Message<"tollgate.billing.v1.UsageRow"> & {
  * Use `create(UsageRowSchema)` to create a new message.
  */
 export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 27);
+  messageDesc(file_tollgate_billing_v1_billing, 33);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageRequest
@@ -1101,7 +1486,7 @@ export type ListUsageRequest = Message<"tollgate.billing.v1.ListUsageRequest"> &
  * Use `create(ListUsageRequestSchema)` to create a new message.
  */
 export const ListUsageRequestSchema: GenMessage<ListUsageRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 28);
+  messageDesc(file_tollgate_billing_v1_billing, 34);
 
 /**
  * @generated from message tollgate.billing.v1.ListUsageResponse
@@ -1125,7 +1510,7 @@ export type ListUsageResponse = Message<"tollgate.billing.v1.ListUsageResponse">
  * Use `create(ListUsageResponseSchema)` to create a new message.
  */
 export const ListUsageResponseSchema: GenMessage<ListUsageResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 29);
+  messageDesc(file_tollgate_billing_v1_billing, 35);
 
 /**
  * @generated from message tollgate.billing.v1.CreditRequest
@@ -1170,7 +1555,7 @@ export type CreditRequest = Message<"tollgate.billing.v1.CreditRequest"> & {
  * Use `create(CreditRequestSchema)` to create a new message.
  */
 export const CreditRequestSchema: GenMessage<CreditRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 30);
+  messageDesc(file_tollgate_billing_v1_billing, 36);
 
 /**
  * @generated from message tollgate.billing.v1.CreditResponse
@@ -1194,11 +1579,14 @@ export type CreditResponse = Message<"tollgate.billing.v1.CreditResponse"> & {
  * Use `create(CreditResponseSchema)` to create a new message.
  */
 export const CreditResponseSchema: GenMessage<CreditResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 31);
+  messageDesc(file_tollgate_billing_v1_billing, 37);
 
 /**
- * A text call to price: the worst case is input_tokens at the dearest input-side rate plus the
- * clamped max_tokens at the output rate.
+ * A text call to price. The worst case is, for each attempt (the model, then each fallback),
+ * its input bound at the dearest input-side rate plus its clamped max_tokens at the output
+ * rate, both × the server-tool iteration limit when a server tool can loop; plus the advisor's
+ * and compaction's passes, the residency multiplier, and the web searches' fees. See
+ * docs/billing.md.
  *
  * @generated from message tollgate.billing.v1.TextCall
  */
@@ -1221,6 +1609,64 @@ export type TextCall = Message<"tollgate.billing.v1.TextCall"> & {
    * @generated from field: int64 max_tokens = 3;
    */
   maxTokens: bigint;
+
+  /**
+   * `fast` when the request asks for fast mode; empty or `standard` otherwise.
+   *
+   * @generated from field: string speed = 4;
+   */
+  speed: string;
+
+  /**
+   * The request's `inference_geo`; empty when absent (a provider workspace default may then
+   * apply any geo the model offers, so the dearest is held).
+   *
+   * @generated from field: string inference_geo = 5;
+   */
+  inferenceGeo: string;
+
+  /**
+   * A server tool (web search, web fetch, advisor…) is present: the call may loop up to the
+   * provider's iteration limit.
+   *
+   * @generated from field: bool server_tool_loop = 6;
+   */
+  serverToolLoop: boolean;
+
+  /**
+   * The web search tool's `max_uses` (0: no web search tool).
+   *
+   * @generated from field: int64 web_search_max_uses = 7;
+   */
+  webSearchMaxUses: bigint;
+
+  /**
+   * The advisor tool, when present.
+   *
+   * @generated from field: tollgate.billing.v1.AdvisorCall advisor = 8;
+   */
+  advisor?: AdvisorCall | undefined;
+
+  /**
+   * Compaction (`context_management` with a `compact_*` edit) is on.
+   *
+   * @generated from field: bool compaction = 9;
+   */
+  compaction: boolean;
+
+  /**
+   * The request's `fallbacks` list, in order.
+   *
+   * @generated from field: repeated tollgate.billing.v1.FallbackCall fallbacks = 10;
+   */
+  fallbacks: FallbackCall[];
+
+  /**
+   * `fallbacks: "default"`: the provider picks the fallback, so the dearest model is held.
+   *
+   * @generated from field: bool default_fallback = 11;
+   */
+  defaultFallback: boolean;
 };
 
 /**
@@ -1228,7 +1674,77 @@ export type TextCall = Message<"tollgate.billing.v1.TextCall"> & {
  * Use `create(TextCallSchema)` to create a new message.
  */
 export const TextCallSchema: GenMessage<TextCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 32);
+  messageDesc(file_tollgate_billing_v1_billing, 38);
+
+/**
+ * The advisor tool of a text call.
+ *
+ * @generated from message tollgate.billing.v1.AdvisorCall
+ */
+export type AdvisorCall = Message<"tollgate.billing.v1.AdvisorCall"> & {
+  /**
+   * A gateway model id.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * The tool's `max_tokens` (its output cap per call), clamped to the model's ceiling; 0 = the ceiling.
+   *
+   * @generated from field: int64 max_tokens = 2;
+   */
+  maxTokens: bigint;
+
+  /**
+   * The tool's `max_uses`; 0 = unlimited (bounded by the iteration limit).
+   *
+   * @generated from field: int64 max_uses = 3;
+   */
+  maxUses: bigint;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.AdvisorCall.
+ * Use `create(AdvisorCallSchema)` to create a new message.
+ */
+export const AdvisorCallSchema: GenMessage<AdvisorCall> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 39);
+
+/**
+ * One entry of a text call's `fallbacks`.
+ *
+ * @generated from message tollgate.billing.v1.FallbackCall
+ */
+export type FallbackCall = Message<"tollgate.billing.v1.FallbackCall"> & {
+  /**
+   * A gateway model id.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Its `max_tokens` override; 0 = the call's.
+   *
+   * @generated from field: int64 max_tokens = 2;
+   */
+  maxTokens: bigint;
+
+  /**
+   * Its `speed` override; empty = the call's.
+   *
+   * @generated from field: string speed = 3;
+   */
+  speed: string;
+};
+
+/**
+ * Describes the message tollgate.billing.v1.FallbackCall.
+ * Use `create(FallbackCallSchema)` to create a new message.
+ */
+export const FallbackCallSchema: GenMessage<FallbackCall> = /*@__PURE__*/
+  messageDesc(file_tollgate_billing_v1_billing, 40);
 
 /**
  * An image call to price: count images at size.
@@ -1261,7 +1777,7 @@ export type ImageCall = Message<"tollgate.billing.v1.ImageCall"> & {
  * Use `create(ImageCallSchema)` to create a new message.
  */
 export const ImageCallSchema: GenMessage<ImageCall> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 33);
+  messageDesc(file_tollgate_billing_v1_billing, 41);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteRequest
@@ -1304,7 +1820,7 @@ export type QuoteRequest = Message<"tollgate.billing.v1.QuoteRequest"> & {
  * Use `create(QuoteRequestSchema)` to create a new message.
  */
 export const QuoteRequestSchema: GenMessage<QuoteRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 34);
+  messageDesc(file_tollgate_billing_v1_billing, 42);
 
 /**
  * @generated from message tollgate.billing.v1.QuoteResponse
@@ -1328,7 +1844,7 @@ export type QuoteResponse = Message<"tollgate.billing.v1.QuoteResponse"> & {
  * Use `create(QuoteResponseSchema)` to create a new message.
  */
 export const QuoteResponseSchema: GenMessage<QuoteResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 35);
+  messageDesc(file_tollgate_billing_v1_billing, 43);
 
 /**
  * A hold on an account's funds for one call.
@@ -1393,7 +1909,7 @@ export type Hold = Message<"tollgate.billing.v1.Hold"> & {
  * Use `create(HoldSchema)` to create a new message.
  */
 export const HoldSchema: GenMessage<Hold> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 36);
+  messageDesc(file_tollgate_billing_v1_billing, 44);
 
 /**
  * @generated from message tollgate.billing.v1.HoldRequest
@@ -1448,7 +1964,7 @@ export type HoldRequest = Message<"tollgate.billing.v1.HoldRequest"> & {
  * Use `create(HoldRequestSchema)` to create a new message.
  */
 export const HoldRequestSchema: GenMessage<HoldRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 37);
+  messageDesc(file_tollgate_billing_v1_billing, 45);
 
 /**
  * @generated from message tollgate.billing.v1.HoldResponse
@@ -1465,7 +1981,7 @@ export type HoldResponse = Message<"tollgate.billing.v1.HoldResponse"> & {
  * Use `create(HoldResponseSchema)` to create a new message.
  */
 export const HoldResponseSchema: GenMessage<HoldResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 38);
+  messageDesc(file_tollgate_billing_v1_billing, 46);
 
 /**
  * @generated from message tollgate.billing.v1.SettleRequest
@@ -1489,7 +2005,7 @@ export type SettleRequest = Message<"tollgate.billing.v1.SettleRequest"> & {
  * Use `create(SettleRequestSchema)` to create a new message.
  */
 export const SettleRequestSchema: GenMessage<SettleRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 39);
+  messageDesc(file_tollgate_billing_v1_billing, 47);
 
 /**
  * @generated from message tollgate.billing.v1.SettleResponse
@@ -1506,7 +2022,7 @@ export type SettleResponse = Message<"tollgate.billing.v1.SettleResponse"> & {
  * Use `create(SettleResponseSchema)` to create a new message.
  */
 export const SettleResponseSchema: GenMessage<SettleResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 40);
+  messageDesc(file_tollgate_billing_v1_billing, 48);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseRequest
@@ -1523,7 +2039,7 @@ export type ReleaseRequest = Message<"tollgate.billing.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 41);
+  messageDesc(file_tollgate_billing_v1_billing, 49);
 
 /**
  * @generated from message tollgate.billing.v1.ReleaseResponse
@@ -1540,7 +2056,7 @@ export type ReleaseResponse = Message<"tollgate.billing.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 42);
+  messageDesc(file_tollgate_billing_v1_billing, 50);
 
 /**
  * @generated from message tollgate.billing.v1.RequestTestFundsRequest
@@ -1573,7 +2089,7 @@ export type RequestTestFundsRequest = Message<"tollgate.billing.v1.RequestTestFu
  * Use `create(RequestTestFundsRequestSchema)` to create a new message.
  */
 export const RequestTestFundsRequestSchema: GenMessage<RequestTestFundsRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 43);
+  messageDesc(file_tollgate_billing_v1_billing, 51);
 
 /**
  * @generated from message tollgate.billing.v1.RequestTestFundsResponse
@@ -1599,7 +2115,7 @@ export type RequestTestFundsResponse = Message<"tollgate.billing.v1.RequestTestF
  * Use `create(RequestTestFundsResponseSchema)` to create a new message.
  */
 export const RequestTestFundsResponseSchema: GenMessage<RequestTestFundsResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 44);
+  messageDesc(file_tollgate_billing_v1_billing, 52);
 
 /**
  * @generated from message tollgate.billing.v1.PrepareFundingRequest
@@ -1637,7 +2153,7 @@ export type PrepareFundingRequest = Message<"tollgate.billing.v1.PrepareFundingR
  * Use `create(PrepareFundingRequestSchema)` to create a new message.
  */
 export const PrepareFundingRequestSchema: GenMessage<PrepareFundingRequest> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 45);
+  messageDesc(file_tollgate_billing_v1_billing, 53);
 
 /**
  * @generated from message tollgate.billing.v1.PrepareFundingResponse
@@ -1664,7 +2180,7 @@ export type PrepareFundingResponse = Message<"tollgate.billing.v1.PrepareFunding
  * Use `create(PrepareFundingResponseSchema)` to create a new message.
  */
 export const PrepareFundingResponseSchema: GenMessage<PrepareFundingResponse> = /*@__PURE__*/
-  messageDesc(file_tollgate_billing_v1_billing, 46);
+  messageDesc(file_tollgate_billing_v1_billing, 54);
 
 /**
  * Where a charged call's onchain settlement stands.

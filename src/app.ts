@@ -121,6 +121,7 @@ export async function buildApp(
       catalog: config.catalog,
       maxCallMs: config.maxCallMs,
       holdSweepIntervalMs: config.holdSweepIntervalMs,
+      webSearchMaxUses: config.webSearchMaxUses,
       inference:
         textUpstream === undefined
           ? undefined

@@ -55,6 +55,8 @@ export interface Config {
   readonly clientPolicy: ClientPolicy;
   /** A gateway `ping` is sent after this long without an event from a streaming provider. */
   readonly streamPingMs: number;
+  /** The `max_uses` a web search tool without one is sent with (it bounds the call's hold). */
+  readonly webSearchMaxUses: number;
   /** Most connections open to the text provider at once; 0 for no limit (one per call in flight). */
   readonly upstreamConnections: number;
   /** Image providers, model routes, upload limits and `url` expiry. */
@@ -174,6 +176,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
+    webSearchMaxUses: integer(env, "TOLLGATE_WEB_SEARCH_MAX_USES", 5, 1, 100),
     upstreamConnections: integer(env, "TOLLGATE_UPSTREAM_CONNECTIONS", 0, 0, 1_000_000),
     images: imagesConfig(env),
     onchain: onchainConfig(env),

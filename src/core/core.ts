@@ -20,6 +20,7 @@ import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
+import { BillingCounters } from "./billing/billing-counters.js";
 import { createBillingService } from "./billing/billing-service.js";
 import { groupedCallBilling } from "./billing/call-billing.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
@@ -35,6 +36,7 @@ import { createHealthService, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
 import type { ImageStore } from "./images/image-store.js";
+import { DEFAULT_WEB_SEARCH_MAX_USES } from "./inference/billable-features.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference, type TextUpstream } from "./inference/text-inference.js";
@@ -52,6 +54,8 @@ export interface CoreDeps {
   readonly chains?: ChainRegistry | undefined;
   /** Prices; the shipped catalog when absent. */
   readonly catalog?: PriceCatalog | undefined;
+  /** The `max_uses` sent for a web search tool that has none; 5 when absent. */
+  readonly webSearchMaxUses?: number | undefined;
   /** The longest a call may run (hold expiry); 15 minutes when absent. */
   readonly maxCallMs?: number | undefined;
   /** How often the hold sweeper runs once started; a minute when absent. */
@@ -103,6 +107,8 @@ export interface Core {
   routerOptionsFor(resolve: CallerResolver): ConnectRouterOptions;
   /** The billing core, for in-process callers (the Inference service). */
   readonly billing: Billing;
+  /** Counts of billing anomalies (unpriced usage, capped charges, missing usage), for metrics. */
+  readonly counters: BillingCounters;
   /** Voids orphaned holds; not started here: the serving process starts and stops it. */
   readonly sweeper: HoldSweeper;
 }
@@ -115,6 +121,8 @@ export function createCore(deps: CoreDeps): Core {
   const chains = deps.chains ?? defaultChainRegistry();
   const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
   const ledger = new LedgerRepository(deps.db);
+  const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
+  const counters = new BillingCounters();
   const billing = new Billing({
     ledger,
     chains,
@@ -158,6 +166,8 @@ export function createCore(deps: CoreDeps): Core {
           countTokensLimit: memoryRateLimiter(deps.inference.countTokensPerMinute, 60_000),
           clientPolicy: deps.inference.clientPolicy,
           streamPingMs: deps.inference.streamPingMs,
+          webSearchMaxUses,
+          counters,
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
@@ -176,7 +186,7 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
-    const billingMethods = createBillingService(billing, onchain);
+    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses);
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
@@ -218,6 +228,7 @@ export function createCore(deps: CoreDeps): Core {
     routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken, sessions)),
     routerOptionsFor,
     billing,
+    counters,
     sweeper,
   };
 }

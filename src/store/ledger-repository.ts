@@ -57,6 +57,8 @@ export interface ResolutionRow {
   /** Charged: zero unless settled. */
   readonly amount: bigint;
   readonly usage: UsageCounts;
+  /** The priced breakdown (charge-record JSON), '' when none was recorded. */
+  readonly charges: string;
   readonly resolvedAt: number;
 }
 
@@ -187,24 +189,24 @@ export class LedgerRepository {
       getHold: money<[string]>(
         `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
                 r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
-                r.cache_read_tokens AS u_read, r.images AS u_images, r.resolved_at
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
            FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
           WHERE h.id = ?`,
       ),
       listHolds: money<[string, bigint, number]>(
         `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
                 r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
-                r.cache_read_tokens AS u_read, r.images AS u_images, r.resolved_at
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
            FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
           WHERE h.account_id = ? AND h.seq < ?
           ORDER BY h.seq DESC LIMIT ?`,
       ),
       insertResolution: db.prepare<
-        [string, ResolutionStatus, bigint, bigint, bigint, bigint, bigint, bigint, number, number]
+        [string, ResolutionStatus, bigint, bigint, bigint, bigint, bigint, bigint, number, string, number]
       >(
         `INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
-                                       cache_write_1h_tokens, cache_read_tokens, images, resolved_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+                                       cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       openHold: db.prepare<[string, number]>("INSERT INTO open_holds (hold_id, created_at) VALUES (?, ?)"),
       closeHold: db.prepare<[string]>("DELETE FROM open_holds WHERE hold_id = ?"),
@@ -215,13 +217,19 @@ export class LedgerRepository {
     this.tx = {
       placeHold: db.transaction((hold: NewHold) => this.placeHoldTx(hold)),
       resolve: db.transaction(
-        (holdId: string, status: ResolutionStatus, charge: bigint, usage: UsageCounts, now: number) =>
-          this.resolveTx(holdId, status, charge, usage, now),
+        (
+          holdId: string,
+          status: ResolutionStatus,
+          charge: bigint,
+          usage: UsageCounts,
+          now: number,
+          charges: string,
+        ) => this.resolveTx(holdId, status, charge, usage, now, charges),
       ),
       credit: db.transaction((credit: NewCredit) => this.creditTx(credit)),
       sweep: db.transaction((cutoff: number, now: number, limit: number) => {
         const ids = this.s.expiredHolds.all(cutoff, limit).map((r) => r.hold_id);
-        for (const id of ids) this.resolveTx(id, "expired", 0n, ZERO_USAGE, now);
+        for (const id of ids) this.resolveTx(id, "expired", 0n, ZERO_USAGE, now, "");
         return ids.length;
       }),
     };
@@ -277,13 +285,13 @@ export class LedgerRepository {
    * Settles a pending hold: posts `charge` (≤ the hold) from the account to revenue and voids
    * the pending entry, in one transaction. Changes nothing unless the hold is pending.
    */
-  settle(holdId: string, charge: bigint, usage: UsageCounts, now: number): ResolveResult {
-    return this.tx.resolve.immediate(holdId, "settled", charge, usage, now);
+  settle(holdId: string, charge: bigint, usage: UsageCounts, now: number, charges = ""): ResolveResult {
+    return this.tx.resolve.immediate(holdId, "settled", charge, usage, now, charges);
   }
 
   /** Voids a pending hold (`released` by the caller, `expired` by the sweeper); nothing is charged. */
   void(holdId: string, status: "released" | "expired", now: number): ResolveResult {
-    return this.tx.resolve.immediate(holdId, status, 0n, ZERO_USAGE, now);
+    return this.tx.resolve.immediate(holdId, status, 0n, ZERO_USAGE, now, "");
   }
 
   /** Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many. */
@@ -336,6 +344,7 @@ export class LedgerRepository {
     charge: bigint,
     usage: UsageCounts,
     now: number,
+    charges: string,
   ): ResolveResult {
     const state = this.getHold(holdId);
     if (state === undefined) return { kind: "not-found" };
@@ -352,6 +361,7 @@ export class LedgerRepository {
       usage.cacheWrite1hTokens,
       usage.cacheReadTokens,
       usage.images,
+      charges,
       now,
     );
     this.s.closeHold.run(holdId);
@@ -390,6 +400,7 @@ export class LedgerRepository {
             cacheReadTokens: usage.cacheReadTokens,
             images: usage.images,
           },
+          charges,
           resolvedAt: now,
         },
       },
@@ -547,6 +558,7 @@ function toHoldState(row: Raw): HoldState {
         cacheReadTokens: row.u_read as bigint,
         images: Number(row.u_images),
       },
+      charges: row.u_charges as string,
       resolvedAt: Number(row.resolved_at),
     },
   };

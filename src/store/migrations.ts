@@ -309,4 +309,14 @@ export const migrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 5,
+    name: "priced usage: each settled call's charge lines",
+    sql: `
+      -- The priced breakdown of a settled call (JSON written by core/billing/charge-record.ts:
+      -- one line per sampling pass and server-tool fee, and the usage fields that could not be
+      -- priced). '' for calls settled before it existed and for voided holds.
+      ALTER TABLE hold_resolutions ADD COLUMN charges TEXT NOT NULL DEFAULT '';
+    `,
+  },
 ];

@@ -32,7 +32,8 @@ const keyCaller = (accountId: string): Caller => ({
 });
 const TEXT = {
   case: "text" as const,
-  value: { model: "model-sonnet-5", inputTokens: 2000n, maxTokens: 500n },
+  // inference_geo named: no residency multiplier is held (without it, ×1.1: see the Quote test).
+  value: { model: "model-sonnet-5", inputTokens: 2000n, maxTokens: 500n, inferenceGeo: "global" },
 };
 
 describe("BillingService RPCs", () => {
@@ -44,6 +45,19 @@ describe("BillingService RPCs", () => {
       chain: "solana",
       amount: 13_000n,
     });
+    // No inference_geo: a provider workspace default may run it US-only, so ×1.1 is held.
+    const unnamed = { case: "text" as const, value: { ...TEXT.value, inferenceGeo: "" } };
+    expect(await operator.quote({ accountId: account, chain: "solana", call: unnamed })).toMatchObject({
+      amount: 14_300n,
+    });
+    // Every billable feature travels in the call: 3 web searches ($0.03) and a server-tool loop.
+    const features = {
+      case: "text" as const,
+      value: { ...TEXT.value, webSearchMaxUses: 3n, serverToolLoop: true, speed: "" },
+    };
+    const { amount } = await operator.quote({ accountId: account, chain: "solana", call: features });
+    // 10 iterations: the prompt, then 9 full 1M-token windows, each at $4/MTok; 10 × 500 output at $10/MTok.
+    expect(amount).toBe(8_000n + 9n * 1_000_000n * 4n + 10n * 5_000n + 30_000n);
     await expect(operator.quote({ accountId: account, call: { case: undefined } })).rejects.toMatchObject({
       code: Code.InvalidArgument,
     });

@@ -10,14 +10,12 @@ import {
   parseDecimalAmount,
   picoToUnits,
 } from "../../src/core/billing/money.js";
-import { parsePriceCatalog, type TextPrice } from "../../src/core/billing/price-catalog.js";
 import {
-  chargePico,
-  type DeliveredUsage,
-  type PricedCall,
-  priceCall,
-  quotePico,
-} from "../../src/core/billing/pricing.js";
+  type PriceCatalog,
+  parsePriceCatalog,
+  type TextPrice,
+} from "../../src/core/billing/price-catalog.js";
+import { type DeliveredUsage, priceCall, priceUsage, quotePico } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
 import { rng } from "./prng.js";
 
@@ -213,6 +211,9 @@ describe("quote and charge (properties)", () => {
       cacheWrite5m: (input * 5n) / 4n,
       cacheWrite1h: input * 2n,
       maxOutputTokens: 1 + r.int(200_000),
+      contextWindow: 10_000_000,
+      fast: undefined,
+      residency: new Map(),
     };
   }
 
@@ -231,13 +232,11 @@ describe("quote and charge (properties)", () => {
   it("charge is exact, rounded up once, and never exceeds the quote for the same request", () => {
     for (let i = 0; i < 5000; i++) {
       const price = randomTextPrice();
-      const catalog = { text: new Map([["m", price]]), images: new Map() };
+      const catalog = catalogOf(price);
       const inputTokens = r.big(2_000_000n);
       const maxTokens = 1n + r.big(300_000n);
       const call = priceCall(catalog, { kind: "text", model: "m", inputTokens, maxTokens });
-      expect(call.kind === "text" && call.maxTokens).toBe(
-        maxTokens < BigInt(price.maxOutputTokens) ? maxTokens : BigInt(price.maxOutputTokens),
-      );
+      const clamped = maxTokens < BigInt(price.maxOutputTokens) ? maxTokens : BigInt(price.maxOutputTokens);
       // Any delivery within the request: input-side kinds sum to at most the estimate, output
       // to at most the clamped max_tokens.
       const [input, w5, w1, read] = split(r.big(inputTokens + 1n), 4) as [bigint, bigint, bigint, bigint];
@@ -246,10 +245,10 @@ describe("quote and charge (properties)", () => {
         cacheWrite5mTokens: w5,
         cacheWrite1hTokens: w1,
         cacheReadTokens: read,
-        outputTokens: r.big((call as Extract<PricedCall, { kind: "text" }>).maxTokens + 1n),
+        outputTokens: r.big(clamped + 1n),
         images: 0,
       };
-      const chargeP = chargePico(call, usage);
+      const chargeP = priceUsage(catalog, call, usage).pico;
       // Exact: the same sum computed term by term in micro-dollar×tokens (= pico-dollars).
       expect(chargeP).toBe(
         input * price.input +
@@ -258,7 +257,7 @@ describe("quote and charge (properties)", () => {
           w1 * price.cacheWrite1h +
           read * price.cacheRead,
       );
-      const quoteP = quotePico(call);
+      const quoteP = quotePico(catalog, call);
       expect(chargeP <= quoteP).toBe(true);
       for (const d of [0, 6, 9, 18]) {
         const charge = picoToUnits(chargeP, d);
@@ -283,16 +282,17 @@ describe("quote and charge (properties)", () => {
       cacheWrite5m: 1n,
       cacheWrite1h: 1n,
       maxOutputTokens: 10,
+      contextWindow: 1_000,
+      fast: undefined,
+      residency: new Map(),
     };
-    const call = priceCall(
-      { text: new Map([["m", price]]), images: new Map() },
-      {
-        kind: "text",
-        model: "m",
-        inputTokens: 10n,
-        maxTokens: 10n,
-      },
-    );
+    const catalog = catalogOf(price);
+    const call = priceCall(catalog, {
+      kind: "text",
+      model: "m",
+      inputTokens: 10n,
+      maxTokens: 10n,
+    });
     const usage = {
       inputTokens: 1n,
       outputTokens: 1n,
@@ -301,7 +301,7 @@ describe("quote and charge (properties)", () => {
       cacheReadTokens: 1n,
       images: 0,
     };
-    expect(picoToUnits(chargePico(call, usage), 6)).toBe(1n); // 5 pico-dollars → 1 unit, not 5
+    expect(picoToUnits(priceUsage(catalog, call, usage).pico, 6)).toBe(1n); // 5 pico-dollars → 1 unit, not 5
   });
 
   it("image charges never exceed the quote and are per delivered image", () => {
@@ -313,19 +313,19 @@ describe("quote and charge (properties)", () => {
       const call = priceCall(catalog, { kind: "image", model, size, count });
       const delivered = r.int(count + 1);
       const perImage = catalog.images.get(model)!.perImage.get(size as "1K")!;
-      const charge = chargePico(call, {
+      const charge = priceUsage(catalog, call, {
         inputTokens: 0n,
         outputTokens: 0n,
         cacheWrite5mTokens: 0n,
         cacheWrite1hTokens: 0n,
         cacheReadTokens: 0n,
         images: delivered,
-      });
+      }).pico;
       expect(charge).toBe(BigInt(delivered) * perImage * 1_000_000n);
-      expect(charge <= quotePico(call)).toBe(true);
+      expect(charge <= quotePico(catalog, call)).toBe(true);
     }
     const pro4k = priceCall(catalog, { kind: "image", model: "image-pro", size: "4K", count: 2 });
-    expect(picoToUnits(quotePico(pro4k), 6)).toBe(480_000n); // 2 × $0.24
+    expect(picoToUnits(quotePico(catalog, pro4k), 6)).toBe(480_000n); // 2 × $0.24
   });
 
   it("quotes the documented worst case", () => {
@@ -336,11 +336,31 @@ describe("quote and charge (properties)", () => {
       model: "model-opus-5",
       inputTokens: 10_000n,
       maxTokens: 1_000_000n,
+      inferenceGeo: "global",
     });
-    expect(picoToUnits(quotePico(call), 6)).toBe(100_000n + 3_200_000n);
-    expect(picoToUnits(quotePico(call), 18)).toBe((100_000n + 3_200_000n) * 10n ** 12n);
+    expect(picoToUnits(quotePico(catalog, call), 6)).toBe(100_000n + 3_200_000n);
+    expect(picoToUnits(quotePico(catalog, call), 18)).toBe((100_000n + 3_200_000n) * 10n ** 12n);
+    // Without inference_geo a workspace default may apply US-only inference: ×1.1 is held.
+    const unnamed = priceCall(catalog, {
+      kind: "text",
+      model: "model-opus-5",
+      inputTokens: 10_000n,
+      maxTokens: 1_000_000n,
+    });
+    expect(picoToUnits(quotePico(catalog, unnamed), 6)).toBe(((100_000n + 3_200_000n) * 11n) / 10n);
   });
 });
+
+/** A catalog of one text model, with the provider's default server-tool fees. */
+function catalogOf(price: TextPrice): PriceCatalog {
+  return {
+    source: { version: "test", source: "test", effectiveDate: "" },
+    text: new Map([[price.model, price]]),
+    images: new Map(),
+    serverTools: { webSearch: 10_000n, webFetch: 0n },
+    serverToolIterationLimit: 10,
+  };
+}
 
 function capture(fn: () => unknown): ConnectError {
   try {

@@ -26,11 +26,23 @@ import type {
 import { invalidField } from "../errors.js";
 import type { ChainBalance } from "./billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
-import { IMAGE_SIZES, type PriceCatalog } from "./price-catalog.js";
-import { type CallSpec, type DeliveredUsage, NO_USAGE } from "./pricing.js";
+import { decodeCharges } from "./charge-record.js";
+import { IMAGE_SIZES, type PriceCatalog, type TokenRates } from "./price-catalog.js";
+import {
+  type CallSpec,
+  type DeliveredUsage,
+  NO_USAGE,
+  type PassKind,
+  type Speed,
+  type TokenCounts,
+} from "./pricing.js";
 
 /** The catalog and chains as the GetPricing response. */
-export function toPricing(catalog: PriceCatalog, chains: ChainRegistry): GetPricingResponse {
+export function toPricing(
+  catalog: PriceCatalog,
+  chains: ChainRegistry,
+  webSearchDefaultMaxUses: number,
+): GetPricingResponse {
   return create(GetPricingResponseSchema, {
     textModels: [...catalog.text.values()].map((p) => ({
       model: p.model,
@@ -40,6 +52,9 @@ export function toPricing(catalog: PriceCatalog, chains: ChainRegistry): GetPric
       cacheWrite5mPerMtok: p.cacheWrite5m,
       cacheWrite1hPerMtok: p.cacheWrite1h,
       maxOutputTokens: p.maxOutputTokens,
+      fast: p.fast === undefined ? undefined : toRates(p.fast),
+      residency: [...p.residency].map(([geo, multiplierBp]) => ({ geo, multiplierBp })),
+      contextWindow: p.contextWindow,
     })),
     imageModels: [...catalog.images.values()].map((p) => ({
       model: p.model,
@@ -50,7 +65,28 @@ export function toPricing(catalog: PriceCatalog, chains: ChainRegistry): GetPric
     })),
     chains: chains.chains.map(toChain),
     defaultChain: chains.defaultChain,
+    catalog: { ...catalog.source },
+    serverTools: [
+      {
+        tool: "web_search",
+        pricePerUse: catalog.serverTools.webSearch,
+        note: "per search; failed searches are free",
+      },
+      { tool: "web_fetch", pricePerUse: catalog.serverTools.webFetch, note: "tokens only" },
+    ],
+    webSearchDefaultMaxUses,
+    serverToolIterationLimit: catalog.serverToolIterationLimit,
   });
+}
+
+function toRates(r: TokenRates) {
+  return {
+    inputPerMtok: r.input,
+    outputPerMtok: r.output,
+    cacheReadPerMtok: r.cacheRead,
+    cacheWrite5mPerMtok: r.cacheWrite5m,
+    cacheWrite1hPerMtok: r.cacheWrite1h,
+  };
 }
 
 /** A chain as callers may see it (never its RPC URL, which may embed a provider key). */
@@ -99,6 +135,7 @@ export function toHold({ hold, resolution }: HoldState): Hold {
 /** A hold and its outcome (and its onchain settlement, if charged) as one ListUsage row. */
 export function toUsageRow({ hold, resolution }: HoldState, settlement?: SettlementView): UsageRow {
   const usage = resolution?.usage ?? NO_USAGE;
+  const charges = decodeCharges(resolution?.charges ?? "");
   return create(UsageRowSchema, {
     holdId: hold.id,
     requestId: hold.requestId,
@@ -123,7 +160,29 @@ export function toUsageRow({ hold, resolution }: HoldState, settlement?: Settlem
     settlementTxHash: settlement?.txHash ?? "",
     settlementOnchainAmount: settlement?.onchainAmount ?? 0n,
     settlementOffchainAmount: settlement?.offchainAmount ?? 0n,
+    charges: charges.lines.map((line) => ({
+      kind: line.kind,
+      pass: line.pass,
+      model: line.model,
+      tokens: line.tokens === undefined ? undefined : toTokens(line.tokens),
+      quantity: line.quantity,
+      speed: line.speed,
+      multiplierBp: line.multiplierBp,
+      amountPico: line.amountPico,
+      description: line.description,
+    })),
+    unpriced: [...charges.unpriced],
   });
+}
+
+function toTokens(t: TokenCounts) {
+  return {
+    inputTokens: t.inputTokens,
+    outputTokens: t.outputTokens,
+    cacheWrite5mTokens: t.cacheWrite5mTokens,
+    cacheWrite1hTokens: t.cacheWrite1hTokens,
+    cacheReadTokens: t.cacheReadTokens,
+  };
 }
 
 /** The call of a Quote or Hold request; fails when neither kind is set. */
@@ -131,19 +190,43 @@ export function fromCall(
   call: { case: "text"; value: TextCall } | { case: "image"; value: ImageCall } | { case: undefined },
 ): CallSpec {
   switch (call.case) {
-    case "text":
+    case "text": {
+      const text = call.value;
       return {
         kind: "text",
-        model: call.value.model,
-        inputTokens: call.value.inputTokens,
-        maxTokens: call.value.maxTokens,
+        model: text.model,
+        inputTokens: text.inputTokens,
+        maxTokens: text.maxTokens,
+        speed: speedOf(text.speed, "text.speed"),
+        inferenceGeo: text.inferenceGeo === "" ? undefined : text.inferenceGeo,
+        serverToolLoop: text.serverToolLoop,
+        webSearchMaxUses: text.webSearchMaxUses,
+        advisor:
+          text.advisor === undefined
+            ? undefined
+            : { model: text.advisor.model, maxTokens: text.advisor.maxTokens, maxUses: text.advisor.maxUses },
+        compaction: text.compaction,
+        fallbacks: text.fallbacks.map((f, i) => ({
+          model: f.model,
+          maxTokens: f.maxTokens,
+          speed: f.speed === "" ? undefined : speedOf(f.speed, `text.fallbacks.${i}.speed`),
+        })),
+        defaultFallback: text.defaultFallback,
       };
+    }
     case "image":
       return { kind: "image", model: call.value.model, size: call.value.size, count: call.value.count };
     default:
       throw invalidField("call", "Set either text or image.");
   }
 }
+
+const PASS_KINDS: Readonly<Record<string, PassKind>> = {
+  message: "message",
+  compaction: "compaction",
+  advisor_message: "advisor",
+  fallback_message: "fallback",
+};
 
 /** A Settle request's usage (absent means nothing was delivered). */
 export function fromUsage(usage: Usage | undefined): DeliveredUsage {
@@ -155,7 +238,27 @@ export function fromUsage(usage: Usage | undefined): DeliveredUsage {
     cacheWrite1hTokens: usage.cacheWrite1hTokens,
     cacheReadTokens: usage.cacheReadTokens,
     images: usage.images,
+    model: usage.model,
+    passes: usage.iterations.map((it) => ({
+      kind: PASS_KINDS[it.type] ?? "unknown",
+      model: it.model,
+      inputTokens: it.inputTokens,
+      outputTokens: it.outputTokens,
+      cacheWrite5mTokens: it.cacheWrite5mTokens,
+      cacheWrite1hTokens: it.cacheWrite1hTokens,
+      cacheReadTokens: it.cacheReadTokens,
+    })),
+    speed: speedOf(usage.speed, "usage.speed"),
+    inferenceGeo: usage.inferenceGeo,
+    webSearchRequests: usage.webSearchRequests,
+    webFetchRequests: usage.webFetchRequests,
   };
+}
+
+function speedOf(speed: string, field: string): Speed | undefined {
+  if (speed === "") return undefined;
+  if (speed === "standard" || speed === "fast") return speed;
+  throw invalidField(field, `${field} must be "standard" or "fast".`);
 }
 
 /** A call's stored settlement status as the proto enum. */

@@ -20,12 +20,13 @@ const MAX_PAGE = 1000;
 export function createBillingService(
   billing: Billing,
   onchain: OnchainBilling,
+  webSearchMaxUses: number,
 ): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
   return {
     ...createOnchainMethods(onchain),
 
     getPricing() {
-      return toPricing(billing.catalog, billing.chains);
+      return toPricing(billing.catalog, billing.chains, webSearchMaxUses);
     },
 
     getBalances(req, ctx) {

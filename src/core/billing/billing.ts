@@ -18,15 +18,18 @@ import {
 } from "./billing-errors.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
+import { encodeCharges } from "./charge-record.js";
 import { creditIdFor, holdIdFor } from "./hold-ids.js";
 import { INT64_MAX, ledgerDecimals, picoToUnits } from "./money.js";
 import type { PriceCatalog } from "./price-catalog.js";
 import {
   type CallSpec,
-  chargePico,
+  chargedTokens,
   checkUsage,
   type DeliveredUsage,
+  type PricedUsage,
   priceCall,
+  priceUsage,
   quotePico,
 } from "./pricing.js";
 
@@ -66,6 +69,13 @@ export interface ChainBalance {
   readonly row: BalanceRow;
 }
 
+const NO_TOKENS = {
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cacheWrite5mTokens: 0n,
+  cacheWrite1hTokens: 0n,
+  cacheReadTokens: 0n,
+} as const;
 const MAX_REQUEST_ID = 200;
 const MAX_REASON = 500;
 /** Holds expired per sweeper transaction: keeps each write-lock hold short. */
@@ -100,7 +110,7 @@ export class Billing {
   ): { chain: ChainConfig; amount: bigint } {
     const priced = priceCall(this.deps.catalog, call);
     const chain = this.chainFor(accountId, requested);
-    const amount = picoToUnits(quotePico(priced), ledgerDecimals(chain.asset.decimals));
+    const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
     return { chain, amount };
   }
@@ -132,12 +142,16 @@ export class Billing {
   }
 
   /**
-   * Settles a call that ran: like {@link settle}, except that a charge above the hold (usage
-   * beyond the input bound the hold was quoted from) is capped at the hold. The caller never
-   * pays more than the worst case it was checked against; `capped` says the gateway absorbed
-   * the difference.
+   * Settles a call that ran: like {@link settle}, except that a charge above the hold is capped
+   * at the hold. The hold covers every usage the provider may report within its documented
+   * limits, so a cap means the provider went beyond them: the caller never pays more than the
+   * worst case it was checked against, `capped` says the gateway absorbed the difference, and
+   * `priced` is the full price (with what could not be priced) for the caller to report.
    */
-  settleDelivered(holdId: string, usage: DeliveredUsage): { state: HoldState; capped: boolean } {
+  settleDelivered(
+    holdId: string,
+    usage: DeliveredUsage,
+  ): { state: HoldState; capped: boolean; priced: PricedUsage } {
     return this.settleWith(holdId, usage, true);
   }
 
@@ -267,26 +281,30 @@ export class Billing {
     holdId: string,
     usage: DeliveredUsage,
     cap: boolean,
-  ): { state: HoldState; capped: boolean } {
+  ): { state: HoldState; capped: boolean; priced: PricedUsage } {
     checkUsage(usage);
     const state = this.deps.ledger.getHold(holdId);
     if (state === undefined) throw holdNotFound(holdId);
     const { hold } = state;
     if (state.resolution !== undefined)
       throw holdAlreadyResolved(holdId, state.resolution.status, hold.chain);
+    // The charge depends on what was delivered, not on the request's features: only the model
+    // (and an image call's size) comes from the hold.
     const call: CallSpec =
       hold.callKind === "text"
         ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
         : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
     const chain = configuredChain(this.deps.chains, hold.chain);
-    const priced = picoToUnits(
-      chargePico(priceCall(this.deps.catalog, call), usage),
-      ledgerDecimals(chain.asset.decimals),
-    );
-    const capped = cap && priced > hold.amount;
-    const charge = capped ? hold.amount : priced;
-    const result = this.deps.ledger.settle(holdId, charge, usage, this.deps.now());
-    return { state: this.resolved(holdId, result, charge), capped };
+    const priced = priceUsage(this.deps.catalog, priceCall(this.deps.catalog, call), usage);
+    const full = picoToUnits(priced.pico, ledgerDecimals(chain.asset.decimals));
+    const capped = cap && full > hold.amount;
+    const charge = capped ? hold.amount : full;
+    const counts =
+      hold.callKind === "text"
+        ? { ...chargedTokens(priced), images: 0 }
+        : { ...NO_TOKENS, images: usage.images };
+    const result = this.deps.ledger.settle(holdId, charge, counts, this.deps.now(), encodeCharges(priced));
+    return { state: this.resolved(holdId, result, charge), capped, priced };
   }
 
   private requireAccount(accountId: string): void {

@@ -1,5 +1,5 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { reasonError } from "../errors.js";
+import { errorInfo, reasonError } from "../errors.js";
 import type { RateLimitDecision } from "../limits/rate-limiter.js";
 
 /** The request names a model the gateway does not serve (404 not_found_error on the facade). */
@@ -25,6 +25,20 @@ export const rateLimited = (decision: RateLimitDecision, now: number): ConnectEr
       retry_after: `${retryAfter}`,
     },
   );
+};
+
+/**
+ * A text call the wallet cannot cover (402 billing_error): the billing refusal, plus the
+ * largest `max_tokens` the balance covers for this same request (metadata
+ * `max_tokens_affordable`; 0 when not even one output token fits).
+ */
+export const insufficientFundsForCall = (refusal: ConnectError, affordable: bigint): ConnectError => {
+  const metadata = { ...(errorInfo(refusal)?.metadata ?? {}), max_tokens_affordable: `${affordable}` };
+  const hint =
+    affordable > 0n
+      ? ` This request would fit with max_tokens up to ${affordable}.`
+      : " Not even max_tokens 1 would fit: the request's input alone needs more.";
+  return reasonError(refusal.code, "INSUFFICIENT_FUNDS", `${refusal.rawMessage}${hint}`, metadata);
 };
 
 /** The deployment admits only the Claude Code CLI for text calls. */

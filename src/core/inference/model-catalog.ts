@@ -39,15 +39,15 @@ export interface TextModel {
   readonly displayName: string;
   /** RFC 3339, for GET /v1/models; informational. */
   readonly createdAt: string;
-  /** Max input tokens. */
+  /** Max input tokens, from the price catalog's context_window (its single source of truth). */
   readonly contextWindow: number;
   /** The output ceiling, from the price catalog's max_output_tokens (its single source of truth). */
   readonly maxOutputTokens: number;
   readonly capabilities: TextModelCapabilities;
 }
 
-/** A row of the capability table: a model before the price catalog supplies its output ceiling. */
-export type ModelTableEntry = Omit<TextModel, "maxOutputTokens">;
+/** A row of the capability table: a model before the price catalog supplies its limits. */
+export type ModelTableEntry = Omit<TextModel, "maxOutputTokens" | "contextWindow">;
 
 /** The text models served, and the lookup from a requested name. */
 export interface ModelCatalog {
@@ -57,8 +57,6 @@ export interface ModelCatalog {
   resolve(name: string): TextModel | undefined;
 }
 
-const ONE_MILLION = 1_000_000;
-const TWO_HUNDRED_K = 200_000;
 const ALL_EFFORTS = EFFORTS;
 const EFFORTS_BUT_XHIGH: readonly Effort[] = ["low", "medium", "high", "max"];
 
@@ -86,7 +84,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-opus-5"],
     displayName: "Opus 5",
     createdAt: "2026-09-15T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: { ...CURRENT, disabledThinkingMaxEffort: "high" },
   },
   {
@@ -95,7 +92,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-opus-4-8"],
     displayName: "Opus 4.8",
     createdAt: "2026-06-10T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: CURRENT,
   },
   {
@@ -104,7 +100,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-opus-4-7"],
     displayName: "Opus 4.7",
     createdAt: "2026-04-16T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: CURRENT,
   },
   {
@@ -113,7 +108,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-opus-4-6"],
     displayName: "Opus 4.6",
     createdAt: "2026-02-05T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: GENERATION_4_6,
   },
   {
@@ -122,7 +116,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-sonnet-5"],
     displayName: "Sonnet 5",
     createdAt: "2026-08-20T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: CURRENT,
   },
   {
@@ -131,7 +124,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-sonnet-4-6"],
     displayName: "Sonnet 4.6",
     createdAt: "2026-02-17T00:00:00Z",
-    contextWindow: ONE_MILLION,
     capabilities: GENERATION_4_6,
   },
   {
@@ -140,7 +132,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-haiku-4-5", "claude-haiku-4-5-20251001"],
     displayName: "Haiku 4.5",
     createdAt: "2025-10-01T00:00:00Z",
-    contextWindow: TWO_HUNDRED_K,
     // Manual budgets only, and no effort parameter at all.
     capabilities: {
       thinkingTypes: ["enabled", "disabled"],
@@ -155,7 +146,6 @@ export const DEFAULT_MODEL_TABLE: readonly ModelTableEntry[] = [
     aliases: ["claude-fable-5"],
     displayName: "Fable 5",
     createdAt: "2026-10-01T00:00:00Z",
-    contextWindow: ONE_MILLION,
     // Always thinks: "disabled" is not accepted.
     capabilities: { ...CURRENT, thinkingTypes: ["adaptive"] },
   },
@@ -183,7 +173,11 @@ export function buildModelCatalog(
     const price = prices.text.get(entry.id);
     // Unpriced models cannot be billed, so they are not served.
     if (price === undefined) continue;
-    const model: TextModel = { ...entry, maxOutputTokens: price.maxOutputTokens };
+    const model: TextModel = {
+      ...entry,
+      maxOutputTokens: price.maxOutputTokens,
+      contextWindow: price.contextWindow,
+    };
     models.push(model);
     byName.set(entry.id.toLowerCase(), model);
     for (const alias of entry.aliases) byName.set(alias.toLowerCase(), model);

@@ -1,18 +1,34 @@
-import { Code, type ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { ClientPolicy } from "../../config.js";
 import { readBody, type UpstreamCall, type UpstreamResponse } from "../../upstream/anthropic/client.js";
 import { type SseFrame, sseFrames } from "../../upstream/anthropic/sse.js";
+import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
-import type { DeliveredUsage } from "../billing/pricing.js";
+import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
+import { errorInfo } from "../errors.js";
 import type { RateLimitDecision, RateLimiter } from "../limits/rate-limiter.js";
-import { clientNotAllowed, modelNotFound, rateLimited, upstreamError } from "./inference-errors.js";
+import { readBillableFeatures } from "./billable-features.js";
+import {
+  clientNotAllowed,
+  insufficientFundsForCall,
+  modelNotFound,
+  rateLimited,
+  upstreamError,
+} from "./inference-errors.js";
 import { inputTokenBound } from "./input-bound.js";
 import { withKeepAlive } from "./keep-alive.js";
 import { parseMessagesRequest } from "./messages-request.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { repairRequest } from "./repair.js";
 import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
-import { messageUsage, StreamMeter } from "./usage.js";
+import {
+  billedUsage,
+  contentTexts,
+  hasUsage,
+  type ModelResolver,
+  readMessage,
+  StreamMeter,
+} from "./usage.js";
 
 /** The provider port: one request in the Anthropic wire format (AnthropicUpstream implements it). */
 export interface TextUpstream {
@@ -32,6 +48,10 @@ export interface TextInferenceDeps {
   readonly clientPolicy: ClientPolicy;
   /** Silence from a streaming provider after which the gateway sends its own `ping`. */
   readonly streamPingMs: number;
+  /** The `max_uses` a web search tool without one is sent with. */
+  readonly webSearchMaxUses: number;
+  /** Where billing anomalies are counted (unpriced or missing usage, capped charges). */
+  readonly counters: BillingCounters;
   readonly now: () => number;
   /** Told of failures that cannot reach the caller any more (a settle after the answer went out). */
   readonly onError: (error: unknown, context: string) => void;
@@ -85,6 +105,8 @@ const ERROR_BODY_LIMIT = 1024 * 1024;
 /** A non-streaming answer is read up to this size (128k output tokens is well under). */
 const MESSAGE_BODY_LIMIT = 64 * 1024 * 1024;
 const GATEWAY_PING = JSON.stringify({ type: "ping" });
+/** The request fields the provider's token counter takes (PROTOCOLS §1.7). */
+const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"];
 /** The Claude Code CLI's user agent: `claude-cli/<version> (external, cli|sdk-cli)`. */
 const CODING_AGENT = /^claude-cli\//;
 
@@ -94,7 +116,12 @@ const CODING_AGENT = /^claude-cli\//;
  * service adapts it to RPCs.
  */
 export class TextInference {
-  constructor(private readonly deps: TextInferenceDeps) {}
+  /** Provider model names → gateway ids, for pricing each pass at its own model. */
+  private readonly resolveModel: ModelResolver;
+
+  constructor(private readonly deps: TextInferenceDeps) {
+    this.resolveModel = (name) => deps.models.resolve(name)?.id ?? name;
+  }
 
   /** The models served, in catalog order. */
   get models(): readonly TextModel[] {
@@ -113,19 +140,22 @@ export class TextInference {
     const request = parseMessagesRequest(call.body, "create");
     const model = this.model(request.model);
     const repair = repairRequest(request, model, "create");
-    const hold = await this.deps.billing.holdNewCall({
-      accountId: call.accountId,
-      requestId: call.requestId,
-      keyId: call.keyId,
-      chain: call.billingChain,
-      call: {
-        kind: "text",
-        model: model.id,
-        inputTokens: inputTokenBound(call.body.byteLength, request.json, model),
-        // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
-        maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
-      },
-    });
+    const repaired = [...repair.repaired];
+    const features = readBillableFeatures(
+      request.json,
+      this.deps.models,
+      this.deps.webSearchMaxUses,
+      repaired,
+    );
+    const spec: TextCallSpec = {
+      kind: "text",
+      model: model.id,
+      inputTokens: inputTokenBound(call.body.byteLength, request.json, model),
+      // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
+      maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
+      ...features,
+    };
+    const hold = await this.hold(call, spec);
     const holdId = hold.hold.id;
     const upstreamAbort = new AbortController();
     const onAbort = () => upstreamAbort.abort();
@@ -149,7 +179,7 @@ export class TextInference {
           requestId: call.requestId,
           billingChain: hold.hold.chain,
           model: model.id,
-          repairedParams: repair.repaired,
+          repairedParams: repaired,
           clampedFrom: repair.clampedFrom,
           rateLimit,
           stream: request.stream,
@@ -160,14 +190,11 @@ export class TextInference {
         const text = await readBody(response.body, MESSAGE_BODY_LIMIT).catch((error: unknown) => {
           throw this.failure(error, signal);
         });
-        let usage: DeliveredUsage;
-        try {
-          usage = messageUsage(text);
-        } catch (error) {
-          this.deps.onError(error, "provider response without usage");
-          throw upstreamError("a response without usage");
-        }
-        await this.settle(holdId, usage, model);
+        const message = readMessage(text);
+        const usage = hasUsage(message.usage)
+          ? billedUsage(message.usage, message.model, this.resolveModel)
+          : await this.measured(call, request.json, contentTexts(message.content), model);
+        await this.settle(holdId, usage, call.requestId);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
         return;
@@ -178,7 +205,40 @@ export class TextInference {
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
-      if (outcome === "pending") await this.finish(holdId, meter, model, call);
+      if (outcome === "pending") await this.finish(holdId, meter, model, call, request.json);
+    }
+  }
+
+  /**
+   * Holds the call's worst case. When the wallet cannot cover it, the refusal also says the
+   * largest max_tokens it could cover for this same request (0 when not even one token fits).
+   */
+  private async hold(call: TextCall, spec: TextCallSpec) {
+    const input = {
+      accountId: call.accountId,
+      requestId: call.requestId,
+      keyId: call.keyId,
+      chain: call.billingChain,
+      call: spec,
+    };
+    try {
+      return await this.deps.billing.holdNewCall(input);
+    } catch (error) {
+      const info = error instanceof ConnectError ? errorInfo(error) : undefined;
+      if (info?.reason !== "INSUFFICIENT_FUNDS") throw error;
+      const available = BigInt(info.metadata.available ?? "0");
+      const fits = (maxTokens: bigint) =>
+        this.deps.billing.quote(call.accountId, call.billingChain, { ...spec, maxTokens }).amount <=
+        available;
+      // The hold grows with max_tokens: the largest that fits, by bisection.
+      let low = 0n;
+      let high = spec.maxTokens;
+      while (low < high) {
+        const mid = (low + high + 1n) / 2n;
+        if (fits(mid)) low = mid;
+        else high = mid - 1n;
+      }
+      throw insufficientFundsForCall(error as ConnectError, low);
     }
   }
 
@@ -234,20 +294,70 @@ export class TextInference {
    * Settles a stream for what reached the client. A finished message bills its final usage.
    * Otherwise: nothing delivered, or a provider failure before any content → nothing charged;
    * a stream cut by the client, or failing after some content → its input in full (it was
-   * consumed) plus the delivered output, counted with the provider's own counter.
+   * consumed) plus the delivered output, counted with the provider's own counter. A stream that
+   * delivered content without any usage is measured the same way (never a silent $0).
    */
-  private async finish(holdId: string, meter: StreamMeter, model: TextModel, call: TextCall): Promise<void> {
+  private async finish(
+    holdId: string,
+    meter: StreamMeter,
+    model: TextModel,
+    call: TextCall,
+    request: Record<string, unknown>,
+  ): Promise<void> {
     try {
-      if (meter.finished) return await this.settle(holdId, meter.reported(), model);
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
         await this.deps.billing.release(holdId);
         return;
       }
+      if (!meter.reportedAny) {
+        return await this.settle(
+          holdId,
+          await this.measured(call, request, meter.deliveredBlocks(), model),
+          call.requestId,
+        );
+      }
+      if (meter.finished) return await this.settle(holdId, meter.reported(this.resolveModel), call.requestId);
       const outputTokens = await this.countDelivered(meter.deliveredBlocks(), model, call);
-      await this.settle(holdId, { ...meter.reported(), outputTokens }, model);
+      await this.settle(holdId, { ...meter.reported(this.resolveModel), outputTokens }, call.requestId);
     } catch (error) {
-      this.deps.onError(error, `settling ${holdId}`);
+      this.deps.onError(error, `request ${call.requestId}: settling ${holdId}`);
     }
+  }
+
+  /**
+   * The usage of an answer that came without any: the request's input by the provider's own
+   * counter, and the delivered output counted the same way (a character estimate when the
+   * counter cannot be reached). Counted and logged: a provider that stops reporting usage is an
+   * incident, not a free call.
+   */
+  private async measured(
+    call: TextCall,
+    request: Record<string, unknown>,
+    delivered: string[],
+    model: TextModel,
+  ): Promise<DeliveredUsage> {
+    this.deps.counters.add("missing_usage");
+    this.deps.onError(
+      new Error("the provider answered 200 without usage; charging the gateway's own count"),
+      `request ${call.requestId}`,
+    );
+    const countBody: Record<string, unknown> = {};
+    for (const field of COUNT_FIELDS) if (request[field] !== undefined) countBody[field] = request[field];
+    let inputTokens: bigint;
+    try {
+      inputTokens = BigInt(inputTokensOf(await this.count(JSON.stringify(countBody), call)));
+    } catch (error) {
+      this.deps.onError(error, `request ${call.requestId}: counting the input of an answer without usage`);
+      inputTokens = BigInt(Math.ceil(JSON.stringify(countBody).length / 4));
+    }
+    return {
+      inputTokens,
+      outputTokens: await this.countDelivered(delivered, model, call),
+      cacheWrite5mTokens: 0n,
+      cacheWrite1hTokens: 0n,
+      cacheReadTokens: 0n,
+      images: 0,
+    };
   }
 
   /**
@@ -312,12 +422,21 @@ export class TextInference {
     return upstreamFailureError(error, signal, this.deps.onError);
   }
 
-  private async settle(holdId: string, usage: DeliveredUsage, model: TextModel): Promise<void> {
-    const { capped } = await this.deps.billing.settleDelivered(holdId, usage);
-    if (capped) {
+  /** Settles what was delivered; anything the price could not account for is counted and logged. */
+  private async settle(holdId: string, usage: DeliveredUsage, requestId: string): Promise<void> {
+    const { capped, priced } = await this.deps.billing.settleDelivered(holdId, usage);
+    if (priced.unpriced.length > 0) {
+      this.deps.counters.add("unpriced_usage");
       this.deps.onError(
-        new Error(`usage of ${model.id} exceeded its hold; the charge was capped at the hold`),
-        `settling ${holdId}`,
+        new Error(`usage the gateway cannot price: ${priced.unpriced.join(", ")}; charged what it knows`),
+        `request ${requestId}: settling ${holdId}`,
+      );
+    }
+    if (capped) {
+      this.deps.counters.add("capped_charge");
+      this.deps.onError(
+        new Error("the delivered usage exceeded the call's hold; the charge was capped at the hold"),
+        `request ${requestId}: settling ${holdId}`,
       );
     }
   }

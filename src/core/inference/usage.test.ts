@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { billedUsage, messageUsage, StreamMeter } from "./usage.js";
+import { billedUsage, hasUsage, readMessage, StreamMeter } from "./usage.js";
+
+const same = (name: string) => name;
 
 const start = JSON.stringify({
   type: "message_start",
@@ -18,19 +20,22 @@ const delta = (index: number, delta: Record<string, unknown>) =>
 
 describe("billedUsage", () => {
   it("bills each cache TTL at its own rate and reads", () => {
-    expect(billedUsage(JSON.parse(start).message.usage)).toEqual({
+    expect(billedUsage(JSON.parse(start).message.usage, "claude-opus-4-8", same)).toMatchObject({
       inputTokens: 472n,
       outputTokens: 2n,
       cacheWrite5mTokens: 1000n,
       cacheWrite1hTokens: 500n,
       cacheReadTokens: 8192n,
       images: 0,
+      model: "claude-opus-4-8",
+      passes: [],
+      unpriced: [],
     });
   });
 
   it("bills a cache-write total without a TTL breakdown at the 5-minute rate", () => {
     expect(
-      billedUsage({ input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 300 }),
+      billedUsage({ input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 300 }, "", same),
     ).toMatchObject({
       cacheWrite5mTokens: 300n,
       cacheWrite1hTokens: 0n,
@@ -39,7 +44,7 @@ describe("billedUsage", () => {
 
   it("ignores nulls, negatives and non-numbers", () => {
     expect(
-      billedUsage({ input_tokens: null, output_tokens: -3, cache_read_input_tokens: Number.NaN }),
+      billedUsage({ input_tokens: null, output_tokens: -3, cache_read_input_tokens: Number.NaN }, "", same),
     ).toMatchObject({
       inputTokens: 0n,
       outputTokens: 0n,
@@ -47,12 +52,84 @@ describe("billedUsage", () => {
     });
   });
 
-  it("reads a non-streaming message, and refuses a body without usage", () => {
-    expect(messageUsage('{"type":"message","usage":{"input_tokens":3,"output_tokens":4}}')).toMatchObject({
+  it("reads a non-streaming message, and tells a body without usage", () => {
+    const message = readMessage(
+      '{"type":"message","model":"m","usage":{"input_tokens":3,"output_tokens":4}}',
+    );
+    expect(hasUsage(message.usage)).toBe(true);
+    expect(billedUsage(message.usage!, message.model, same)).toMatchObject({
       inputTokens: 3n,
       outputTokens: 4n,
     });
-    expect(() => messageUsage('{"type":"message"}')).toThrow();
+    expect(hasUsage(readMessage('{"type":"message"}').usage)).toBe(false);
+    expect(hasUsage(readMessage('{"type":"message","usage":{}}').usage)).toBe(false);
+    expect(() => readMessage("not json")).toThrow();
+  });
+
+  it("reads every pass, the server tools, speed and residency, mapping models to gateway ids", () => {
+    const usage = billedUsage(
+      {
+        input_tokens: 1348,
+        output_tokens: 531,
+        cache_read_input_tokens: 412,
+        server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
+        speed: "fast",
+        inference_geo: "us",
+        service_tier: "standard",
+        output_tokens_details: { thinking_tokens: 10 },
+        iterations: [
+          { type: "compaction", input_tokens: 180000, output_tokens: 3500 },
+          { type: "advisor_message", model: "claude-opus-5", input_tokens: 823, output_tokens: 1612 },
+          {
+            type: "message",
+            input_tokens: 1348,
+            output_tokens: 531,
+            cache_creation_input_tokens: 100,
+            cache_creation: { ephemeral_5m_input_tokens: 40, ephemeral_1h_input_tokens: 60 },
+          },
+        ],
+      },
+      "claude-opus-4-8",
+      (name) =>
+        name === "claude-opus-5" ? "model-opus-5" : name === "claude-opus-4-8" ? "model-opus-4-8" : name,
+    );
+    expect(usage).toMatchObject({
+      model: "model-opus-4-8",
+      speed: "fast",
+      inferenceGeo: "us",
+      webSearchRequests: 3n,
+      webFetchRequests: 1n,
+      unpriced: [],
+    });
+    expect(usage.passes).toMatchObject([
+      { kind: "compaction", model: "", inputTokens: 180000n, outputTokens: 3500n },
+      { kind: "advisor", model: "model-opus-5", inputTokens: 823n, outputTokens: 1612n },
+      { kind: "message", model: "", cacheWrite5mTokens: 40n, cacheWrite1hTokens: 60n },
+    ]);
+  });
+
+  it("lists what it does not know, and ignores unknown fields that carry nothing", () => {
+    const usage = billedUsage(
+      {
+        input_tokens: 1,
+        output_tokens: 1,
+        server_tool_use: { web_search_requests: 1, code_execution_requests: 2, image_requests: 0 },
+        container_seconds: 30,
+        future_field: null,
+        speed: "ludicrous",
+        iterations: [{ type: "planner_message", input_tokens: 5, output_tokens: 5, surprise: 1 }],
+      },
+      "m",
+      same,
+    );
+    expect(usage.unpriced).toEqual([
+      "usage.container_seconds",
+      "usage.server_tool_use.code_execution_requests",
+      "usage.speed",
+      "usage.iterations.0.surprise",
+    ]);
+    expect(usage.passes![0]).toMatchObject({ kind: "unknown", inputTokens: 5n });
+    expect(usage.speed).toBe("standard");
   });
 });
 
@@ -73,7 +150,12 @@ describe("StreamMeter", () => {
       }),
     );
     expect(meter.finished).toBe(true);
-    expect(meter.reported()).toMatchObject({ inputTokens: 472n, outputTokens: 89n, cacheReadTokens: 8192n });
+    expect(meter.reportedAny).toBe(true);
+    expect(meter.reported(same)).toMatchObject({
+      inputTokens: 472n,
+      outputTokens: 89n,
+      cacheReadTokens: 8192n,
+    });
   });
 
   it("knows the delivered text per block, signatures left out", () => {

@@ -72,6 +72,9 @@ describe("dev upstream through the official SDK", () => {
     expect(message.usage.cache_read_input_tokens).toBe(0);
     expect(message.usage.cache_creation_input_tokens).toBe(0);
     expect(message.usage.service_tier).toBe("standard");
+    // Every answer says how it ran; server tools and iterations only when they happened.
+    expect(message.usage).toMatchObject({ speed: "standard", inference_geo: "global" });
+    expect(message.usage.server_tool_use).toBeUndefined();
     expectInputSums(upstream, message.usage);
     // 3 per message + "You are terse." + the question.
     expect(message.usage.input_tokens).toBe(3 + 3 + 6);
@@ -160,6 +163,24 @@ describe("dev upstream through the official SDK", () => {
     });
     expect(message.stop_reason).toBe("tool_use");
     expect(message.content[0]).toMatchObject({ type: "tool_use", name: "get_weather" });
+  });
+
+  it("runs server tools in its loop even when tool_choice any picks the first client tool", async () => {
+    const message = await client.messages.create({
+      model: MODEL,
+      max_tokens: 500,
+      tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 1 }, WEATHER_TOOL],
+      tool_choice: { type: "any" },
+      messages: [{ role: "user", content: "Weather in Lisbon?" }],
+    });
+    expect(message.content.map((block) => block.type)).toEqual([
+      "server_tool_use",
+      "web_search_tool_result",
+      "tool_use",
+    ]);
+    expect(message.content[2]).toMatchObject({ name: "get_weather" });
+    expect(message.stop_reason).toBe("tool_use");
+    expect(message.usage.server_tool_use).toEqual({ web_search_requests: 1, web_fetch_requests: 0 });
   });
 
   it("counts tokens exactly as countRequestTokens", async () => {
@@ -261,6 +282,31 @@ describe("dev upstream through the official SDK", () => {
     expect(second.usage.cache_creation_input_tokens).toBe(3);
     expect(second.usage.input_tokens).toBe(0);
     expectInputSums(upstream, second.usage);
+  });
+
+  it("counts sent-back server tool blocks as the loop that wrote them read them", () => {
+    const results = [
+      { type: "web_search_result", url: "https://example.invalid/a", title: "A b c", encrypted_content: "x" },
+    ];
+    const base = { model: MODEL, messages: [{ role: "user", content: "q" }] };
+    const turn = (content: unknown[]) => ({
+      ...base,
+      messages: [...base.messages, { role: "assistant", content }],
+    });
+    const empty = countRequestTokens(turn([]));
+    const blocks = {
+      server_tool_use: [{ type: "server_tool_use", id: "s", name: "web_search", input: { query: "a b" } }],
+      web_search_tool_result: [{ type: "web_search_tool_result", tool_use_id: "s", content: results }],
+      compaction: [{ type: "compaction", content: "three word summary", encrypted_content: null }],
+      fallback: [{ type: "fallback", from: { model: "a" }, to: { model: "b" } }],
+    };
+    expect(countRequestTokens(turn(blocks.server_tool_use)) - empty).toBe(devTokenCount('{"query":"a b"}'));
+    expect(countRequestTokens(turn(blocks.web_search_tool_result)) - empty).toBe(
+      devTokenCount(JSON.stringify(results)),
+    );
+    expect(countRequestTokens(turn(blocks.compaction)) - empty).toBe(3);
+    // Markers, not prompt text.
+    expect(countRequestTokens(turn(blocks.fallback)) - empty).toBe(0);
   });
 
   it("keeps the tokenizer's promise: one more text block adds exactly its words", async () => {

@@ -4,27 +4,60 @@
  * development aid, not a model: its output is deterministic and labelled as generated.
  *
  * POST /v1/messages answers "[tollgate dev-upstream: generated text, not a model] You said: …"
- * (the first 12 words of the last user message), preceded by a labelled thinking block when
- * `thinking` is enabled or adaptive, or replaced by a tool_use block (input built from the
- * tool's required properties) when `tool_choice` is `any` or names a tool. Output is cut at
- * `max_tokens` words (thinking first), so output_tokens never exceeds max_tokens; a tool call
- * that does not fit is left out. Usage counts tokens with {@link countRequestTokens} and splits
- * input by prompt caching per the rule in dev-tokens.ts (an in-memory cache per server).
- * Streams emit one word per text or thinking delta, so k text deltas carry exactly k tokens.
+ * (the first 12 words of the last user message; "You sent N tool results." for a message of
+ * tool results only), preceded by a labelled thinking block when `thinking` is enabled or
+ * adaptive, or replaced by a tool_use block (input built from the tool's required properties)
+ * when `tool_choice` is `any` or names a client tool. Output is cut at `max_tokens` words
+ * (thinking first), so output_tokens never exceeds max_tokens; a tool call that does not fit is
+ * left out. Usage counts tokens with {@link countRequestTokens} and splits input by prompt
+ * caching per the rule in dev-tokens.ts (an in-memory cache per server). Streams emit one word
+ * per text or thinking delta, so k text deltas carry exactly k tokens.
+ *
+ * It also speaks what the provider bills beyond the four token counts, in non-streaming answers
+ * and streams alike: usage always says `service_tier`, `inference_geo` and `speed`; web search,
+ * web fetch and the advisor run in a server-side loop of sampling passes whose input is summed
+ * into the top-level counts (`server_tool_use` counts the searches and fetches); an advisor
+ * call, a compaction and a declined primary (`fallbacks`, when the last user text contains
+ * "[decline]") are passes of their own, reported in `usage.iterations`. dev-server-tools.ts
+ * reads what a request switches on (and answers the real API's 400s: fast mode or residency on
+ * a model without it); dev-messages.ts runs the passes and builds the message and its events.
+ *
+ * Claude Code's WebSearch (CLI 2.1.197, captured against this server): its main request carries
+ * a client tool `WebSearch` (input `{query, allowed_domains?, blocked_domains?}`). When the last
+ * user text asks to "search the web for Q" and that tool is offered (and the message is not a
+ * tool result), the answer is a tool_use of WebSearch with `{query: Q}`. Headless (`-p`), the
+ * CLI runs it only with `--allowedTools WebSearch` (otherwise the tool result is an error:
+ * "Claude requested permissions to use WebSearch, but you haven't granted it yet."). It then
+ * sends its own streamed POST /v1/messages?beta=true: same model, max_tokens 64000,
+ * `thinking: {type: "disabled"}`, `output_config: {effort: "high"}`, a three-block system
+ * ("x-anthropic-billing-header: …", "You are a Claude agent, built on Anthropic's Claude Agent
+ * SDK.", "You are an assistant for performing a web search tool use"), one user message "Perform
+ * a web search for the query: Q", `tools: [{type: "web_search_20250305", name: "web_search",
+ * max_uses: 8}]` and `tool_choice: {type: "tool", name: "web_search"}`; this server answers it
+ * with 3 searches, and the CLI turns their results into the tool_result of its next main request.
  *
  * It also speaks the image formats (../gemini/dev-images.ts): Gemini `generateContent`
  * (`POST /v1beta/models/{model}:generateContent`) and the OpenAI images routes, answering with
  * deterministic PNGs labelled as generated, at the pixel size the request implies. The key, when
  * set, is also accepted as `x-goog-api-key`.
  */
-import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { newId } from "../../core/ids.js";
 import { type DevImageAnswer, devGenerateContent, devOpenaiImages } from "../gemini/dev-images.js";
-import { countRequestTokens, DevPromptCache, devTokenCount, type InputUsage } from "./dev-tokens.js";
+import {
+  messageEvents,
+  messageJson,
+  readConversation,
+  runCall,
+  validateMessagesRequest,
+} from "./dev-messages.js";
+import { type DevFeatures, InvalidDevRequest, readDevFeatures } from "./dev-server-tools.js";
+import { countRequestTokens, DevPromptCache } from "./dev-tokens.js";
 import { encodeSseFrame } from "./sse.js";
+
+export { DEV_TEXT_LABEL } from "./dev-messages.js";
 
 /** How to run the dev upstream. */
 export interface DevUpstreamOptions {
@@ -107,10 +140,6 @@ export interface DevUpstream {
   close(): Promise<void>;
 }
 
-/** What every generated answer starts with, so nobody mistakes it for a model's output. */
-export const DEV_TEXT_LABEL = "[tollgate dev-upstream: generated text, not a model]";
-const DEV_THINKING_LABEL = "[tollgate dev-upstream: generated thinking, not a model]";
-const ECHO_WORDS = 12;
 /** Image edits carry up to 14 references, base64-encoded in the Gemini format. */
 const MAX_REQUEST_BYTES = 128 * 1024 * 1024;
 const MODELS = ["dev-upstream-model"] as const;
@@ -205,29 +234,30 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
     if (!bodyIsJson || !isRecord(body)) {
       return sendError(res, requestId, 400, "invalid_request_error", "the request body is not a JSON object");
     }
-    if (route === "POST /v1/messages/count_tokens") {
-      if (!Array.isArray(body.messages)) {
-        return sendError(res, requestId, 400, "invalid_request_error", "messages: Field required");
-      }
-      return sendJson(res, requestId, 200, { input_tokens: countRequestTokens(body) });
-    }
-
-    const invalid = validate(body);
+    const counting = route === "POST /v1/messages/count_tokens";
+    const invalid = counting
+      ? Array.isArray(body.messages)
+        ? undefined
+        : "messages: Field required"
+      : validateMessagesRequest(body);
     if (invalid !== undefined) return sendError(res, requestId, 400, "invalid_request_error", invalid);
-    const request = body as unknown as MessagesRequest;
-    const answer = generate(request);
-    const usage = cache.account(body);
-    const message = { id: newId("msg_dev"), type: "message", role: "assistant", model: request.model };
-    if (body.stream !== true) {
+    let features: DevFeatures;
+    try {
+      features = readDevFeatures(body);
+    } catch (error) {
+      if (!(error instanceof InvalidDevRequest)) throw error;
+      return sendError(res, requestId, 400, "invalid_request_error", error.message);
+    }
+    if (counting) {
       return sendJson(res, requestId, 200, {
-        ...message,
-        content: answer.blocks.map(blockJson),
-        stop_reason: answer.stopReason,
-        stop_sequence: null,
-        usage: fullUsage(usage, answer.outputTokens),
+        input_tokens: countRequestTokens(readConversation(body, features)),
       });
     }
-    const steps = streamEvents(message, answer, usage).map((event) => ({
+
+    const call = runCall(body, features, cache);
+    const id = newId("msg_dev");
+    if (body.stream !== true) return sendJson(res, requestId, 200, messageJson(id, call));
+    const steps = messageEvents(id, call).map((event) => ({
       text: encodeSseFrame({ kind: "event", event: event.type, data: JSON.stringify(event) }),
     }));
     return stream(res, requestId, steps);
@@ -316,251 +346,6 @@ interface StreamStep {
   readonly text?: string;
   readonly destroy?: true;
   readonly delayMs?: number | undefined;
-}
-
-/** The fields of a Messages request the dev upstream reads, after {@link validate}. */
-interface MessagesRequest {
-  readonly model: string;
-  readonly max_tokens: number;
-  readonly messages: readonly unknown[];
-  readonly tools?: unknown;
-  readonly tool_choice?: unknown;
-  readonly thinking?: unknown;
-  readonly stream?: unknown;
-}
-
-type GeneratedBlock =
-  | { readonly type: "thinking"; readonly words: readonly string[]; readonly signature: string }
-  | { readonly type: "text"; readonly words: readonly string[] }
-  | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown };
-
-interface Answer {
-  readonly blocks: readonly GeneratedBlock[];
-  readonly stopReason: "end_turn" | "max_tokens" | "tool_use";
-  readonly outputTokens: number;
-}
-
-/** The minimal checks of the real API; undefined when the request is acceptable. */
-function validate(body: Record<string, unknown>): string | undefined {
-  if (typeof body.model !== "string" || body.model === "") return "model: Field required";
-  if (typeof body.max_tokens !== "number" || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
-    return "max_tokens: Input should be a positive integer";
-  }
-  if (!Array.isArray(body.messages)) return "messages: Field required";
-  if (body.messages.length === 0) return "messages: at least one message is required";
-  const choice = body.tool_choice;
-  if (isRecord(choice) && (choice.type === "any" || choice.type === "tool")) {
-    const tools = toolNames(body.tools);
-    if (tools.length === 0) return "tool_choice: requires tools";
-    if (choice.type === "tool" && !tools.includes(String(choice.name))) {
-      return `tool_choice.name: tool ${JSON.stringify(choice.name)} not found in tools`;
-    }
-  }
-  return undefined;
-}
-
-/** The deterministic answer to a request. */
-function generate(request: MessagesRequest): Answer {
-  const blocks: GeneratedBlock[] = [];
-  let budget = request.max_tokens;
-  let truncated = false;
-  const userWords = words(lastUserText(request.messages));
-  const thinking = isRecord(request.thinking) ? request.thinking.type : undefined;
-  if (thinking === "enabled" || thinking === "adaptive") {
-    const all = words(`${DEV_THINKING_LABEL} The last user message has ${userWords.length} words.`);
-    const taken = all.slice(0, budget);
-    budget -= taken.length;
-    truncated = taken.length < all.length;
-    const signature = createHash("sha256").update(taken.join(" ")).digest("base64");
-    blocks.push({ type: "thinking", words: taken, signature });
-  }
-  const tool = chosenTool(request);
-  if (!truncated && tool !== undefined) {
-    const input = sampleInput(tool.input_schema);
-    const tokens = devTokenCount(JSON.stringify(input));
-    // A tool call is whole or absent: half a JSON input helps nobody.
-    if (tokens <= budget) {
-      budget -= tokens;
-      blocks.push({ type: "tool_use", id: newId("toolu_dev"), name: String(tool.name), input });
-    } else truncated = true;
-  } else if (!truncated) {
-    const echo =
-      userWords.length === 0 ? "You sent no text." : `You said: ${userWords.slice(0, ECHO_WORDS).join(" ")}`;
-    const all = words(`${DEV_TEXT_LABEL} ${echo}`);
-    const taken = all.slice(0, budget);
-    budget -= taken.length;
-    truncated = taken.length < all.length;
-    if (taken.length > 0) blocks.push({ type: "text", words: taken });
-  }
-  const stopReason = truncated ? "max_tokens" : tool !== undefined ? "tool_use" : "end_turn";
-  return { blocks, stopReason, outputTokens: request.max_tokens - budget };
-}
-
-function blockJson(block: GeneratedBlock): Record<string, unknown> {
-  switch (block.type) {
-    case "thinking":
-      return { type: "thinking", thinking: block.words.join(" "), signature: block.signature };
-    case "text":
-      return { type: "text", text: block.words.join(" ") };
-    case "tool_use":
-      return { type: "tool_use", id: block.id, name: block.name, input: block.input };
-  }
-}
-
-/** The Anthropic event sequence for an answer; each event's `type` is its SSE event name. */
-function streamEvents(
-  message: Record<string, unknown>,
-  answer: Answer,
-  usage: InputUsage,
-): { readonly type: string; readonly [field: string]: unknown }[] {
-  const events: { readonly type: string; readonly [field: string]: unknown }[] = [
-    {
-      type: "message_start",
-      message: {
-        ...message,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: fullUsage(usage, 1),
-      },
-    },
-  ];
-  if (answer.blocks.length === 0) events.push({ type: "ping" });
-  for (const [index, block] of answer.blocks.entries()) {
-    const delta = (payload: Record<string, unknown>) =>
-      events.push({ type: "content_block_delta", index, delta: payload });
-    const start =
-      block.type === "thinking"
-        ? { type: "thinking", thinking: "", signature: "" }
-        : block.type === "text"
-          ? { type: "text", text: "" }
-          : { type: "tool_use", id: block.id, name: block.name, input: {} };
-    events.push({ type: "content_block_start", index, content_block: start });
-    if (index === 0) events.push({ type: "ping" });
-    switch (block.type) {
-      case "thinking":
-        for (const [i, word] of block.words.entries())
-          delta({ type: "thinking_delta", thinking: spaced(word, i) });
-        delta({ type: "signature_delta", signature: block.signature });
-        break;
-      case "text":
-        for (const [i, word] of block.words.entries()) delta({ type: "text_delta", text: spaced(word, i) });
-        break;
-      case "tool_use": {
-        delta({ type: "input_json_delta", partial_json: "" });
-        for (const piece of pieces(JSON.stringify(block.input))) {
-          delta({ type: "input_json_delta", partial_json: piece });
-        }
-        break;
-      }
-    }
-    events.push({ type: "content_block_stop", index });
-  }
-  events.push({
-    type: "message_delta",
-    delta: { stop_reason: answer.stopReason, stop_sequence: null },
-    usage: {
-      input_tokens: usage.input_tokens,
-      cache_creation_input_tokens: usage.cache_creation_input_tokens,
-      cache_read_input_tokens: usage.cache_read_input_tokens,
-      output_tokens: answer.outputTokens,
-    },
-  });
-  events.push({ type: "message_stop" });
-  return events;
-}
-
-function fullUsage(usage: InputUsage, outputTokens: number): Record<string, unknown> {
-  return {
-    input_tokens: usage.input_tokens,
-    output_tokens: outputTokens,
-    cache_creation_input_tokens: usage.cache_creation_input_tokens,
-    cache_read_input_tokens: usage.cache_read_input_tokens,
-    cache_creation: { ...usage.cache_creation },
-    service_tier: "standard",
-  };
-}
-
-/** A word as a delta: its leading space, except the first, so the deltas concatenate to the text. */
-function spaced(word: string, index: number): string {
-  return index === 0 ? word : ` ${word}`;
-}
-
-/** Splits JSON text into 2–3 pieces, as the real API streams tool input in fragments. */
-function pieces(json: string): string[] {
-  if (json.length < 3) return [json];
-  const count = json.length < 12 ? 2 : 3;
-  const size = Math.ceil(json.length / count);
-  const out: string[] = [];
-  for (let start = 0; start < json.length; start += size) out.push(json.slice(start, start + size));
-  return out;
-}
-
-function words(text: string): string[] {
-  return text.match(/\S+/g) ?? [];
-}
-
-/** The text of the last user message: its string content or its text blocks. */
-function lastUserText(messages: readonly unknown[]): string {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i];
-    if (!isRecord(message) || message.role !== "user") continue;
-    if (typeof message.content === "string") return message.content;
-    if (!Array.isArray(message.content)) return "";
-    return message.content
-      .filter(
-        (block): block is { text: string } =>
-          isRecord(block) && block.type === "text" && typeof block.text === "string",
-      )
-      .map((block) => block.text)
-      .join(" ");
-  }
-  return "";
-}
-
-function toolNames(tools: unknown): string[] {
-  if (!Array.isArray(tools)) return [];
-  return tools.filter(isRecord).map((tool) => String(tool.name));
-}
-
-/** The tool `tool_choice` forces: the named one, or the first for `any`; undefined otherwise. */
-function chosenTool(request: MessagesRequest): Record<string, unknown> | undefined {
-  const choice = request.tool_choice;
-  if (!isRecord(choice) || !Array.isArray(request.tools)) return undefined;
-  const tools = request.tools.filter(isRecord);
-  if (choice.type === "any") return tools[0];
-  if (choice.type === "tool") return tools.find((tool) => tool.name === choice.name);
-  return undefined;
-}
-
-/** A small deterministic input: the schema's required properties, each with a placeholder value. */
-function sampleInput(schema: unknown): Record<string, unknown> {
-  const input: Record<string, unknown> = {};
-  if (!isRecord(schema) || !isRecord(schema.properties) || !Array.isArray(schema.required)) return input;
-  for (const name of schema.required) {
-    if (typeof name === "string") input[name] = sampleValue(schema.properties[name]);
-  }
-  return input;
-}
-
-function sampleValue(schema: unknown): unknown {
-  if (!isRecord(schema)) return "dev-upstream";
-  if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
-  switch (schema.type) {
-    case "number":
-    case "integer":
-      return 1;
-    case "boolean":
-      return true;
-    case "array":
-      return [];
-    case "object":
-      return sampleInput(schema);
-    case "null":
-      return null;
-    default:
-      return "dev-upstream";
-  }
 }
 
 function modelList(): Record<string, unknown> {

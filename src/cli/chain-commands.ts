@@ -3,6 +3,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { readDevChainsFile, requestFaucet } from "../chains/dev-chains-file.js";
 import { loadConfig } from "../config.js";
+import { formatChargeLines } from "../core/billing/charge-format.js";
 import { formatUnits, INT64_MAX, ledgerDecimals, parseDecimalAmount } from "../core/billing/money.js";
 import {
   type BillingService,
@@ -14,6 +15,7 @@ import {
   ListWithdrawalsResponseSchema,
   SettlementStatus,
   TransferStatus,
+  type UsageRow,
   WithdrawResponseSchema,
 } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { type Command, option, table, UsageError } from "./command.js";
@@ -185,17 +187,33 @@ export const usageCommand: Command = {
       chainsById(context.billing),
     ]);
     if (context.json) return context.out(JSON.stringify(toJson(ListUsageResponseSchema, response)));
-    const rows = response.rows.map((r) => [
-      time(r.createdAt),
-      r.model,
-      r.chain,
-      fmt(r.amount, chains.get(r.chain)),
-      SETTLEMENT_STATUS[r.settlementStatus],
-      r.settlementTxHash,
-    ]);
-    context.out(table(["AT", "MODEL", "CHAIN", "CHARGED", "SETTLEMENT", "TRANSACTION"], rows));
+    context.out(formatUsage(response.rows, chains));
   },
 };
+
+/**
+ * Usage rows as a table, each call followed by its charge lines (indented) and its unpriced
+ * warning, if any.
+ */
+export function formatUsage(rows: readonly UsageRow[], chains: ReadonlyMap<string, Chain>): string {
+  const cells = rows.map((r) => [
+    time(r.createdAt),
+    r.model,
+    r.chain,
+    fmt(r.amount, chains.get(r.chain)),
+    SETTLEMENT_STATUS[r.settlementStatus],
+    r.settlementTxHash,
+  ]);
+  // Aligned as one table, then split so each call's lines go right under its row.
+  const [header, ...lines] = table(
+    ["AT", "MODEL", "CHAIN", "CHARGED", "SETTLEMENT", "TRANSACTION"],
+    cells,
+  ).split("\n");
+  return [
+    header!,
+    ...lines.flatMap((line, i) => [line, ...formatChargeLines(rows[i]!.charges, rows[i]!.unpriced)]),
+  ].join("\n");
+}
 
 /** `tollgate settlement`: the settlement backlog of every chain (operator). */
 export const settlementCommand: Command = {

@@ -24,6 +24,7 @@ import {
 } from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
 import { runDevUpstream } from "./dev-upstream-command.js";
+import { pricingCommand } from "./pricing-command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -40,12 +41,15 @@ Commands:
                                           credit an account by hand, in the chain asset's units
                                           (exact decimals; --credit-id makes a retry credit once)
   balance --account ID                    an account's balances on every chain
+  pricing                                 the price catalog: text models (fast mode, residency),
+                                          server-tool fees, images, chains
   addresses --account ID                  an account's deposit address on every chain
   deposits --account ID                   deposits seen (pending) and credited (at finality)
   withdraw --account ID --chain CHAIN --amount 1.50 --to ADDRESS [--withdrawal-id ID]
                                           send deposit-backed funds onchain (exact decimals)
   withdrawals --account ID                an account's withdrawals and their transactions
-  usage --account ID [--limit N]          an account's calls, charges and onchain settlement
+  usage --account ID [--limit N]          an account's calls, each with its charge lines, and
+                                          their onchain settlement
   settlement                              the settlement backlog of every chain
   faucet --account ID --chain CHAIN --amount 100
                                           mint dev-chain test stablecoin to the account's deposit
@@ -74,6 +78,7 @@ const commands: Record<string, Record<string, Command>> = {
 const topLevelCommands: Record<string, Command> = {
   credit: creditCommand,
   balance: balanceCommand,
+  pricing: pricingCommand,
   addresses: addressesCommand,
   deposits: depositsCommand,
   withdraw: withdrawCommand,

@@ -1,23 +1,13 @@
-/** Decimal places of a chain's ledger units: min(asset decimals, 9) (see docs/billing.md). */
-export function ledgerDecimals(assetDecimals: number): number {
-  return Math.min(assetDecimals, 9);
-}
+import { formatDollars, formatMicroDollars } from "../core/billing/charge-format.js";
+
+// One formatting of money for the CLI and the page: the core's pure helpers, bundled.
+export { ledgerDecimals } from "../core/billing/money.js";
 
 /** An integer amount in units of 10^-decimals as dollars, exactly: `$1.234567`, at least cents. */
-export function dollars(amount: bigint, decimals: number): string {
-  const negative = amount < 0n;
-  const magnitude = negative ? -amount : amount;
-  const scale = 10n ** BigInt(decimals);
-  const whole = magnitude / scale;
-  let fraction = (magnitude % scale).toString().padStart(decimals, "0").replace(/0+$/, "");
-  if (fraction.length < 2) fraction = fraction.padEnd(2, "0");
-  return `${negative ? "-" : ""}$${whole.toLocaleString("en-US")}.${fraction}`;
-}
+export const dollars = formatDollars;
 
 /** Integer micro-dollars as dollars. */
-export function microDollars(amount: bigint): string {
-  return dollars(amount, 6);
-}
+export const microDollars = formatMicroDollars;
 
 /** Parses a dollar amount typed by a user into units of 10^-decimals; undefined when invalid. */
 export function parseDollars(text: string, decimals: number): bigint | undefined {

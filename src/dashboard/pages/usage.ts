@@ -1,7 +1,13 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import {
+  chargeLineView,
+  formatChargeLine,
+  isPlainTokenLine,
+  unpricedWarning,
+} from "../../core/billing/charge-format.js";
 import { HoldStatus, SettlementStatus, type UsageRow } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { chainLedgerDecimals, type PageContext } from "../context.js";
-import { errorLine, h, loading, mount, table } from "../dom.js";
+import { type Child, errorLine, h, loading, mount } from "../dom.js";
 import { dollars } from "../money.js";
 import { auth, billing } from "../rpc.js";
 
@@ -116,19 +122,20 @@ export async function usagePage(ctx: PageContext): Promise<void> {
     mount(
       results,
       dailyChart(ctx, shown),
-      table(
-        ["Time", "Key", "Model", "Usage", "Price", "Chain", "Status", "Settlement"],
-        shown.map((row) => [
-          row.createdAt === undefined ? "" : timestampDate(row.createdAt).toLocaleString(),
-          keyNames.get(row.keyId) ?? (row.keyId || "—"),
-          h("code", {}, row.model),
-          tokens(row),
-          h("span", { "data-price": row.requestId }, amountOf(row).text),
-          row.chain,
-          STATUS[row.status],
-          settlement(row),
-        ]),
-        new Set([4]),
+      callTable(
+        shown.map((row) => ({
+          row,
+          cells: [
+            row.createdAt === undefined ? "" : timestampDate(row.createdAt).toLocaleString(),
+            keyNames.get(row.keyId) ?? (row.keyId || "—"),
+            h("code", {}, row.model),
+            tokens(row),
+            h("span", { "data-price": row.requestId }, amountOf(row).text),
+            row.chain,
+            STATUS[row.status],
+            settlement(row),
+          ],
+        })),
       ),
     );
   };
@@ -147,7 +154,7 @@ export async function usagePage(ctx: PageContext): Promise<void> {
   });
   exportButton.addEventListener("click", () => {
     const lines = [
-      "time,request_id,key,model,image_size,input_tokens,output_tokens,cache_write_5m_tokens,cache_write_1h_tokens,cache_read_tokens,images,chain,status,amount,settlement,settlement_tx",
+      "time,request_id,key,model,image_size,input_tokens,output_tokens,cache_write_5m_tokens,cache_write_1h_tokens,cache_read_tokens,images,chain,status,amount,settlement,settlement_tx,charges,unpriced",
       ...filtered().map((row) =>
         [
           row.createdAt === undefined ? "" : timestampDate(row.createdAt).toISOString(),
@@ -166,6 +173,8 @@ export async function usagePage(ctx: PageContext): Promise<void> {
           amountOf(row).text.replace(/[$,]/g, ""),
           SETTLEMENT[row.settlementStatus],
           row.settlementTxHash,
+          row.charges.map(formatChargeLine).join("; "),
+          row.unpriced.join("; "),
         ]
           .map(csvField)
           .join(","),
@@ -194,6 +203,91 @@ export async function usagePage(ctx: PageContext): Promise<void> {
     moreButton,
   );
   draw();
+}
+
+const CALL_HEADERS = ["Time", "Key", "Model", "Usage", "Price", "Chain", "Status", "Settlement"];
+/** The Price column: right-aligned amounts. */
+const PRICE_COLUMN = 4;
+
+/**
+ * The calls as a table (horizontally scrollable, so it works at 375 px), each call followed by a
+ * row with its charge lines and its unpriced warning when it has any.
+ */
+function callTable(calls: { row: UsageRow; cells: Child[] }[]): HTMLElement {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "calls" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          CALL_HEADERS.map((title, i) =>
+            h("th", { class: i === PRICE_COLUMN ? "num" : undefined, scope: "col" }, title),
+          ),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        calls.map(({ row, cells }) => {
+          const breakdown = chargeBreakdown(row);
+          return [
+            h(
+              "tr",
+              { class: breakdown === undefined ? undefined : "has-charges" },
+              cells.map((cell, i) => h("td", { class: i === PRICE_COLUMN ? "num" : undefined }, cell)),
+            ),
+            breakdown === undefined
+              ? null
+              : h("tr", { class: "charges-row" }, h("td", { colspan: CALL_HEADERS.length }, breakdown)),
+          ];
+        }),
+      ),
+    ),
+  );
+}
+
+/**
+ * A call's charge lines ("3 web searches $0.03", "… fast mode ×2 …", "declined attempt (not
+ * charged)") and its unpriced warning; undefined when it has neither (image calls, older rows).
+ * The lines start folded when they say nothing the row does not (one plain token pass).
+ */
+function chargeBreakdown(row: UsageRow): HTMLElement | undefined {
+  if (row.charges.length === 0 && row.unpriced.length === 0) return undefined;
+  const plain = row.charges.length === 1 && isPlainTokenLine(row.charges[0]!);
+  const warning = unpricedWarning(row.unpriced);
+  const count = row.charges.length;
+  return h(
+    "div",
+    { class: "charge-box", "data-charges": row.requestId },
+    warning === "" ? null : h("p", { class: "warning unpriced", role: "note" }, warning),
+    count === 0
+      ? null
+      : h(
+          "details",
+          { open: !plain },
+          h("summary", {}, `Charge breakdown (${count} ${count === 1 ? "line" : "lines"})`),
+          h(
+            "ul",
+            { class: "charge-lines" },
+            row.charges.map((line) => {
+              const view = chargeLineView(line);
+              return h(
+                "li",
+                { class: view.charged ? undefined : "not-charged" },
+                h("span", { class: "charge-label" }, view.label),
+                view.counts === "" ? null : h("span", { class: "charge-counts muted" }, view.counts),
+                h("span", { class: "charge-amount" }, view.amount),
+              );
+            }),
+          ),
+        ),
+  );
 }
 
 function csvField(value: unknown): string {

@@ -86,7 +86,8 @@ describe("funding from the dashboard on the dev chains", () => {
       expect.arrayContaining(["wallet_switchEthereumChain", "eth_sendTransaction"]),
     );
     await expect.poll(() => page.locator('[data-available="arbitrum"]').textContent()).toBe("$3.50");
-    expect(await page.locator("#deposits tbody tr").count()).toBe(2);
+    // The deposits table re-renders after the balances: wait for it too.
+    await expect.poll(() => page.locator("#deposits tbody tr").count()).toBe(2);
     expect(await page.locator("img.qr").count()).toBeGreaterThanOrEqual(3);
     await screenshot(page, "wallet-funded");
 

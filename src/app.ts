@@ -3,6 +3,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { Config } from "./config.js";
+import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { createCore } from "./core/core.js";
@@ -22,6 +23,8 @@ export interface App {
   readonly db: Db | undefined;
   /** Voids orphaned holds; started by buildApp (it sweeps once at start-up), stopped by shutdown. */
   readonly sweeper: HoldSweeper | undefined;
+  /** Billing anomalies counted by the core (unpriced or missing usage, capped charges); undefined when facade-only. */
+  readonly counters?: BillingCounters | undefined;
   /** The text provider's connection pool; absent in facade-only mode or with no provider URL. */
   readonly textUpstream: AnthropicUpstream | undefined;
   /** Image providers and the `url` image sweeper; absent in facade-only mode. */
@@ -152,7 +155,16 @@ export async function buildApp(
     core.sweeper.start();
     images.startSweeper((error) => console.error("internal error in the image sweeper:", error));
     chains?.start();
-    return { facade, core: coreServer, db, sweeper: core.sweeper, textUpstream, images, chains };
+    return {
+      facade,
+      core: coreServer,
+      db,
+      sweeper: core.sweeper,
+      counters: core.counters,
+      textUpstream,
+      images,
+      chains,
+    };
   } catch (error) {
     await chains?.stop();
     db.close();

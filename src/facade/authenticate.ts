@@ -7,6 +7,8 @@ declare module "fastify" {
   interface FastifyRequest {
     /** Set by the authentication hook on every authenticated route. */
     principal: Principal | null;
+    /** The gateway's public origin for links in answers (TOLLGATE_PUBLIC_URL, else this request's). */
+    publicOrigin: string;
   }
 }
 

@@ -20,6 +20,7 @@ async function answer(handler: typeof anthropicErrorHandler, error: Error) {
   return {
     status: response.statusCode,
     chain: response.headers["x-gateway-billing-chain"],
+    shouldRetry: response.headers["x-should-retry"],
     body: response.json(),
   };
 }
@@ -33,13 +34,17 @@ describe("billing errors in each envelope", () => {
     expect(r.chain).toBe("base");
     expect(r.body.error.type).toBe("billing_error");
     expect(r.body.error.message).toBe(
-      "Insufficient funds on base: this call needs up to 2.500000 USDC, 1.000000 USDC is available.",
+      "Insufficient funds on base: this call needs up to 2.500000 USDC, 1.000000 USDC is available. " +
+        "Add funds on the Wallet page: http://localhost:80/dashboard#/wallet",
     );
+    // A retry cannot fund the wallet: the SDKs and Claude Code stop at once.
+    expect(r.shouldRetry).toBe("false");
   });
 
   it("402 with code insufficient_funds (OpenAI)", async () => {
     const r = await answer(openaiErrorHandler, funds);
     expect(r.status).toBe(402);
+    expect(r.shouldRetry).toBe("false");
     expect(r.chain).toBe("base");
     expect(r.body).toEqual({
       error: {

@@ -53,8 +53,10 @@ export async function buildFacade({
     return503OnClosing: true,
   });
   app.decorateRequest("principal", null);
+  app.decorateRequest("publicOrigin", "");
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
   });
 
   const auth = createClient(AuthService, transport);

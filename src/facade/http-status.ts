@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { FastifyRequest } from "fastify";
 import { errorInfo } from "../core/errors.js";
 
 /** A core error as the facade reports it, before a format wraps it in its envelope. */
@@ -87,12 +88,26 @@ function statusOf(code: Code, reason: string | undefined): number {
 }
 
 /**
- * Headers every format adds for a mapped error: the billing chain of a 402, and `retry-after`
- * with the request-limit headers of a 429 (the format's names, PROTOCOLS §1.6).
+ * A refusal for funds that tells the caller where to add them: the dashboard's Wallet page at
+ * the gateway's public origin (TOLLGATE_PUBLIC_URL, else the request's own). Other errors are
+ * returned as they are.
+ */
+export function withWalletLink(error: FacadeError, request: FastifyRequest): FacadeError {
+  if (error.reason !== "INSUFFICIENT_FUNDS") return error;
+  const origin = request.publicOrigin || `${request.protocol}://${request.host}`;
+  return { ...error, message: `${error.message} Add funds on the Wallet page: ${origin}/dashboard#/wallet` };
+}
+
+/**
+ * Headers every format adds for a mapped error: the billing chain of a 402 and
+ * `x-should-retry: false` (the official SDKs and Claude Code then stop at once: a retry cannot
+ * fund the wallet), and `retry-after` with the request-limit headers of a 429 (the format's
+ * names, PROTOCOLS §1.6).
  */
 export function errorHeaders(error: FacadeError): Record<string, string> {
   const headers: Record<string, string> = {};
   if (error.chain !== undefined) headers["x-gateway-billing-chain"] = error.chain;
+  if (error.status === 402) headers["x-should-retry"] = "false";
   const { metadata } = error;
   if (error.reason === "RATE_LIMITED") {
     headers["retry-after"] = metadata.retry_after ?? "60";

@@ -18,7 +18,13 @@ interface Run {
 }
 
 /** Runs `claude -p PROMPT` against `baseUrl` with `token`, in a throwaway home, bounded in time. */
-function claude(baseUrl: string, token: string, prompt: string, timeoutMs = 90_000): Promise<Run> {
+function claude(
+  baseUrl: string,
+  token: string,
+  prompt: string,
+  timeoutMs = 90_000,
+  extraArgs: readonly string[] = [],
+): Promise<Run> {
   const home = tempDir("tollgate-claude-home-");
   const env: NodeJS.ProcessEnv = {};
   // Nothing of the developer's own Claude or provider setup may leak into the run.
@@ -34,7 +40,7 @@ function claude(baseUrl: string, token: string, prompt: string, timeoutMs = 90_0
     DISABLE_AUTOUPDATER: "1",
   });
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text"], {
+    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text", ...extraArgs], {
       env,
       cwd: home.path,
       stdio: ["ignore", "pipe", "pipe"],
@@ -94,7 +100,65 @@ describe("the Claude Code CLI through the gateway", () => {
     const calls = t.upstream.requests.length;
     const run = await claude(t.baseUrl, secret, "Say hello", 60_000);
     expect(run.code).toBe(1);
-    expect(`${run.stdout}${run.stderr}`).toMatch(/Insufficient funds on base/);
+    const shown = `${run.stdout}${run.stderr}`;
+    expect(shown).toMatch(/Insufficient funds on base/);
+    expect(shown).toMatch(/Not even max_tokens 1 would fit/);
+    expect(shown).toContain(`${t.baseUrl}/dashboard#/wallet`);
     expect(t.upstream.requests.length).toBe(calls);
+  });
+
+  it("shows a short wallet the largest max_tokens it covers, and where to add funds", async () => {
+    const { account } = await t.gateway.operator.createAccount({ name: "short" });
+    const { secret } = await t.gateway.operator.createKey({ accountId: account!.id });
+    // $1.50: less than Opus 4.8 with max_tokens 64,000 holds, more than its prompt alone.
+    await t.credit(1_500_000n, "base", account!.id);
+    const calls = t.upstream.requests.length;
+    const run = await claude(t.baseUrl, secret, "Say hello", 60_000);
+    expect(run.code).toBe(1);
+    const shown = `${run.stdout}${run.stderr}`;
+    expect(shown).toMatch(/this call needs up to \d+\.\d{6} USDC, 1\.500000 USDC is available/);
+    const affordable = Number(/max_tokens up to (\d+)/.exec(shown)?.[1]);
+    expect(affordable).toBeGreaterThan(0);
+    expect(affordable).toBeLessThan(64_000);
+    expect(shown).toContain(`${t.baseUrl}/dashboard#/wallet`);
+    expect(t.upstream.requests.length).toBe(calls);
+  });
+
+  it("runs its WebSearch tool through the gateway, and the search call is billed per search", async () => {
+    // A call with a server tool holds its provider loop's worst case (ten context windows).
+    await t.credit(300_000_000n);
+    const before = (await t.usage()).length;
+    const run = await claude(t.baseUrl, t.secret, "search the web for tollgate pricing", 90_000, [
+      "--allowedTools",
+      "WebSearch",
+    ]);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    // The CLI's own web-search request went through as it sent it (max_uses 8: nothing repaired).
+    const search = t.upstream
+      .messageRequests()
+      .find((r) => JSON.stringify((r.body as { tools?: unknown }).tools ?? []).includes("web_search_2"));
+    expect(search).toBeDefined();
+    expect((search!.body as { tools: unknown[] }).tools[0]).toMatchObject({
+      type: "web_search_20250305",
+      max_uses: 8,
+    });
+    const all = await t.usage();
+    const rows = all.slice(0, all.length - before);
+    expect(rows.length).toBe(3); // the main call, the search, the follow-up with the results
+    const searched = rows.filter((row) => row.charges.some((c) => c.kind === "web_search"));
+    expect(searched).toHaveLength(1);
+    const line = searched[0]!.charges.find((c) => c.kind === "web_search")!;
+    // The dev upstream runs 3 searches: $0.03 on top of the tokens.
+    expect(line).toMatchObject({
+      quantity: 3n,
+      amountPico: 30_000n * 1_000_000n,
+      description: "3 web searches",
+    });
+    for (const row of rows) {
+      expect(row.status).toBe(HoldStatus.SETTLED);
+      expect(row.amount).toBeLessThanOrEqual(row.heldAmount);
+    }
+    expect(t.gateway.app.counters?.count("capped_charge")).toBe(0);
   });
 });

@@ -70,7 +70,7 @@ export function toPricing(
       {
         tool: "web_search",
         pricePerUse: catalog.serverTools.webSearch,
-        note: "per search; failed searches are free",
+        note: "failed searches are free",
       },
       { tool: "web_fetch", pricePerUse: catalog.serverTools.webFetch, note: "tokens only" },
     ],

@@ -167,12 +167,12 @@ export function priceCall(catalog: PriceCatalog, call: CallSpec): PricedCall {
     const geo = call.inferenceGeo;
     if (geo !== undefined && geo !== "") {
       if (price.residency.size === 0) {
-        throw invalidField("inference_geo", `${price.model} does not take inference_geo.`);
+        throw invalidField("inference_geo", `inference_geo: ${price.model} does not take inference_geo.`);
       }
       if (geo !== "global" && !price.residency.has(geo)) {
         throw invalidField(
           "inference_geo",
-          `inference_geo must be one of global, ${[...price.residency.keys()].join(", ")}; got ${JSON.stringify(geo)}.`,
+          `inference_geo: must be one of global, ${[...price.residency.keys()].join(", ")}; got ${JSON.stringify(geo)}.`,
         );
       }
     }
@@ -311,9 +311,8 @@ export function priceUsage(catalog: PriceCatalog, call: PricedCall, usage: Deliv
       price = dearestModel(catalog);
     }
     if (pass.kind === "unknown") unpriced.push(`usage.iterations.${i}.type`);
+    // `usage.speed` is the call's: a pass on a model without fast mode (an advisor, a fallback) ran standard.
     const speed: Speed = usage.speed === "fast" && price.fast !== undefined ? "fast" : "standard";
-    if (usage.speed === "fast" && price.fast === undefined && !declined)
-      unpriced.push(`usage.speed (${price.model})`);
     const multiplierBp = residencyBp(price, usage.inferenceGeo, unpriced);
     const rates = ratesAt(price, speed);
     const scaled = declined ? 0n : tokensPico(pass, rates) * BigInt(multiplierBp);
@@ -327,7 +326,7 @@ export function priceUsage(catalog: PriceCatalog, call: PricedCall, usage: Deliv
       speed,
       multiplierBp,
       scaled,
-      description: tokenLineText(price, passName, speed, multiplierBp),
+      description: tokenLineText(price, passName, speed, multiplierBp, usage.inferenceGeo ?? ""),
     });
   });
   const searches = usage.webSearchRequests ?? 0n;
@@ -409,11 +408,12 @@ function tokenLineText(
   pass: ChargeLine["pass"],
   speed: Speed,
   multiplierBp: number,
+  geo: string,
 ): string {
   const parts = [price.model, PASS_TEXT[pass]];
   if (speed === "fast" && price.fast !== undefined)
     parts.push(`fast mode ×${ratio(price.fast.output, price.output)}`);
-  if (multiplierBp !== BP_ONE) parts.push(`US-only ×${ratio(BigInt(multiplierBp), BP)}`);
+  if (multiplierBp !== BP_ONE) parts.push(`${geo.toUpperCase()}-only ×${ratio(BigInt(multiplierBp), BP)}`);
   return parts.join(" · ");
 }
 
@@ -475,7 +475,7 @@ function textPrice(catalog: PriceCatalog, model: string, field: string): TextPri
 
 function checkSpeed(price: TextPrice, speed: Speed | undefined, field: string): void {
   if (speed === "fast" && price.fast === undefined) {
-    throw invalidField(field, `${price.model} does not offer fast mode.`);
+    throw invalidField(field, `${field}: ${price.model} does not offer fast mode.`);
   }
 }
 

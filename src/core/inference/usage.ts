@@ -81,10 +81,13 @@ export function billedUsage(usage: AnthropicUsage, model: unknown, resolve: Mode
   };
 }
 
-/** Whether a usage object reports any token count at all (a 200 without one is measured instead). */
+/**
+ * Whether a usage object reports the two counts every answer carries (`input_tokens` and
+ * `output_tokens` are required in the format): without them the charge is measured instead.
+ */
 export function hasUsage(usage: AnthropicUsage | undefined): usage is AnthropicUsage {
   return (
-    usage !== undefined && (typeof usage.input_tokens === "number" || typeof usage.output_tokens === "number")
+    usage !== undefined && typeof usage.input_tokens === "number" && typeof usage.output_tokens === "number"
   );
 }
 

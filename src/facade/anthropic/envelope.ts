@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { errorHeaders, type FacadeError, toFacadeError } from "../http-status.js";
+import { errorHeaders, type FacadeError, toFacadeError, withWalletLink } from "../http-status.js";
 
 /** The Anthropic `error.type` for a status (PROTOCOLS.md §1.5). */
 function errorType(status: number): string {
@@ -43,7 +43,7 @@ export function anthropicErrorBody(error: FacadeError, requestId: string) {
  * and body verbatim: clients (Claude Code above all) retry on the provider's wording.
  */
 export function anthropicErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
-  const mapped = toFacadeError(error);
+  const mapped = withWalletLink(toFacadeError(error), request);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
   reply.headers(errorHeaders(mapped));
   const { status, body } = mapped.metadata;

@@ -96,6 +96,26 @@ describe("the dashboard in a real browser", () => {
     expect(Buffer.concat(csv).toString()).toContain(`${row!.requestId},browser key,model-haiku-4-5`);
     await screenshot(page, "usage");
 
+    // A call with web search in fast mode: the Usage page says what it was charged for. (A
+    // server-tool loop holds ten context windows, so the wallet gets more first.)
+    await t.credit(300_000_000n, "base", accountId);
+    await client.messages.create({
+      model: "model-opus-4-8",
+      max_tokens: 200,
+      speed: "fast",
+      messages: [{ role: "user", content: "What is new in gateways this week?" }],
+      tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }],
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    const [searched] = await t.usage(accountId);
+    await page.reload();
+    const charges = page.locator(`[data-charges="${searched!.requestId}"]`);
+    await charges.waitFor();
+    const shown = (await charges.textContent()) ?? "";
+    expect(shown).toContain("3 web searches");
+    expect(shown).toContain("$0.03");
+    expect(shown).toContain("fast mode ×2");
+    await screenshot(page, "usage-charges");
+
     // Switching the default chain bills the next call there.
     await t.credit(2_000_000n, "arbitrum", accountId);
     await page.getByRole("link", { name: "Wallet" }).click();

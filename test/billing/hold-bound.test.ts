@@ -6,6 +6,7 @@ import type { TextPrice } from "../../src/core/billing/price-catalog.js";
 import {
   type DeliveredUsage,
   type FallbackSpec,
+  NO_USAGE,
   type PassKind,
   priceCall,
   priceUsage,
@@ -164,12 +165,7 @@ function drawUsage(g: Draw, spec: TextCallSpec): DeliveredUsage {
   const serving = attempts[ran - 1]!.price;
   const geos = spec.inferenceGeo ?? pick(g, ["global", ...serving.residency.keys()]);
   return {
-    inputTokens: 0n,
-    outputTokens: 0n,
-    cacheWrite5mTokens: 0n,
-    cacheWrite1hTokens: 0n,
-    cacheReadTokens: 0n,
-    images: 0,
+    ...NO_USAGE,
     model: serving.model,
     passes,
     speed: anyFast && g.bool() ? "fast" : "standard",
@@ -221,12 +217,7 @@ describe("the hold covers any usage the provider may report for the request", ()
       outputTokens: 1_000n,
     }));
     const usage: DeliveredUsage = {
-      inputTokens: 0n,
-      outputTokens: 0n,
-      cacheWrite5mTokens: 0n,
-      cacheWrite1hTokens: 0n,
-      cacheReadTokens: 0n,
-      images: 0,
+      ...NO_USAGE,
       passes,
       speed: "fast",
       inferenceGeo: "us",

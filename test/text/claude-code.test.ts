@@ -1,66 +1,21 @@
-import { spawn } from "node:child_process";
-import { resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { tempDir } from "../helpers/process.js";
+import { runClaude } from "../helpers/claude-code.js";
+import type { CliResult } from "../helpers/process.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
 // The real Claude Code CLI (npm @anthropic-ai/claude-code), headless, pointed at the gateway's
 // origin with a gateway key as its auth token, unmodified.
 
-/** The CLI as npm installs it (a native binary placed by the package's postinstall). */
-const CLAUDE = resolve(import.meta.dirname, "../../node_modules/.bin/claude");
-
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs `claude -p PROMPT` against `baseUrl` with `token`, in a throwaway home, bounded in time. */
+/** Runs the CLI against the gateway with `token`, bounded in time. */
 function claude(
   baseUrl: string,
   token: string,
   prompt: string,
   timeoutMs = 90_000,
-  extraArgs: readonly string[] = [],
-): Promise<Run> {
-  const home = tempDir("tollgate-claude-home-");
-  const env: NodeJS.ProcessEnv = {};
-  // Nothing of the developer's own Claude or provider setup may leak into the run.
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!/^(ANTHROPIC_|CLAUDE|TOLLGATE_)/.test(name)) env[name] = value;
-  }
-  Object.assign(env, {
-    HOME: home.path,
-    XDG_CONFIG_HOME: home.path,
-    ANTHROPIC_BASE_URL: baseUrl,
-    ANTHROPIC_AUTH_TOKEN: token,
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-    DISABLE_AUTOUPDATER: "1",
-  });
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text", ...extraArgs], {
-      env,
-      cwd: home.path,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      home.cleanup();
-      resolvePromise({ code, stdout, stderr });
-    });
-  });
+  args: readonly string[] = [],
+): Promise<CliResult> {
+  return runClaude({ baseUrl, token, prompt, timeoutMs, args });
 }
 
 describe("the Claude Code CLI through the gateway", () => {

@@ -1,5 +1,3 @@
-import { spawn } from "node:child_process";
-import { resolve } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   DEV_TEXT_LABEL,
@@ -7,14 +5,13 @@ import {
   startDevUpstream,
 } from "../../src/upstream/anthropic/dev-upstream.js";
 import { sseFrames } from "../../src/upstream/anthropic/sse.js";
-import { tempDir } from "../helpers/process.js";
+import { runClaude } from "../helpers/claude-code.js";
 
 // Claude Code's WebSearch against the dev upstream alone: the main request offers a client tool
 // `WebSearch`; the model's tool_use of it makes the CLI send its own request with a web_search
 // server tool; the search results come back to the main loop as a tool_result. The request
 // shapes below are what Claude Code 2.1.197 sent (captured against the dev upstream).
 
-const CLAUDE = resolve(import.meta.dirname, "../../node_modules/.bin/claude");
 const MODEL = "claude-opus-4-8";
 
 /** Claude Code's client WebSearch tool, as its main request offers it. */
@@ -196,49 +193,9 @@ describe("Claude Code's WebSearch flow on the wire", () => {
   });
 });
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs `claude -p PROMPT` against the dev upstream in a throwaway home, as test/text/claude-code.test.ts does. */
-function claude(baseUrl: string, prompt: string, args: readonly string[]): Promise<Run> {
-  const home = tempDir("tollgate-claude-home-");
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!/^(ANTHROPIC_|CLAUDE|TOLLGATE_)/.test(name)) env[name] = value;
-  }
-  Object.assign(env, {
-    HOME: home.path,
-    XDG_CONFIG_HOME: home.path,
-    ANTHROPIC_BASE_URL: baseUrl,
-    ANTHROPIC_AUTH_TOKEN: "dev-token",
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-    DISABLE_AUTOUPDATER: "1",
-  });
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text", ...args], {
-      env,
-      cwd: home.path,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      home.cleanup();
-      resolvePromise({ code, stdout, stderr });
-    });
-  });
+/** Runs the CLI against the dev upstream (which takes any token). */
+function claude(baseUrl: string, prompt: string, args: readonly string[]) {
+  return runClaude({ baseUrl, token: "dev-token", prompt, args });
 }
 
 describe("the Claude Code CLI's WebSearch against the dev upstream", () => {

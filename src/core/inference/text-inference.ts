@@ -249,10 +249,13 @@ export class TextInference {
     const request = parseMessagesRequest(call.body, "count_tokens");
     const model = this.model(request.model);
     const repair = repairRequest(request, model, "count_tokens");
+    // The same tool checks and model names as a call: what can be counted can be sent.
+    const repaired = [...repair.repaired];
+    readBillableFeatures(request.json, this.deps.models, this.deps.webSearchMaxUses, repaired);
     const text = await this.count(JSON.stringify(request.json), call);
     const inputTokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
     if (typeof inputTokens !== "number") throw upstreamError("a count without input_tokens");
-    return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repair.repaired };
+    return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repaired };
   }
 
   /** Relays events as they arrive, recording each one the consumer took. */

@@ -1583,10 +1583,11 @@ export const CreditResponseSchema: GenMessage<CreditResponse> = /*@__PURE__*/
 
 /**
  * A text call to price. The worst case is, for each attempt (the model, then each fallback),
- * its input bound at the dearest input-side rate plus its clamped max_tokens at the output
- * rate, both × the server-tool iteration limit when a server tool can loop; plus the advisor's
- * and compaction's passes, the residency multiplier, and the web searches' fees. See
- * docs/billing.md.
+ * its sampling passes: one without a server tool, else up to the provider's iteration limit,
+ * the first reading input_tokens and each later one a full context window, all at the dearest
+ * input-side rate, each writing the attempt's clamped max_tokens; plus compaction's and the
+ * advisor's passes, × the residency multiplier, plus the web searches' fees. See
+ * docs/billing.md ("The hold").
  *
  * @generated from message tollgate.billing.v1.TextCall
  */

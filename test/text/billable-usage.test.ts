@@ -430,3 +430,170 @@ describe("features that cannot be priced per call, or are not offered, are refus
     expect((await t.usage()).length).toBe(rows);
   });
 });
+
+describe("every feature at once, against the dev upstream's own answers", () => {
+  let t: TextGateway;
+  let client: Anthropic;
+
+  beforeAll(async () => {
+    t = await startTextGateway();
+    await t.credit(2_000_000_000n);
+    client = new Anthropic({ baseURL: t.baseUrl, apiKey: t.secret, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    expect(t.gateway.app.counters?.count("capped_charge")).toBe(0);
+    expect(t.gateway.app.counters?.count("unpriced_usage")).toBe(0);
+    t.expectSoundLedger();
+    await t.close();
+  });
+
+  /** List prices in µ$ per MTok of the provider models these calls use; fast where offered. */
+  const PRICES: Record<
+    string,
+    { in: bigint; out: bigint; w5m: bigint; w1h: bigint; read: bigint; fast: boolean }
+  > = {
+    "claude-opus-4-8": {
+      in: 5_000_000n,
+      out: 25_000_000n,
+      w5m: 6_250_000n,
+      w1h: 10_000_000n,
+      read: 500_000n,
+      fast: true,
+    },
+    "claude-opus-5": {
+      in: 5_000_000n,
+      out: 25_000_000n,
+      w5m: 6_250_000n,
+      w1h: 10_000_000n,
+      read: 500_000n,
+      fast: true,
+    },
+    "claude-fable-5": {
+      in: 10_000_000n,
+      out: 50_000_000n,
+      w5m: 12_500_000n,
+      w1h: 20_000_000n,
+      read: 1_000_000n,
+      fast: false,
+    },
+  };
+
+  /**
+   * The price of a provider usage object, recomputed here from the documented rule, independently
+   * of the gateway's code: each iteration at its model (declined attempts free), fast ×2,
+   * US-only ×1.1, $0.01 per search; in µ$, rounded up once.
+   */
+  function listPrice(usage: Record<string, unknown>, servedBy: string, requested: string): bigint {
+    type Pass = Record<string, unknown> & { type?: string; model?: string };
+    const iterations = (usage.iterations as Pass[] | undefined) ?? [
+      { ...usage, type: "message", model: servedBy },
+    ];
+    const lastFallback = iterations.map((p) => p.type).lastIndexOf("fallback_message");
+    let tenthsOfPico = 0n;
+    iterations.forEach((pass, i) => {
+      if (pass.type === "message" && i < lastFallback && pass.output_tokens === 0) return; // declined
+      const p = PRICES[pass.model ?? requested]!;
+      const x = usage.speed === "fast" && p.fast ? 2n : 1n;
+      const creation = (pass.cache_creation ?? {}) as Record<string, number>;
+      const w1h = BigInt(creation.ephemeral_1h_input_tokens ?? 0);
+      const w5m = BigInt(Number(pass.cache_creation_input_tokens ?? 0)) - w1h;
+      const pico =
+        BigInt(Number(pass.input_tokens ?? 0)) * p.in * x +
+        BigInt(Number(pass.output_tokens ?? 0)) * p.out * x +
+        w5m * p.w5m * x +
+        w1h * p.w1h * x +
+        BigInt(Number(pass.cache_read_input_tokens ?? 0)) * p.read * x;
+      tenthsOfPico += pico * (usage.inference_geo === "us" ? 11n : 10n);
+    });
+    const searches = BigInt(
+      Number((usage.server_tool_use as Record<string, number> | undefined)?.web_search_requests ?? 0),
+    );
+    const micro = tenthsOfPico + searches * 10_000n * 1_000_000n * 10n;
+    return (micro + 10_000_000n - 1n) / 10_000_000n;
+  }
+
+  /** One call both ways; returns the usage object the provider reported, as the client saw it. */
+  async function send(
+    body: Record<string, unknown>,
+    stream: boolean,
+  ): Promise<{ usage: Record<string, unknown>; model: string }> {
+    const params = { max_tokens: 300, ...body } as unknown as Anthropic.MessageCreateParamsNonStreaming;
+    if (!stream) {
+      const message = await client.messages.create(params);
+      return { usage: message.usage as unknown as Record<string, unknown>, model: message.model };
+    }
+    // The raw final message_delta carries the cumulative usage with its iterations.
+    const s = client.messages.stream(params);
+    let usage: Record<string, unknown> = {};
+    s.on("streamEvent", (event) => {
+      if (event.type === "message_delta") usage = { ...usage, ...(event.usage as object) };
+      if (event.type === "message_start") usage = { ...(event.message.usage as object) };
+    });
+    const final = await s.finalMessage();
+    return { usage, model: final.model };
+  }
+
+  it.each([false, true])(
+    "fast + US-only + web search + web fetch + advisor + compaction: charged the list price of the reported usage (stream: %s)",
+    async (stream) => {
+      const { usage, model } = await send(
+        {
+          model: "model-opus-4-8",
+          speed: "fast",
+          inference_geo: "us",
+          system: "You are a careful researcher. ".repeat(30),
+          messages: [
+            { role: "user", content: `Look up https://example.invalid/gateways and compare (${stream}).` },
+          ],
+          tools: [
+            { type: "web_search_20250305", name: "web_search", max_uses: 3 },
+            { type: "web_fetch_20250910", name: "web_fetch", max_uses: 1 },
+            { type: "advisor_20260301", name: "advisor", model: "model-opus-5", max_tokens: 1500 },
+          ],
+          context_management: {
+            edits: [{ type: "compact_20260112", trigger: { type: "input_tokens", value: 100 } }],
+          },
+        },
+        stream,
+      );
+      const kinds = (usage.iterations as { type: string }[]).map((i) => i.type);
+      expect(kinds).toEqual(expect.arrayContaining(["compaction", "advisor_message", "message"]));
+      expect(usage).toMatchObject({
+        speed: "fast",
+        inference_geo: "us",
+        server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
+      });
+      const [row] = await t.usage();
+      expect(row!.status).toBe(HoldStatus.SETTLED);
+      expect(row!.amount).toBe(listPrice(usage, model, "claude-opus-4-8"));
+      expect(row!.charges.map((c) => c.description)).toEqual(
+        expect.arrayContaining([
+          "3 web searches",
+          "1 web fetch (tokens only)",
+          "model-opus-5 · advisor call · fast mode ×2 · US-only ×1.1",
+        ]),
+      );
+      expect(row!.amount).toBeLessThanOrEqual(row!.heldAmount);
+    },
+  );
+
+  it.each([false, true])(
+    "a declined primary and its fallback, with web search: the declined attempt is free (stream: %s)",
+    async (stream) => {
+      const { usage, model } = await send(
+        {
+          model: "model-fable-5",
+          fallbacks: [{ model: "model-opus-4-8" }],
+          messages: [{ role: "user", content: `Search for gateway news [decline] (${stream})` }],
+          tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 2 }],
+        },
+        stream,
+      );
+      const [row] = await t.usage();
+      expect(row!.amount).toBe(listPrice(usage, model, "claude-fable-5"));
+      expect(row!.charges.map((c) => c.pass)).toEqual(expect.arrayContaining(["declined", "fallback"]));
+      expect(row!.charges.find((c) => c.pass === "declined")!.amountPico).toBe(0n);
+      expect(row!.charges.find((c) => c.kind === "web_search")!.quantity).toBe(2n);
+    },
+  );
+});

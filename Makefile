@@ -67,6 +67,6 @@ bench-report: build ## Re-render docs/benchmarks.md from bench/results/latest.js
 clean: ## Remove build output (keeps ./data)
 	rm -rf dist
 
-contracts: install ## Recompile the dev chains' test stablecoin (contracts/*.sol) into src/chains/evm/test-stablecoin-artifact.ts
+contracts: install ## Recompile the dev chains' test stablecoin (contracts/*.sol) into src/dev/chains/evm/test-stablecoin-artifact.ts
 	node scripts/compile-test-token.mjs
-	biome format --write src/chains/evm/test-stablecoin-artifact.ts
+	biome format --write src/dev/chains/evm/test-stablecoin-artifact.ts

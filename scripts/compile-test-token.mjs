@@ -1,5 +1,5 @@
 // Compiles contracts/TestStablecoin.sol with the solc npm package (soljson, no network) and writes
-// its ABI and creation bytecode to src/chains/evm/test-stablecoin-artifact.ts, so that builds and
+// its ABI and creation bytecode to src/dev/chains/evm/test-stablecoin-artifact.ts, so that builds and
 // tests never run the compiler. Run with `make contracts`.
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -31,5 +31,5 @@ export const testStablecoinAbi = ${JSON.stringify(contract.abi, null, 2)} as con
 /** Creation bytecode of the test stablecoin; constructor(string name, string symbol). */
 export const testStablecoinBytecode = "0x${contract.evm.bytecode.object}" as const;
 `;
-writeFileSync(resolve(root, "src/chains/evm/test-stablecoin-artifact.ts"), text);
-console.log(`wrote src/chains/evm/test-stablecoin-artifact.ts (solc ${solc.version()})`);
+writeFileSync(resolve(root, "src/dev/chains/evm/test-stablecoin-artifact.ts"), text);
+console.log(`wrote src/dev/chains/evm/test-stablecoin-artifact.ts (solc ${solc.version()})`);

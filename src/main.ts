@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type App, type BuildOptions, buildApp } from "./app.js";
-import type { DevChains } from "./chains/dev-chains.js";
-import { DEV_MASTER_SECRET } from "./chains/dev-chains-file.js";
 import { type Config, requireMasterSecret } from "./config.js";
-import { type DevUpstream, startDevUpstream } from "./upstream/anthropic/dev-upstream.js";
+import type { DevChains } from "./dev/chains/dev-chains.js";
+import { DEV_MASTER_SECRET } from "./dev/chains/dev-chains-file.js";
+import { type DevUpstream, startDevUpstream } from "./dev/provider/dev-upstream.js";
 
 /**
  * Runs the gateway: builds it from `config`, listens on the facade port (and the core port
@@ -18,7 +18,7 @@ export async function serve(config: Config): Promise<App> {
   if (config.coreUrl === undefined && config.onchain.mode !== "off") {
     const masterSecret = requireMasterSecret(config.onchain, DEV_MASTER_SECRET);
     if (config.onchain.mode === "dev") {
-      const { startDevChains } = await import("./chains/dev-chains.js");
+      const { startDevChains } = await import("./dev/chains/dev-chains.js");
       devChains = await startDevChains(config.chains, {
         dataDir: config.dataDir,
         log: (line) => process.stderr.write(`${line}\n`),

@@ -2,11 +2,12 @@
 import { parseArgs } from "node:util";
 import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { remoteCoreTransport } from "../app.js";
-import { DEV_MASTER_SECRET, readDevChainsFile } from "../chains/dev-chains-file.js";
 import { type Config, ConfigError, loadConfig } from "../config.js";
 import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import { operatorCallerResolver } from "../core/caller.js";
 import { createCore } from "../core/core.js";
+import { DEV_MASTER_SECRET, readDevChainsFile } from "../dev/chains/dev-chains-file.js";
+import { runDevUpstream } from "../dev/cli/dev-upstream-command.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { serve } from "../main.js";
@@ -23,7 +24,6 @@ import {
   withdrawCommand,
 } from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
-import { runDevUpstream } from "./dev-upstream-command.js";
 import { pricingCommand } from "./pricing-command.js";
 
 const USAGE = `Usage: tollgate <command> [options]
@@ -110,7 +110,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     if (group === "dev-chains") {
       // Loaded on demand, like the chains runtime: commands that touch no chain start fast.
-      const { runDevChains } = await import("./dev-chains-command.js");
+      const { runDevChains } = await import("../dev/cli/dev-chains-command.js");
       await runDevChains(argv.slice(1), config);
       return -1;
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { KeyStatus } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { type DevUpstream, startDevUpstream } from "../../src/upstream/anthropic/dev-upstream.js";
 import { accountWithKey, startTestGateway, type TestGateway } from "../helpers/app.js";
 
 type Format = "anthropic" | "openai";

@@ -3,7 +3,7 @@ import { Connection } from "@solana/web3.js";
 import type { Browser } from "playwright-core";
 import { createTestClient, createWalletClient, getAddress, http, parseEther, publicActions } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readDevChainsFile, requestFaucet } from "../../src/chains/dev-chains-file.js";
+import { readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";

@@ -8,8 +8,8 @@ import { Connection, PublicKey } from "@solana/web3.js";
 import { createPublicClient, createTestClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { remoteCoreTransport } from "../../src/app.js";
-import { readDevChainsFile } from "../../src/chains/dev-chains-file.js";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
+import { readDevChainsFile } from "../../src/dev/chains/dev-chains-file.js";
 import {
   BillingService,
   SettlementStatus,

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { DEV_IMAGE_LABEL } from "../../src/upstream/gemini/dev-images.js";
+import { DEV_IMAGE_LABEL } from "../../src/dev/provider/dev-images.js";
 import { pngSize, pngText } from "../helpers/image-fixtures.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 

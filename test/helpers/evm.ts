@@ -10,9 +10,12 @@ import {
   publicActions,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { EvmDevChain } from "../../src/chains/evm/dev-chain.js";
-import { testStablecoinAbi, testStablecoinBytecode } from "../../src/chains/evm/test-stablecoin-artifact.js";
 import type { ChainConfig } from "../../src/core/billing/chain-registry.js";
+import type { EvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
+import {
+  testStablecoinAbi,
+  testStablecoinBytecode,
+} from "../../src/dev/chains/evm/test-stablecoin-artifact.js";
 
 /** A fixed 32-byte master secret for tests (never a real one). */
 export const TEST_MASTER_SECRET = new Uint8Array(32).fill(7);

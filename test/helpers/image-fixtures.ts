@@ -1,5 +1,5 @@
 import { inflateSync } from "node:zlib";
-import { labelledPng } from "../../src/upstream/dev-png.js";
+import { labelledPng } from "../../src/dev/provider/dev-png.js";
 
 /** A small valid PNG (labelled, deterministic). */
 export function smallPng(width = 64, height = 48, seed = "ref"): Buffer {

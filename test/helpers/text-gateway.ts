@@ -2,14 +2,14 @@ import { type Client, createClient, createRouterTransport } from "@connectrpc/co
 import { expect } from "vitest";
 import { operatorCallerResolver } from "../../src/core/caller.js";
 import { createCore } from "../../src/core/core.js";
-import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
 import {
   type DevUpstream,
   type RecordedRequest,
   type ScriptedReply,
   startDevUpstream,
-} from "../../src/upstream/anthropic/dev-upstream.js";
+} from "../../src/dev/provider/dev-upstream.js";
+import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { auditLedger } from "../../src/store/ledger-audit.js";
 import { accountWithKey, startTestGateway, type TestGateway } from "./app.js";
 
 /** A gateway in front of the dev upstream, with one funded account and its key. */

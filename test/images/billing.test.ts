@@ -1,8 +1,8 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ASPECT_RATIOS, pixelSize } from "../../src/core/images/image-models.js";
+import type { ScriptedReply } from "../../src/dev/provider/dev-upstream.js";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import type { ScriptedReply } from "../../src/upstream/anthropic/dev-upstream.js";
 import { accountWithKey } from "../helpers/app.js";
 import { smallPng } from "../helpers/image-fixtures.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";

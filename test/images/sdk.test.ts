@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DEV_IMAGE_LABEL } from "../../src/dev/provider/dev-images.js";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { DEV_IMAGE_LABEL } from "../../src/upstream/gemini/dev-images.js";
 import { jpegLike, pngPixels, pngSize, pngText, smallPng, webpLike } from "../helpers/image-fixtures.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 

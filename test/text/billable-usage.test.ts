@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { RecordedRequest, ScriptedReply } from "../../src/dev/provider/dev-upstream.js";
 import { HoldStatus, type UsageRow } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import type { RecordedRequest, ScriptedReply } from "../../src/upstream/anthropic/dev-upstream.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
 // Everything the provider bills beyond the four token counts, priced to the micro-dollar through

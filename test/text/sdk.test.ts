@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { countRequestTokens } from "../../src/dev/provider/dev-tokens.js";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { countRequestTokens } from "../../src/upstream/anthropic/dev-tokens.js";
 import { expectedCharge, startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
 // The official SDK against the gateway, with the dev upstream on a real socket behind it.

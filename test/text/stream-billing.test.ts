@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScriptedEvent } from "../../src/dev/provider/dev-upstream.js";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import type { ScriptedEvent } from "../../src/upstream/anthropic/dev-upstream.js";
 import { type OpenStream, openStream } from "../helpers/sse-client.js";
 import { expectedCharge, startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 

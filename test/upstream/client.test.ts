@@ -1,5 +1,12 @@
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { devTokenCount } from "../../src/dev/provider/dev-tokens.js";
+import {
+  DEV_TEXT_LABEL,
+  type DevUpstream,
+  type ScriptedReply,
+  startDevUpstream,
+} from "../../src/dev/provider/dev-upstream.js";
 import {
   AnthropicUpstream,
   type AnthropicUpstreamOptions,
@@ -7,13 +14,6 @@ import {
   type UpstreamCall,
   UpstreamFailure,
 } from "../../src/upstream/anthropic/client.js";
-import { devTokenCount } from "../../src/upstream/anthropic/dev-tokens.js";
-import {
-  DEV_TEXT_LABEL,
-  type DevUpstream,
-  type ScriptedReply,
-  startDevUpstream,
-} from "../../src/upstream/anthropic/dev-upstream.js";
 import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/upstream/anthropic/sse.js";
 
 const KEY = "sk-upstream-test";

@@ -1,9 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  DEV_TEXT_LABEL,
-  type DevUpstream,
-  startDevUpstream,
-} from "../../src/upstream/anthropic/dev-upstream.js";
+import { DEV_TEXT_LABEL, type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { sseFrames } from "../../src/upstream/anthropic/sse.js";
 import { runClaude } from "../helpers/claude-code.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevUpstream, startDevUpstream } from "../../src/upstream/anthropic/dev-upstream.js";
-import { DEV_IMAGE_LABEL } from "../../src/upstream/gemini/dev-images.js";
+import { DEV_IMAGE_LABEL } from "../../src/dev/provider/dev-images.js";
+import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { pngPixels, pngText } from "../helpers/image-fixtures.js";
 
 // The dev upstream's image formats over a real socket: what `tollgate dev-upstream` serves.

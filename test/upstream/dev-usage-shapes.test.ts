@@ -7,12 +7,8 @@ import type {
   MessageCreateParamsNonStreaming,
 } from "@anthropic-ai/sdk/resources/beta/messages/messages.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { countRequestTokens, devTokenCount } from "../../src/upstream/anthropic/dev-tokens.js";
-import {
-  DEV_TEXT_LABEL,
-  type DevUpstream,
-  startDevUpstream,
-} from "../../src/upstream/anthropic/dev-upstream.js";
+import { countRequestTokens, devTokenCount } from "../../src/dev/provider/dev-tokens.js";
+import { DEV_TEXT_LABEL, type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { sseFrames } from "../../src/upstream/anthropic/sse.js";
 
 // The usage shapes the dev upstream speaks beyond the four token counts (server tools, speed,

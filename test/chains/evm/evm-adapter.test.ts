@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChainAdapter } from "../../../src/chains/chain-port.js";
-import { DEV_TOKEN_ADDRESS, type EvmDevChain, startEvmDevChain } from "../../../src/chains/evm/dev-chain.js";
 import { createEvmAdapter } from "../../../src/chains/evm/evm-adapter.js";
+import {
+  DEV_TOKEN_ADDRESS,
+  type EvmDevChain,
+  startEvmDevChain,
+} from "../../../src/dev/chains/evm/dev-chain.js";
 import { deployOtherToken, devChainConfig, TEST_MASTER_SECRET } from "../../helpers/evm.js";
 
 describe("EVM adapter on anvil", () => {

@@ -1,10 +1,10 @@
 import { type Client, createClient, createRouterTransport } from "@connectrpc/connect";
 import { expect } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
-import { type EvmDevChain, startEvmDevChain } from "../../../src/chains/evm/dev-chain.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { operatorCallerResolver } from "../../../src/core/caller.js";
 import { type Core, createCore } from "../../../src/core/core.js";
+import { type EvmDevChain, startEvmDevChain } from "../../../src/dev/chains/evm/dev-chain.js";
 import { BillingService } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
-import { type EvmDevChain, startEvmDevChains } from "../../../src/chains/evm/dev-chain.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { ledgerToOnchain } from "../../../src/core/billing/money.js";
 import { createCore } from "../../../src/core/core.js";
+import { type EvmDevChain, startEvmDevChains } from "../../../src/dev/chains/evm/dev-chain.js";
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";

@@ -11,8 +11,8 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EvmDevChain, startEvmDevChain } from "../../../src/chains/evm/dev-chain.js";
-import { testStablecoinAbi } from "../../../src/chains/evm/test-stablecoin-artifact.js";
+import { type EvmDevChain, startEvmDevChain } from "../../../src/dev/chains/evm/dev-chain.js";
+import { testStablecoinAbi } from "../../../src/dev/chains/evm/test-stablecoin-artifact.js";
 
 // The dev chains' token is the real thing for the standards it claims: ERC-20 with 6 decimals,
 // EIP-2612 permit and EIP-3009 authorisations, checked on anvil with viem's signers.

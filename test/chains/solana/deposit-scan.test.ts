@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { findDeposits, type ScannedTransaction } from "../../../src/chains/solana/deposit-scan.js";
-import { transactionErrorJson } from "../../../src/chains/solana/dev-svm.js";
 import { decodeTokenCredit } from "../../../src/chains/solana/token-instructions.js";
+import { transactionErrorJson } from "../../../src/dev/chains/solana/dev-svm.js";
 
 function data(tag: number, amount: bigint, decimals?: number): Uint8Array {
   const bytes = Buffer.alloc(decimals === undefined ? 9 : 10);

@@ -18,12 +18,12 @@ import {
 } from "@solana/spl-token";
 import { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram } from "@solana/web3.js";
 import { afterEach, describe, expect, it } from "vitest";
+import { memoInstruction } from "../../../src/chains/solana/memo.js";
 import {
   type SolanaDevChain,
   solanaDevMintAddress,
   startSolanaDevChain,
-} from "../../../src/chains/solana/dev-chain.js";
-import { memoInstruction } from "../../../src/chains/solana/memo.js";
+} from "../../../src/dev/chains/solana/dev-chain.js";
 import { tempDir } from "../../helpers/process.js";
 import { lamportsOf, sendTx, statusOf } from "./helpers.js";
 

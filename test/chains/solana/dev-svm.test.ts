@@ -2,7 +2,7 @@ import { address } from "@solana/kit";
 import { TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
-import { DevSvm } from "../../../src/chains/solana/dev-svm.js";
+import { DevSvm } from "../../../src/dev/chains/solana/dev-svm.js";
 
 describe("DevSvm account reads", () => {
   it("read through litesvm's native binding exactly what its public API returns", () => {

@@ -10,11 +10,11 @@ import { type Client, Code, ConnectError, createClient, createRouterTransport } 
 import { Keypair } from "@solana/web3.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
-import { type SolanaDevChain, startSolanaDevChain } from "../../../src/chains/solana/dev-chain.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { operatorCallerResolver } from "../../../src/core/caller.js";
 import { type Core, createCore } from "../../../src/core/core.js";
 import { errorInfo } from "../../../src/core/errors.js";
+import { type SolanaDevChain, startSolanaDevChain } from "../../../src/dev/chains/solana/dev-chain.js";
 import {
   BillingService,
   SettlementStatus,

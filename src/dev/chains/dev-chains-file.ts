@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type ChainRegistry, parseChainRegistry } from "../core/billing/chain-registry.js";
+import { type ChainRegistry, parseChainRegistry } from "../../core/billing/chain-registry.js";
 
 // What other processes need to know about running dev chains, without loading the chain
 // libraries (the CLI starts fast when it does not touch a chain).

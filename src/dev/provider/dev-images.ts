@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import { isImageSize } from "../../core/billing/price-catalog.js";
 import { ASPECT_RATIOS, isAspectRatio, pixelSize } from "../../core/images/image-models.js";
-import { labelledPng } from "../dev-png.js";
+import { labelledPng } from "./dev-png.js";
 
 /** What every generated image says about itself (also its `tEXt` Comment). */
 export const DEV_IMAGE_LABEL = "[tollgate dev-upstream: generated image, not a model]";

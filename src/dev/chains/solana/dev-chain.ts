@@ -25,6 +25,8 @@ import {
   TOKEN_PROGRAM_ID,
 } from "@solana/spl-token";
 import { Keypair, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import { signAndSerialize } from "../../../chains/solana/fast-sign.js";
+import { memoInstruction } from "../../../chains/solana/memo.js";
 import { callDevRpc, type DevRpcDeps } from "./dev-rpc.js";
 import {
   type Commitment,
@@ -35,8 +37,6 @@ import {
   RpcError,
 } from "./dev-svm.js";
 import { attachDevWebsocket } from "./dev-ws.js";
-import { signAndSerialize } from "./fast-sign.js";
-import { memoInstruction } from "./memo.js";
 
 /** How to run the Solana dev chain. Slot timing options: {@link DevSvmOptions}. */
 export interface SolanaDevChainOptions extends DevSvmOptions {

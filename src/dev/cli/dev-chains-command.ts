@@ -1,8 +1,8 @@
 import { join } from "node:path";
+import { UsageError } from "../../cli/command.js";
+import type { Config } from "../../config.js";
 import { startDevChains } from "../chains/dev-chains.js";
 import { DEV_CHAINS_FILE } from "../chains/dev-chains-file.js";
-import type { Config } from "../config.js";
-import { UsageError } from "./command.js";
 
 /**
  * Runs `tollgate dev-chains`: starts the local chains for the registry (as `serve` does in dev

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { type ChainConfig, type ChainRegistry, chainRegistry } from "../core/billing/chain-registry.js";
+import { type ChainConfig, type ChainRegistry, chainRegistry } from "../../core/billing/chain-registry.js";
 import { DEV_CHAINS_FILE } from "./dev-chains-file.js";
 import { type EvmDevChain, startEvmDevChains } from "./evm/dev-chain.js";
 import type { SolanaDevChain } from "./solana/dev-chain.js";

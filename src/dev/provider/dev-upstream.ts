@@ -45,7 +45,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { newId } from "../../core/ids.js";
-import { type DevImageAnswer, devGenerateContent, devOpenaiImages } from "../gemini/dev-images.js";
+import { encodeSseFrame } from "../../upstream/anthropic/sse.js";
+import { type DevImageAnswer, devGenerateContent, devOpenaiImages } from "./dev-images.js";
 import {
   messageEvents,
   messageJson,
@@ -55,7 +56,6 @@ import {
 } from "./dev-messages.js";
 import { type DevFeatures, InvalidDevRequest, readDevFeatures } from "./dev-server-tools.js";
 import { countRequestTokens, DevPromptCache } from "./dev-tokens.js";
-import { encodeSseFrame } from "./sse.js";
 
 export { DEV_TEXT_LABEL } from "./dev-messages.js";
 

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
-import { type DevUpstream, startDevUpstream } from "../upstream/anthropic/dev-upstream.js";
-import { UsageError } from "./command.js";
+import { UsageError } from "../../cli/command.js";
+import { type DevUpstream, startDevUpstream } from "../provider/dev-upstream.js";
 
 /** Default address of `tollgate dev-upstream`: next to the gateway's 8787/8788. */
 const DEFAULT_HOST = "127.0.0.1";

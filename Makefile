@@ -53,8 +53,8 @@ test: install checkgenerate lint typecheck build browser ## Everything CI checks
 test-only: build browser ## Only the tests (skips generation and lint checks)
 	vitest run
 
-run: build ## Run the gateway on its embedded defaults (facade :8787, core :8788, ./data)
-	node dist/src/cli/main.js serve
+run: build ## Run the gateway on its embedded defaults and local stand-ins (tollgate dev: facade :8787, core :8788, ./data)
+	node dist/src/cli/main.js dev
 
 bench: build ## Benchmarks: gateway vs pass-through vs direct, writes bench/results/ and docs/benchmarks.md (~10 min; BENCH_ARGS=--quick)
 	tsc -p tsconfig.bench.json

@@ -5,12 +5,52 @@ import type { DevChains } from "./dev/chains/dev-chains.js";
 import { DEV_MASTER_SECRET } from "./dev/chains/dev-chains-file.js";
 import { type DevUpstream, startDevUpstream } from "./dev/provider/dev-upstream.js";
 
+/** How the gateway runs: `serve` (production, fails closed) or `dev` (local stand-ins). */
+export type RunMode = "serve" | "dev";
+
+/**
+ * What production cannot run without, unless facade-only: a model provider, a chain registry and
+ * the master secret. Each missing one is named with the variable that supplies it; `tollgate dev`
+ * runs the local stand-ins instead. A production process never falls back to a stand-in or a
+ * public secret.
+ */
+export function missingForServe(config: Config): string[] {
+  if (config.coreUrl !== undefined) return [];
+  const missing: string[] = [];
+  if (config.anthropic.url === undefined) {
+    missing.push("TOLLGATE_ANTHROPIC_API_KEY (the model provider's key; or TOLLGATE_ANTHROPIC_URL)");
+  }
+  if (config.onchain.mode !== "configured") {
+    missing.push("TOLLGATE_CHAINS (the chain registry file: chains, assets, RPC endpoints)");
+  }
+  if (config.onchain.masterSecret === undefined) {
+    missing.push("TOLLGATE_MASTER_SECRET (hex, at least 32 bytes: deposit and treasury keys derive from it)");
+  }
+  return missing;
+}
+
+/** `serve` without what production needs: the message names every missing variable. */
+export class ServeRefused extends Error {
+  constructor(readonly missing: readonly string[]) {
+    super(
+      `serve refuses to start without:\n${missing.map((m) => `  ${m}`).join("\n")}\n` +
+        "Run `tollgate dev` (what `make run` runs) for the local provider, chains and faucet instead.",
+    );
+    this.name = "ServeRefused";
+  }
+}
+
 /**
  * Runs the gateway: builds it from `config`, listens on the facade port (and the core port
  * unless facade-only), prints one ready line, and shuts down gracefully on SIGTERM or SIGINT.
- * Resolves once listening.
+ * Resolves once listening. In `serve` mode a missing provider, chain registry or master secret
+ * refuses to start (ServeRefused); in `dev` mode local stand-ins take their place, labelled.
  */
-export async function serve(config: Config): Promise<App> {
+export async function serve(config: Config, mode: RunMode = "serve"): Promise<App> {
+  if (mode === "serve") {
+    const missing = missingForServe(config);
+    if (missing.length > 0) throw new ServeRefused(missing);
+  }
   // Chains: the configured registry's RPCs (the master secret is required), or in dev mode local
   // dev chains started here; never the shipped registry's public RPCs unless configured.
   let devChains: DevChains | undefined;
@@ -41,8 +81,9 @@ export async function serve(config: Config): Promise<App> {
     devUpstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
     config = { ...config, anthropic: { ...config.anthropic, url: devUpstream.url } };
   }
-  // No image provider either: images go to the same stand-in (it speaks the Gemini format too).
-  const devImages = config.coreUrl === undefined && !hasImageProvider(config);
+  // No image provider either: in dev mode images go to the same stand-in (it speaks the Gemini
+  // format too); in production the image routes are simply not served.
+  const devImages = mode === "dev" && config.coreUrl === undefined && !hasImageProvider(config);
   if (devImages) {
     devUpstream ??= await startDevUpstream({ host: "127.0.0.1", port: 0 });
     const gemini = { ...config.images.gemini, url: devUpstream.url };
@@ -93,7 +134,7 @@ export async function serve(config: Config): Promise<App> {
   // Before the ready line: whoever reads it may signal at once.
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
-  const mode = app.core === undefined ? "facade-only" : "facade+core";
+  const tier = app.core === undefined ? "facade-only" : "facade+core";
   const text =
     devUpstream !== undefined
       ? `text: built-in dev upstream ${devUpstream.url}, generated labelled text, not a model ` +
@@ -117,7 +158,7 @@ export async function serve(config: Config): Promise<App> {
         : "chains: off";
   // One plain line that scripts and tests can wait for.
   process.stdout.write(
-    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${mode}; ${text}; ${images}; ${chainsText})\n`,
+    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${tier}${mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText})\n`,
   );
 
   return app;

@@ -29,7 +29,11 @@ import { pricingCommand } from "./pricing-command.js";
 const USAGE = `Usage: tollgate <command> [options]
 
 Commands:
-  serve                                   run the gateway (facade + core, or facade-only with TOLLGATE_CORE_URL)
+  serve                                   run the gateway in production (facade + core, or facade-only with
+                                          TOLLGATE_CORE_URL); refuses to start without a provider, a chain
+                                          registry and a master secret
+  dev                                     run the gateway on local stand-ins: the dev provider, dev chains
+                                          and faucet, a public dev secret (what make run runs)
   account create [--name NAME]            create an account
   account list                            list accounts
   account suspend ID [--reason TEXT]      suspend an account (its keys stop working at once)
@@ -102,10 +106,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return -1;
     }
     const config = loadConfig();
-    if (group === "serve") {
+    if (group === "serve" || group === "dev") {
       if (argv.length > 1)
-        throw new UsageError(`serve takes no arguments (configure it with TOLLGATE_* variables)`);
-      await serve(config);
+        throw new UsageError(`${group} takes no arguments (configure it with TOLLGATE_* variables)`);
+      await serve(config, group);
       return -1;
     }
     if (group === "dev-chains") {

@@ -72,6 +72,7 @@ describe("tollgate CLI (child process)", () => {
     [["account", "suspend"], "expected exactly one account id"],
     [["key", "revoke", "a", "b"], "expected exactly one key id"],
     [["serve", "now"], "serve takes no arguments"],
+    [["dev", "now"], "dev takes no arguments"],
   ])("bad arguments %j → usage on stderr, exit 2, no stack trace", async (args, message) => {
     const result = await runCli(args, env);
     expect(result.code).toBe(2);
@@ -91,6 +92,26 @@ describe("tollgate CLI (child process)", () => {
     const result = await runCli(["serve"], { ...env, TOLLGATE_PORT: "eighty" });
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("TOLLGATE_PORT");
+  });
+
+  it("serve fails closed: without a provider, a chain registry or a master secret it names each and exits 1", async () => {
+    const all = await runCli(["serve"], env);
+    expect(all.code).toBe(1);
+    for (const variable of ["TOLLGATE_ANTHROPIC_API_KEY", "TOLLGATE_CHAINS", "TOLLGATE_MASTER_SECRET"]) {
+      expect(all.stderr).toContain(variable);
+    }
+    expect(all.stderr).toContain("tollgate dev");
+    expect(all.stdout).not.toContain("tollgate ready");
+    // Each one is named only while it is missing.
+    const withProvider = await runCli(["serve"], {
+      ...env,
+      TOLLGATE_ANTHROPIC_API_KEY: "sk-test",
+      TOLLGATE_MASTER_SECRET: "ab".repeat(32),
+    });
+    expect(withProvider.code).toBe(1);
+    expect(withProvider.stderr).toContain("TOLLGATE_CHAINS");
+    expect(withProvider.stderr).not.toContain("TOLLGATE_ANTHROPIC_API_KEY");
+    expect(withProvider.stderr).not.toContain("TOLLGATE_MASTER_SECRET (");
   });
 
   it("prints help with exit 0", async () => {

@@ -84,9 +84,16 @@ export interface GatewayProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `tollgate serve` and resolves once it prints its ready line. */
-export function startGateway(env: Record<string, string>, timeoutMs = 20_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [CLI, "serve"], {
+/**
+ * Starts the gateway and resolves once it prints its ready line: `tollgate dev` (local stand-ins
+ * for whatever `env` leaves out) unless `command` is `serve` (production: fails closed).
+ */
+export function startGateway(
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+  command: "dev" | "serve" = "dev",
+): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [CLI, command], {
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -5,8 +5,11 @@
 import type { HoldSettleResult } from "./hold-settle.js";
 import type { RateResult, SaturateResult } from "./load.js";
 
-/** Who the client talks to: (a) the fake upstream, (b) the pass-through proxy, (c) the gateway. */
-export type TargetId = "direct" | "proxy" | "gateway";
+/**
+ * Who the client talks to: (a) the fake upstream, (b) the pass-through proxy, (c) the gateway,
+ * (d) the peer gateway (Portkey's).
+ */
+export type TargetId = "direct" | "proxy" | "gateway" | "peer";
 
 /** What is sent. `idle` is a stream the upstream opens and then leaves silent. */
 export type Scenario = "messages" | "stream" | "count_tokens" | "image" | "idle";
@@ -55,6 +58,8 @@ export interface BenchResults {
     readonly fdLimit: number;
   };
   readonly gateway: { readonly name: string; readonly url: string; readonly commit: string };
+  /** The peer measured as (d); absent in runs from before it was added. */
+  readonly peer?: { readonly name: string; readonly package: string } | undefined;
   readonly settings: {
     readonly seconds: number;
     readonly upstreamLatencyMs: number;

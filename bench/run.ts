@@ -1,8 +1,9 @@
 /**
- * `make bench`: runs the fake upstream, the pass-through proxy and the gateway (as a user runs
- * it: `tollgate serve`, a real data dir, a real key, credited funds) each in its own process,
- * drives them side by side with the load generator (another process), writes the raw results
- * to bench/results/ and regenerates docs/benchmarks.md and its chart from them.
+ * `make bench`: runs the fake upstream, the pass-through proxy, the gateway (as a user runs it:
+ * `tollgate serve`, a real data dir, a real key, credited funds) and a peer gateway (Portkey's,
+ * see peer.ts) each in its own process, drives them side by side with the load generator
+ * (another process), writes the raw results to bench/results/ and regenerates
+ * docs/benchmarks.md and its chart from them.
  *
  * Options:
  *   --target URL        measure another gateway as (c) instead of starting Tollgate; it must be
@@ -14,7 +15,7 @@
  *   --streams N         idle streams to hold open (default 10000, capped by the fd limit)
  *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle (default all)
  *   --profile DIR       run the gateway with --cpu-prof, writing its profile into DIR on exit
- *   --targets LIST      comma-separated subset of direct,proxy,gateway (default all three)
+ *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
@@ -27,6 +28,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import type { HoldSettleResult } from "./hold-settle.js";
 import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } from "./load.js";
+import { PEER_PACKAGE, PEER_VERSION, type Peer, startPeer } from "./peer.js";
 import { writeReport } from "./report.js";
 import type { BenchResults, IdleFigure, Scenario, TargetId } from "./results.js";
 
@@ -190,12 +192,19 @@ function fdLimit(): number {
 
 const MESSAGE = { role: "user", content: "Say hello to the benchmark." };
 
+/** Scenarios the peer's Anthropic route serves (its count_tokens and images routes differ). */
+const PEER_SCENARIOS: ReadonlySet<Scenario> = new Set(["messages", "stream", "idle"]);
+
+/** Headers that route the peer's calls to the fake upstream; set once the peer runs. */
+let peerHeaders: Record<string, string> = {};
+
 function requestFor(target: TargetId, scenario: Scenario, url: string, key: string): RequestSpec {
   const headers: Record<string, string> = {
     "content-type": "application/json",
     "anthropic-version": "2023-06-01",
     "x-api-key": key,
     authorization: `Bearer ${key}`,
+    ...(target === "peer" ? peerHeaders : {}),
   };
   const text = (stream: boolean, content = MESSAGE.content) =>
     JSON.stringify({
@@ -255,11 +264,18 @@ async function main(): Promise<void> {
     dataDir = started.dataDir;
     gatewayUrl = gateway.url;
   }
-  const only = new Set((values.targets ?? "direct,proxy,gateway").split(","));
+  const only = new Set((values.targets ?? "direct,proxy,gateway,peer").split(","));
+  let peer: Peer | undefined;
+  if (only.has("peer")) {
+    peer = await startPeer(upstream.url);
+    children.push(peer.child);
+    peerHeaders = peer.headers;
+  }
   const targets: { id: TargetId; url: string; pid: number | undefined; key: string }[] = [
     { id: "direct" as const, url: upstream.url, pid: upstream.child.pid, key: "bench" },
     { id: "proxy" as const, url: proxy.url, pid: proxy.child.pid, key: "bench" },
     { id: "gateway" as const, url: gatewayUrl, pid: gateway?.child.pid, key },
+    { id: "peer" as const, url: peer?.url ?? "", pid: peer?.child.pid, key: "bench" },
   ].filter((target) => only.has(target.id));
   const results: BenchResults = {
     version: 1,
@@ -279,6 +295,7 @@ async function main(): Promise<void> {
       url: values.target ?? "tollgate serve (started by the harness)",
       commit: gitCommit(),
     },
+    peer: peer === undefined ? undefined : { name: "Portkey", package: `${PEER_PACKAGE}@${PEER_VERSION}` },
     settings: { seconds, upstreamLatencyMs: Number(values["latency-ms"]), saturationConnections: 64, quick },
     saturation: [],
     rates: [],
@@ -304,6 +321,7 @@ async function main(): Promise<void> {
     const scenarios = (values.scenarios ?? "messages,stream,count_tokens,image").split(",") as Scenario[];
     for (const scenario of scenarios) {
       for (const target of targets) {
+        if (target.id === "peer" && !PEER_SCENARIOS.has(scenario)) continue;
         const cpuBefore = target.pid === undefined ? 0 : cpuMs(target.pid);
         const result = await runLoad<SaturateResult>({
           kind: "saturate",

@@ -28,10 +28,22 @@ export const callerKey = createContextKey<Caller>({ kind: "anonymous" }, { descr
 /** Resolves the caller of one RPC from its request metadata. */
 export type CallerResolver = (header: Headers) => Caller;
 
-/** A server interceptor that resolves the caller once and puts it in the context values. */
+/**
+ * A caller the facade already authenticated for this call, handed over by an in-process
+ * transport. Only code in this process can set a context value (a network request starts with
+ * fresh ones), so the core takes it instead of authenticating the same key a second time.
+ */
+export const authenticatedCallerKey = createContextKey<Caller | undefined>(undefined, {
+  description: "caller authenticated in process",
+});
+
+/**
+ * A server interceptor that resolves the caller once and puts it in the context values: the one
+ * the in-process facade authenticated, else from the request metadata.
+ */
 export function callerInterceptor(resolve: CallerResolver): Interceptor {
   return (next) => async (req) => {
-    req.contextValues.set(callerKey, resolve(req.header));
+    req.contextValues.set(callerKey, req.contextValues.get(authenticatedCallerKey) ?? resolve(req.header));
     return await next(req);
   };
 }

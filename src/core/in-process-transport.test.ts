@@ -1,10 +1,17 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, createClient } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createClient,
+  createContextValues,
+  createRouterTransport,
+} from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { CheckResponseSchema, HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
-import { type Caller, callerInterceptor, callerKey } from "./caller.js";
+import { authenticatedCallerKey, type Caller, callerInterceptor, callerKey } from "./caller.js";
 import { errorInfo, invalidField, toConnectError } from "./errors.js";
 import { createInProcessTransport, IN_PROCESS_PROTOCOL } from "./in-process-transport.js";
 
@@ -28,6 +35,53 @@ function streamProbe(parts: number) {
   };
   return { probe, client: createClient(InferenceService, createInProcessTransport(routes, [])) };
 }
+
+describe("authenticating once per call", () => {
+  const key: Caller = { kind: "key", key: { accountId: "acct_a", keyId: "key_a" } };
+  function counted() {
+    const seen: Caller[] = [];
+    let resolved = 0;
+    const routes = (router: ConnectRouter) => {
+      router.service(HealthService, {
+        check(_req, ctx) {
+          seen.push(ctx.values.get(callerKey));
+          return { ready: true };
+        },
+      });
+    };
+    const resolve = (): Caller => {
+      resolved++;
+      return { kind: "anonymous" };
+    };
+    return { seen, routes, resolve, resolvedCount: () => resolved };
+  }
+
+  it("takes the caller the facade authenticated in process, without resolving it again", async () => {
+    const t = counted();
+    const client = createClient(
+      HealthService,
+      createInProcessTransport(t.routes, [callerInterceptor(t.resolve)]),
+    );
+    await client.check({}, { contextValues: createContextValues().set(authenticatedCallerKey, key) });
+    expect(t.seen).toEqual([key]);
+    expect(t.resolvedCount()).toBe(0);
+    // Without it, the metadata decides, once.
+    await client.check({});
+    expect(t.seen[1]).toEqual({ kind: "anonymous" });
+    expect(t.resolvedCount()).toBe(1);
+  });
+
+  it("a client over a network transport cannot hand one over: the server resolves the metadata", async () => {
+    const t = counted();
+    const client = createClient(
+      HealthService,
+      createRouterTransport(t.routes, { router: { interceptors: [callerInterceptor(t.resolve)] } }),
+    );
+    await client.check({}, { contextValues: createContextValues().set(authenticatedCallerKey, key) });
+    expect(t.seen).toEqual([{ kind: "anonymous" }]);
+    expect(t.resolvedCount()).toBe(1);
+  });
+});
 
 describe("createInProcessTransport", () => {
   it("runs the core's interceptors on each call, with the request's headers, and returns the implementation's message", async () => {

@@ -1,5 +1,7 @@
+import { type ContextValues, createContextValues } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { presentedCredential } from "../core/auth/credentials.js";
+import { authenticatedCallerKey } from "../core/caller.js";
 
 /** Metadata for core calls: the caller's key (the core authenticates every RPC) and the request id. */
 export function coreHeaders(request: FastifyRequest): Record<string, string> {
@@ -7,6 +9,20 @@ export function coreHeaders(request: FastifyRequest): Record<string, string> {
     "x-request-id": request.id,
     "x-api-key": presentedCredential((name) => header(request, name) || undefined) ?? "",
   };
+}
+
+/**
+ * The key the facade authenticated before reading the body, for a core in this process to take
+ * as the call's caller instead of authenticating it again (a remote core never sees context
+ * values: it authenticates the forwarded key itself). Undefined before authentication.
+ */
+export function callerValues(request: FastifyRequest): ContextValues | undefined {
+  const principal = request.principal;
+  if (principal === null || principal.keyId === "") return undefined;
+  return createContextValues().set(authenticatedCallerKey, {
+    kind: "key",
+    key: { accountId: principal.accountId, keyId: principal.keyId },
+  });
 }
 
 /** Aborts the core call when the client goes away before the answer is complete. */

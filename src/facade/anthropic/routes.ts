@@ -8,7 +8,7 @@ import type {
   RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
-import { abortOnDisconnect, coreHeaders, header } from "../core-call.js";
+import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
@@ -50,7 +50,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         billingChain: header(request, "x-gateway-billing-chain"),
         clientUserAgent: header(request, "user-agent"),
       },
-      { headers: coreHeaders(request), signal: abort.signal },
+      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
     const iterator = parts[Symbol.asyncIterator]();
     // Every failure before the head is an ordinary error response (nothing was charged).
@@ -76,7 +76,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         anthropicBeta: header(request, "anthropic-beta"),
         clientUserAgent: header(request, "user-agent"),
       },
-      { headers: coreHeaders(request) },
+      { headers: coreHeaders(request), contextValues: callerValues(request) },
     );
     reply.headers(rateLimitHeaders(count.rateLimit));
     if (count.repairedParams.length > 0)
@@ -85,7 +85,10 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   });
 
   scope.get("/v1/models", async (request) => {
-    const { models } = await inference.listModels({}, { headers: coreHeaders(request) });
+    const { models } = await inference.listModels(
+      {},
+      { headers: coreHeaders(request), contextValues: callerValues(request) },
+    );
     return modelList(models);
   });
 };

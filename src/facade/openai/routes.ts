@@ -5,7 +5,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
-import { abortOnDisconnect, coreHeaders, header } from "../core-call.js";
+import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { openaiErrorHandler } from "./envelope.js";
 import { editFields, generationFields, imagesResponse } from "./images-request.js";
 import { busboyLimits, readEditUpload, type UploadLimits } from "./uploads.js";
@@ -55,7 +55,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.generateImage(
       { ...fields, billingChain: header(request, "x-gateway-billing-chain") },
-      { headers: coreHeaders(request), signal: abort.signal },
+      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });
@@ -74,7 +74,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         billingChain: header(request, "x-gateway-billing-chain"),
         images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
       },
-      { headers: coreHeaders(request), signal: abort.signal },
+      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });

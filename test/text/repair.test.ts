@@ -201,6 +201,30 @@ describe("parameter repair and clamping", () => {
     expect((await t.usage()).length).toBe(rows);
   });
 
+  it("a body with nothing to repair reaches the provider byte for byte; one with a repair is re-encoded", async () => {
+    const send = (body: string) =>
+      fetch(`${t.baseUrl}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": t.secret },
+        body,
+      });
+    // The vendor's own model name, odd spacing and key order, an unknown field: nothing to change.
+    const untouched = `{ "messages" : [ {"role":"user","content":"Byte for byte"} ],\n  "max_tokens":16,"model":"claude-opus-4-8", "x_future_field": {"a": 1} }`;
+    expect((await send(untouched)).status).toBe(200);
+    expect(t.upstream.messageRequests().at(-1)!.rawBody).toBe(untouched);
+    // The gateway's id must become the provider's: re-encoded, the rest kept.
+    const renamed = untouched.replace('"claude-opus-4-8"', '"model-opus-4-8"');
+    expect((await send(renamed)).status).toBe(200);
+    const sent = t.upstream.messageRequests().at(-1)!;
+    expect(sent.rawBody).not.toBe(renamed);
+    expect(sent.body).toEqual({ ...(JSON.parse(renamed) as object), model: "claude-opus-4-8" });
+    // A repair (a sampling knob the model refuses) re-encodes too.
+    const repaired = untouched.replace('"max_tokens":16', '"max_tokens":16,"top_k":5');
+    expect((await send(repaired)).status).toBe(200);
+    expect(t.upstream.messageRequests().at(-1)!.rawBody).not.toBe(repaired);
+    expect(t.upstream.messageRequests().at(-1)!.body).not.toHaveProperty("top_k");
+  });
+
   it("a malformed JSON body is a 400, not a 500", async () => {
     const response = await fetch(`${t.baseUrl}/v1/messages`, {
       method: "POST",

@@ -9,6 +9,12 @@ export const DEFAULT_WEB_SEARCH_MAX_USES = 5;
 /** What a request switches on that the provider bills beyond its four token counts. */
 export type BillableFeatures = Omit<TextCallSpec, "kind" | "model" | "inputTokens" | "maxTokens">;
 
+/** The features, and whether reading them changed the body (a model name or an inserted cap). */
+export interface ReadFeatures {
+  readonly features: BillableFeatures;
+  readonly changed: boolean;
+}
+
 /** How the gateway treats a tool, by its `type`. */
 type ToolKind =
   /** Run by the caller: the provider only samples the call (tokens). */
@@ -54,7 +60,9 @@ export function readBillableFeatures(
   models: ModelCatalog,
   webSearchMaxUses: number,
   repaired: string[],
-): BillableFeatures {
+): ReadFeatures {
+  const renamed = { count: 0 };
+  const repairedBefore = repaired.length;
   if (json.container !== undefined && json.container !== null) {
     throw invalidField("container", `container: ${CODE_EXECUTION_REFUSED}.`);
   }
@@ -74,7 +82,7 @@ export function readBillableFeatures(
     } else if (kind === "advisor") {
       if (advisor !== undefined) throw invalidField(`tools.${i}`, `tools.${i}: at most one advisor tool.`);
       advisor = {
-        model: providerModel(tool, models, `tools.${i}.model`),
+        model: providerModel(tool, models, `tools.${i}.model`, renamed),
         maxTokens: optionalCount(tool.max_tokens, `tools.${i}.max_tokens`, 1n),
         maxUses: optionalCount(tool.max_uses, `tools.${i}.max_uses`, 1n),
       };
@@ -96,7 +104,7 @@ export function readBillableFeatures(
       }
       const fallback = entry as Record<string, unknown>;
       fallbackSpecs.push({
-        model: providerModel(fallback, models, `${path}.model`),
+        model: providerModel(fallback, models, `${path}.model`, renamed),
         maxTokens: optionalCount(fallback.max_tokens, `${path}.max_tokens`, 1n),
         speed: speedOf(fallback.speed, `${path}.speed`),
       });
@@ -106,7 +114,7 @@ export function readBillableFeatures(
   if (geo !== undefined && geo !== null && typeof geo !== "string") {
     throw invalidField("inference_geo", "inference_geo: must be a string");
   }
-  return {
+  const features: BillableFeatures = {
     speed: speedOf(json.speed, "speed"),
     inferenceGeo: typeof geo === "string" ? geo : undefined,
     serverToolLoop,
@@ -116,6 +124,7 @@ export function readBillableFeatures(
     fallbacks: fallbackSpecs,
     defaultFallback,
   };
+  return { features, changed: renamed.count > 0 || repaired.length > repairedBefore };
 }
 
 function toolKind(type: unknown, field: string): ToolKind {
@@ -134,8 +143,16 @@ function toolKind(type: unknown, field: string): ToolKind {
   return kind;
 }
 
-/** The gateway model an entry names (its `model`), rewritten to the provider's name; its gateway id is returned. */
-function providerModel(entry: Record<string, unknown>, models: ModelCatalog, field: string): string {
+/**
+ * The gateway model an entry names (its `model`), rewritten to the provider's name (counted in
+ * `renamed` when that changes it); its gateway id is returned.
+ */
+function providerModel(
+  entry: Record<string, unknown>,
+  models: ModelCatalog,
+  field: string,
+  renamed: { count: number },
+): string {
   const name = entry.model;
   if (typeof name !== "string" || name === "") throw invalidField(field, `${field}: Field required`);
   const model = models.resolve(name);
@@ -145,7 +162,10 @@ function providerModel(entry: Record<string, unknown>, models: ModelCatalog, fie
       `${field}: unknown model ${JSON.stringify(name)}; one of ${models.models.map((m) => m.id).join(", ")}.`,
     );
   }
-  entry.model = model.upstreamId;
+  if (name !== model.upstreamId) {
+    entry.model = model.upstreamId;
+    renamed.count++;
+  }
   return model.id;
 }
 

@@ -141,12 +141,19 @@ export class TextInference {
     const model = this.model(request.model);
     const repair = repairRequest(request, model, "create");
     const repaired = [...repair.repaired];
-    const features = readBillableFeatures(
+    const { features, changed } = readBillableFeatures(
       request.json,
       this.deps.models,
       this.deps.webSearchMaxUses,
       repaired,
     );
+    // Nothing the gateway must change: the caller's bytes go to the provider as they came (no
+    // re-serialisation of what can be a 100 KB body; what the client sent is what is billed).
+    const untouched =
+      !changed &&
+      repaired.length === 0 &&
+      repair.clampedFrom === undefined &&
+      request.model === model.upstreamId;
     const spec: TextCallSpec = {
       kind: "text",
       model: model.id,
@@ -166,7 +173,7 @@ export class TextInference {
       const response = await this.send(
         {
           path: "/v1/messages",
-          body: JSON.stringify(request.json),
+          body: untouched ? call.body : JSON.stringify(request.json),
           anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
           anthropicBeta: call.anthropicBeta,
           signal: upstreamAbort.signal,

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 
-// `tollgate serve` exactly as the README's run command starts it: with no provider configured,
-// text calls are served by the built-in dev upstream, and the ready line says so.
+// The gateway exactly as the README's run command starts it (`make run` is `tollgate dev`): with
+// no provider configured, text calls are served by the built-in dev upstream, and the ready line
+// says so.
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -50,6 +51,28 @@ describe("serve on its embedded defaults", () => {
     const base = balance.balances.find((b) => b.chain.id === "base")!;
     expect(BigInt(base.available)).toBeLessThan(5_000_000n);
     expect(BigInt(base.available)).toBeGreaterThan(4_990_000n);
+
+    // A call with web search: `tollgate usage` says what it was charged for. (A server-tool loop
+    // holds its worst case, ten context windows, so the wallet gets more first.)
+    await runCli(
+      ["credit", "--account", account.id, "--chain", "base", "--amount", "200", "--reason", "search"],
+      env,
+    );
+    const searched = await fetch(`${gateway.facadeUrl}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key.secret}` },
+      body: JSON.stringify({
+        model: "claude-sonnet-4-6",
+        max_tokens: 200,
+        messages: [{ role: "user", content: "What changed in gateways this week?" }],
+        tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }],
+      }),
+    });
+    expect(searched.status).toBe(200);
+    const usage = await runCli(["usage", "--account", account.id], env);
+    expect(usage.code).toBe(0);
+    expect(usage.stdout).toMatch(/3 web searches\s+\$0\.03/);
+    expect(usage.stdout).toContain("model-sonnet-4-6 · tokens");
     expect(await gateway.stop("SIGTERM")).toBe(0);
   });
 });

@@ -14,7 +14,7 @@ export type RunMode = "serve" | "dev";
  * runs the local stand-ins instead. A production process never falls back to a stand-in or a
  * public secret.
  */
-export function missingForServe(config: Config): string[] {
+function missingForServe(config: Config): string[] {
   if (config.coreUrl !== undefined) return [];
   const missing: string[] = [];
   if (config.anthropic.url === undefined) {

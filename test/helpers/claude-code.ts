@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
-import { type CliResult, tempDir } from "./process.js";
+import { type CliResult, collectOutput, tempDir } from "./process.js";
 
 /** The real Claude Code CLI as npm installs it (a native binary placed by the package's postinstall). */
 export const CLAUDE = resolve(import.meta.dirname, "../../node_modules/.bin/claude");
@@ -43,26 +43,10 @@ export function runClaude({
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     DISABLE_AUTOUPDATER: "1",
   });
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text", ...args], {
-      env,
-      cwd: home.path,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      home.cleanup();
-      resolvePromise({ code, stdout, stderr });
-    });
+  const child = spawn(CLAUDE, ["-p", prompt, "--output-format", "text", ...args], {
+    env,
+    cwd: home.path,
+    stdio: ["ignore", "pipe", "pipe"],
   });
+  return collectOutput(child, timeoutMs).finally(() => home.cleanup());
 }

@@ -40,21 +40,28 @@ export interface CliResult {
 
 /** Runs `tollgate ARGS` as a child process and collects its output. */
 export function runCli(args: readonly string[], env: Record<string, string>): Promise<CliResult> {
+  return collectOutput(
+    spawn(process.execPath, [CLI, ...args], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] }),
+  );
+}
+
+/** Collects a child's stdout and stderr until it closes; `timeoutMs` kills it first (SIGKILL). */
+export function collectOutput(child: ChildProcess, timeoutMs?: number): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: childEnv(env),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (chunk) => {
+    child.stdout!.on("data", (chunk) => {
       stdout += chunk;
     });
-    child.stderr.on("data", (chunk) => {
+    child.stderr!.on("data", (chunk) => {
       stderr += chunk;
     });
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.on("error", reject);
-    child.on("close", (code) => resolvePromise({ code, stdout, stderr }));
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolvePromise({ code, stdout, stderr });
+    });
   });
 }
 

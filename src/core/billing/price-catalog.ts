@@ -66,10 +66,10 @@ export interface PriceCatalog {
 export const BP_ONE = 10_000;
 
 /** The provider's published server-tool fees and loop limit, used when a catalog file omits them. */
-export const DEFAULT_SERVER_TOOLS: ServerToolFees = { webSearch: 10_000n, webFetch: 0n };
-export const DEFAULT_SERVER_TOOL_ITERATION_LIMIT = 10;
+const DEFAULT_SERVER_TOOLS: ServerToolFees = { webSearch: 10_000n, webFetch: 0n };
+const DEFAULT_SERVER_TOOL_ITERATION_LIMIT = 10;
 /** The largest context window any served model has: the bound when a catalog file omits one. */
-export const DEFAULT_CONTEXT_WINDOW = 1_000_000;
+const DEFAULT_CONTEXT_WINDOW = 1_000_000;
 
 const MODEL_NAME = /^[a-z0-9][a-z0-9.-]{0,63}$/;
 const GEO_NAME = /^[a-z][a-z0-9-]{0,31}$/;

@@ -229,14 +229,6 @@ export function quotePico(catalog: PriceCatalog, call: PricedCall): bigint {
   return ceilDiv(worstCaseScaled(catalog, call.spec), BP);
 }
 
-/**
- * What the call's worst case would be with `maxTokens` instead of the request's: the hold's
- * dependence on max_tokens, for telling a caller the most it can afford.
- */
-export function withMaxTokens(spec: TextCallSpec, maxTokens: bigint): TextCallSpec {
-  return { ...spec, maxTokens };
-}
-
 function worstCaseScaled(catalog: PriceCatalog, spec: TextCallSpec): bigint {
   const loop = BigInt(spec.serverToolLoop === true ? catalog.serverToolIterationLimit : 1);
   const anyFast = spec.speed === "fast" || (spec.fallbacks ?? []).some((f) => f.speed === "fast");

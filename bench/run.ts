@@ -124,8 +124,9 @@ async function startChains(): Promise<string> {
 
 /**
  * Starts `tollgate serve` as a user would in production, with its own data dir, key and funds:
- * its chains configured (TOLLGATE_CHAINS and a master secret) and reached over RPC, so the deposit
- * watchers and settlement workers run in the gateway while the chains themselves do not.
+ * its chains configured (TOLLGATE_CHAINS and a master secret) and reached over RPC, and beside it
+ * `tollgate worker`, the process that runs the deposit watchers and settlement workers. The
+ * gateway's CPU figures are the serve process's alone, as on a production host.
  */
 async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key: string; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
@@ -163,8 +164,26 @@ async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key
   for (;;) {
     const text = readFileSync(join(dataDir, "gateway.log"), "utf8");
     const ready = /tollgate ready: facade (\S+)/.exec(text);
-    if (ready !== null) return { server: { child, url: ready[1]! }, key: key.secret, dataDir };
+    if (ready !== null) {
+      await startWorker(env, dataDir);
+      return { server: { child, url: ready[1]! }, key: key.secret, dataDir };
+    }
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`tollgate did not start:\n${text}`);
+    await sleep(50);
+  }
+}
+
+/** Starts `tollgate worker` on the gateway's database and waits until its chains run. */
+async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<void> {
+  const log = openSync(join(dataDir, "worker.log"), "w");
+  const child = spawn(process.execPath, [CLI, "worker"], { env, stdio: ["ignore", log, log] });
+  closeSync(log);
+  children.push(child);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const text = readFileSync(join(dataDir, "worker.log"), "utf8");
+    if (/tollgate worker ready/.test(text)) return;
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`tollgate worker did not start:\n${text}`);
     await sleep(50);
   }
 }

@@ -1,4 +1,5 @@
-// Settle latency with the settlement outbox (the intent is written in the settle transaction).
+// Settle latency with the settlement outbox (the intent is written in the settle transaction),
+// one settle at a time through the ledger's group-committed writes on this thread.
 // Run after `make build`: node bench/settle-latency.mjs backed|credit
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,13 +11,13 @@ import { AuthRepository } from "../dist/src/store/auth-repository.js";
 import { openDatabase } from "../dist/src/store/database.js";
 import { LedgerRepository } from "../dist/src/store/ledger-repository.js";
 import { OnchainRepository } from "../dist/src/store/onchain-repository.js";
+import { groupCommittedWrites, SqliteLedger } from "../dist/src/store/sqlite-ledger.js";
 
 const db = openDatabase(mkdtempSync(join(tmpdir(), "bench-")));
 new AuthRepository(db).createAccount("acct_b", "b", Date.now());
-const ledger = new LedgerRepository(db);
-const repo = new OnchainRepository(db, ledger);
+const repo = new OnchainRepository(db, new LedgerRepository(db));
 const billing = new Billing({
-  ledger,
+  ledger: new SqliteLedger(db, groupCommittedWrites(db)),
   chains: defaultChainRegistry(),
   catalog: defaultPriceCatalog(),
   now: Date.now,
@@ -42,7 +43,13 @@ if (mode === "backed")
     1,
   );
 else
-  billing.credit({ accountId: "acct_b", chain: "base", amount: 10n ** 15n, reason: "bench", creditId: "" });
+  await billing.credit({
+    accountId: "acct_b",
+    chain: "base",
+    amount: 10n ** 15n,
+    reason: "bench",
+    creditId: "",
+  });
 const usage = {
   inputTokens: 1000n,
   outputTokens: 200n,
@@ -54,7 +61,7 @@ const usage = {
 const n = 3000;
 const times = [];
 for (let i = 0; i < n; i++) {
-  const h = billing.hold({
+  const h = await billing.hold({
     accountId: "acct_b",
     requestId: `r${i}`,
     keyId: "",
@@ -62,7 +69,7 @@ for (let i = 0; i < n; i++) {
     call: { kind: "text", model: "model-haiku-4-5", inputTokens: 1000n, maxTokens: 1000n },
   });
   const t = process.hrtime.bigint();
-  billing.settle(h.hold.id, usage);
+  await billing.settle(h.hold.id, usage);
   times.push(Number(process.hrtime.bigint() - t) / 1000);
 }
 times.sort((a, b) => a - b);

@@ -12,6 +12,7 @@ import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { type Db, openDatabase } from "./store/database.js";
+import { openSqliteLedger, type SqliteLedger } from "./store/sqlite-ledger.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
 /** A built gateway: the facade, and (unless facade-only) the core server and its database. */
@@ -21,6 +22,8 @@ export interface App {
   readonly core: CoreServer | undefined;
   /** Absent in facade-only mode. */
   readonly db: Db | undefined;
+  /** The ledger, its writes in a worker thread (group-committed there); absent in facade-only mode. */
+  readonly ledger?: SqliteLedger | undefined;
   /** Voids orphaned holds; started by buildApp (it sweeps once at start-up), stopped by shutdown. */
   readonly sweeper: HoldSweeper | undefined;
   /** Billing anomalies counted by the core (unpriced or missing usage, capped charges); undefined when facade-only. */
@@ -29,7 +32,11 @@ export interface App {
   readonly textUpstream: AnthropicUpstream | undefined;
   /** Image providers and the `url` image sweeper; absent in facade-only mode. */
   readonly images?: ImageResources | undefined;
-  /** Deposit watchers and settlement workers; absent unless built with `onchain`. */
+  /**
+   * The chain adapters behind deposit addresses, address checks and chain health; absent unless
+   * built with `onchain`. Its watcher and settlement loops do not run here: the chains worker
+   * runs them (`tollgate worker`, or the chains thread of `tollgate dev`).
+   */
   readonly chains: ChainsRuntime | undefined;
 }
 
@@ -38,9 +45,9 @@ export interface BuildOptions {
   readonly logger?: boolean | { readonly level: string };
   readonly now?: () => number;
   /**
-   * Run the chains (watchers, settlement, deposit addresses) against `config.chains` with this
-   * master secret. Absent: no chain is contacted and onchain RPCs refuse (see main.ts for who
-   * passes it).
+   * Serve the onchain RPCs (deposit addresses, address checks, chain health) against
+   * `config.chains` with this master secret. Absent: no chain is contacted and onchain RPCs
+   * refuse (see main.ts for who passes it).
    */
   readonly onchain?: {
     readonly masterSecret: Uint8Array;
@@ -95,7 +102,9 @@ export async function buildApp(
         });
   const images = imageResources(config);
   let chains: ChainsRuntime | undefined;
+  let ledger: SqliteLedger | undefined;
   try {
+    ledger = await openSqliteLedger(db, config.dataDir, { thread: true });
     if (onchain !== undefined) {
       // Loaded only when chains run: viem and friends stay out of chain-less processes.
       const { ChainsRuntime } = await import("./chains/chains-runtime.js");
@@ -118,6 +127,8 @@ export async function buildApp(
     }
     const core = createCore({
       db,
+      ledger,
+      onchain: ledger,
       adminToken: config.adminToken,
       now,
       chains: config.chains,
@@ -152,13 +163,13 @@ export async function buildApp(
     });
     const coreServer = await buildCoreServer(core, { logger });
     // Holds orphaned by a crash are voided before the first request is served.
-    core.sweeper.start();
+    await core.sweeper.start();
     images.startSweeper((error) => console.error("internal error in the image sweeper:", error));
-    chains?.start();
     return {
       facade,
       core: coreServer,
       db,
+      ledger,
       sweeper: core.sweeper,
       counters: core.counters,
       textUpstream,
@@ -167,6 +178,7 @@ export async function buildApp(
     };
   } catch (error) {
     await chains?.stop();
+    await ledger?.close();
     db.close();
     await textUpstream?.close();
     await images.close();

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type App, type BuildOptions, buildApp } from "./app.js";
+import type { ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
 import { type Config, requireMasterSecret } from "./config.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import { DEV_MASTER_SECRET } from "./dev/chains/dev-chains-file.js";
@@ -31,9 +32,12 @@ function missingForServe(config: Config): string[] {
 
 /** `serve` without what production needs: the message names every missing variable. */
 export class ServeRefused extends Error {
-  constructor(readonly missing: readonly string[]) {
+  constructor(
+    readonly missing: readonly string[],
+    command: "serve" | "worker" = "serve",
+  ) {
     super(
-      `serve refuses to start without:\n${missing.map((m) => `  ${m}`).join("\n")}\n` +
+      `${command} refuses to start without:\n${missing.map((m) => `  ${m}`).join("\n")}\n` +
         "Run `tollgate dev` (what `make run` runs) for the local provider, chains and faucet instead.",
     );
     this.name = "ServeRefused";
@@ -97,6 +101,20 @@ export async function serve(config: Config, mode: RunMode = "serve"): Promise<Ap
     await devUpstream?.close();
     throw error;
   }
+  // Dev mode runs the chains worker (deposit watchers, settlement) in a thread of this process;
+  // production runs it as `tollgate worker`, a process of its own. Never on the request loop.
+  let chainsWorker: ChainsWorker | undefined;
+  if (mode === "dev" && onchain !== undefined) {
+    const { startChainsThread } = await import("./chains/chains-worker.js");
+    try {
+      chainsWorker = await startChainsThread(chainsWorkerSpec(config, onchain));
+    } catch (error) {
+      await shutdown(app, 0, "the chains thread failed to start");
+      await devChains?.close();
+      await devUpstream?.close();
+      throw error;
+    }
+  }
   if (devChains !== undefined && app.chains !== undefined) {
     // The treasury pays every settlement's fees: give it dev gas on each local chain.
     for (const id of devChains.running) {
@@ -121,6 +139,7 @@ export async function serve(config: Config, mode: RunMode = "serve"): Promise<Ap
     if (stopping) return;
     stopping = true;
     void shutdown(app, config.shutdownTimeoutMs, signal)
+      .then(() => chainsWorker?.stop())
       .then(() => devUpstream?.close())
       .then(() => devChains?.close())
       .then(
@@ -156,12 +175,76 @@ export async function serve(config: Config, mode: RunMode = "serve"): Promise<Ap
       : onchain !== undefined
         ? "chains: configured RPCs"
         : "chains: off";
+  const watchers =
+    onchain === undefined
+      ? ""
+      : chainsWorker !== undefined
+        ? ", deposit watchers and settlement in a chains thread"
+        : ", deposit watchers and settlement run by `tollgate worker`";
   // One plain line that scripts and tests can wait for.
   process.stdout.write(
-    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${tier}${mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText})\n`,
+    `tollgate ready: facade ${facadeUrl} core ${coreUrl} (${tier}${mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText}${watchers})\n`,
   );
 
   return app;
+}
+
+/** The chains worker's job for this gateway's configuration and chains. */
+export function chainsWorkerSpec(
+  config: Config,
+  onchain: NonNullable<BuildOptions["onchain"]>,
+): ChainsWorkerSpec {
+  return {
+    dataDir: config.dataDir,
+    registry: config.chains,
+    masterSecret: onchain.masterSecret,
+    settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
+    pollMs: config.onchain.pollMs,
+    scanRange: config.onchain.scanRange,
+    startAt: onchain.startAt,
+    only: onchain.only,
+  };
+}
+
+/**
+ * Runs the chains worker as a process of its own (`tollgate worker`): every configured chain's
+ * deposit watcher and settlement worker, on the gateway's database. Like `serve`, it refuses to
+ * start without a chain registry and a master secret. Resolves once running; SIGTERM or SIGINT
+ * finishes the ticks in progress and exits.
+ */
+export async function runWorker(config: Config): Promise<ChainsWorker> {
+  const missing: string[] = [];
+  if (config.onchain.mode !== "configured") {
+    missing.push("TOLLGATE_CHAINS (the chain registry file: chains, assets, RPC endpoints)");
+  }
+  if (config.onchain.masterSecret === undefined) {
+    missing.push("TOLLGATE_MASTER_SECRET (hex, at least 32 bytes: deposit and treasury keys derive from it)");
+  }
+  if (missing.length > 0) {
+    throw new ServeRefused(missing, "worker");
+  }
+  const { runChainsWorker } = await import("./chains/chains-worker.js");
+  const worker = await runChainsWorker(
+    chainsWorkerSpec(config, { masterSecret: config.onchain.masterSecret!, startAt: "finalized" }),
+  );
+  let stopping = false;
+  const onSignal = () => {
+    if (stopping) return;
+    stopping = true;
+    void worker.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error("tollgate worker: shutdown failed:", error);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  process.stdout.write(
+    `tollgate worker ready: deposit watchers and settlement on ${worker.chains.join(", ") || "no chain"} (database ${config.dataDir})\n`,
+  );
+  return worker;
 }
 
 /**
@@ -187,6 +270,7 @@ export async function shutdown(app: App, timeoutMs: number, reason = "shutdown")
   await app.chains?.stop();
   await app.textUpstream?.close();
   await app.images?.close();
+  await app.ledger?.close();
   app.db?.close();
 }
 

@@ -160,7 +160,10 @@ export class ChainsRuntime implements ChainDirectory {
     for (const runtime of this.chains.values()) await runtime.worker.tick();
   }
 
-  /** Starts the watcher and settlement loops of every chain. */
+  /**
+   * Starts the watcher and settlement loops of every chain, in this thread: the chains worker
+   * does (chains-worker.ts), never a gateway's request loop.
+   */
   start(): void {
     if (this.loops.length > 0) return;
     for (const [id, runtime] of this.chains) {
@@ -212,15 +215,18 @@ export class ChainsRuntime implements ChainDirectory {
                 "withdrawals wait until it is funded",
             );
           }
-          const w = runtime.watcher.state;
+          // The watcher may run in another thread or process: its progress is the stored cursor.
+          const cursor = this.repo.cursor(chain.id);
+          const finalized = await runtime.adapter.finalizedPosition();
+          const lag = cursor === undefined ? undefined : finalized >= cursor ? finalized - cursor + 1n : 0n;
           const backlog = this.repo.backlog().find((b) => b.chain === chain.id);
           const waiting =
             backlog === undefined
               ? 0
               : backlog.unbatchedCalls + backlog.openSettlements + backlog.openWithdrawals;
           return (
-            `rpc ok, head ${health.head}; watcher lag ${w.lag ?? "?"} (finalized ${w.finalized ?? "?"}, ` +
-            `next ${w.cursor ?? "?"}); settlement backlog ${waiting}; ${treasury} holds ${held}` +
+            `rpc ok, head ${health.head}; watcher lag ${lag ?? "? (never scanned)"} (finalized ${finalized}, ` +
+            `next ${cursor ?? "?"}); settlement backlog ${waiting}; ${treasury} holds ${held}` +
             (backlog?.lastError ? ` (last error: ${backlog.lastError})` : "")
           );
         },

@@ -1,5 +1,6 @@
 import { onchainToLedger } from "../core/billing/money.js";
-import type { DepositToCredit, OnchainRepository } from "../store/onchain-repository.js";
+import type { DepositToCredit } from "../core/ports/ledger.js";
+import type { OnchainRepository } from "../store/onchain-repository.js";
 import type { AddressBook } from "./address-book.js";
 import type { ChainAdapter, ObservedDeposit } from "./chain-port.js";
 

@@ -1,5 +1,6 @@
 import { ledgerToOnchain } from "../core/billing/money.js";
-import type { OnchainRepository, TransferRow } from "../store/onchain-repository.js";
+import type { TransferRow } from "../core/ports/ledger.js";
+import type { OnchainRepository } from "../store/onchain-repository.js";
 import type { ChainAdapter, PreparedTransfer } from "./chain-port.js";
 
 /** How settlements are grouped and retried. */

@@ -10,8 +10,9 @@ import { DEV_MASTER_SECRET, readDevChainsFile } from "../dev/chains/dev-chains-f
 import { runDevUpstream } from "../dev/cli/dev-upstream-command.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
-import { serve } from "../main.js";
+import { runWorker, serve } from "../main.js";
 import { openDatabase } from "../store/database.js";
+import { openSqliteLedger } from "../store/sqlite-ledger.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
 import {
@@ -32,8 +33,12 @@ Commands:
   serve                                   run the gateway in production (facade + core, or facade-only with
                                           TOLLGATE_CORE_URL); refuses to start without a provider, a chain
                                           registry and a master secret
+  worker                                  run the deposit watchers and settlement of every configured chain
+                                          (beside serve, on the same database); refuses to start without a
+                                          chain registry and a master secret
   dev                                     run the gateway on local stand-ins: the dev provider, dev chains
-                                          and faucet, a public dev secret (what make run runs)
+                                          and faucet, a public dev secret, the chains worker in a thread
+                                          (what make run runs)
   account create [--name NAME]            create an account
   account list                            list accounts
   account suspend ID [--reason TEXT]      suspend an account (its keys stop working at once)
@@ -112,6 +117,12 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       await serve(config, group);
       return -1;
     }
+    if (group === "worker") {
+      if (argv.length > 1)
+        throw new UsageError("worker takes no arguments (configure it with TOLLGATE_* variables)");
+      await runWorker(config);
+      return -1;
+    }
     if (group === "dev-chains") {
       // Loaded on demand, like the chains runtime: commands that touch no chain start fast.
       const { runDevChains } = await import("../dev/cli/dev-chains-command.js");
@@ -133,7 +144,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       await command.run(parsed, context);
       return 0;
     } finally {
-      close();
+      await close();
     }
   } catch (error) {
     return reportError(error);
@@ -157,7 +168,9 @@ function parse(command: Command, args: readonly string[]) {
  * The operator's way into the core: over gRPC with the operator token when a remote core is
  * configured, else the core built in-process over the local database, as the operator.
  */
-async function operatorTransport(config: Config): Promise<{ transport: Transport; close: () => void }> {
+async function operatorTransport(
+  config: Config,
+): Promise<{ transport: Transport; close: () => Promise<void> | void }> {
   if (config.coreUrl !== undefined) {
     return { transport: remoteCoreTransport(config.coreUrl, config.adminToken), close: () => {} };
   }
@@ -180,11 +193,19 @@ async function operatorTransport(config: Config): Promise<{ transport: Transport
       startAt: "finalized",
     });
   }
-  const core = createCore({ db, chains, catalog: config.catalog, chainDirectory });
+  // One command, a few writes: committed on this thread (a writer thread would cost more).
+  const ledger = await openSqliteLedger(db, config.dataDir, { thread: false });
+  const core = createCore({ db, ledger, onchain: ledger, chains, catalog: config.catalog, chainDirectory });
   const transport = createRouterTransport(core.routes, {
     router: core.routerOptionsFor(operatorCallerResolver),
   });
-  return { transport, close: () => db.close() };
+  return {
+    transport,
+    close: async () => {
+      await ledger.close();
+      db.close();
+    },
+  };
 }
 
 function reportError(error: unknown): number {

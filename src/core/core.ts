@@ -11,9 +11,6 @@ import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
-import { GroupCommit } from "../store/group-commit.js";
-import { LedgerRepository } from "../store/ledger-repository.js";
-import { OnchainRepository } from "../store/onchain-repository.js";
 import { SessionRepository } from "../store/session-repository.js";
 import type { ImageUpstream } from "../upstream/image-upstream.js";
 import { createAuthService } from "./auth/auth-service.js";
@@ -22,7 +19,6 @@ import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
 import { BillingCounters } from "./billing/billing-counters.js";
 import { createBillingService } from "./billing/billing-service.js";
-import { groupedCallBilling } from "./billing/call-billing.js";
 import type { ChainRegistry } from "./billing/chain-registry.js";
 import { defaultPriceCatalog } from "./billing/default-catalog.js";
 import { defaultChainRegistry } from "./billing/default-chains.js";
@@ -41,10 +37,15 @@ import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference, type TextUpstream } from "./inference/text-inference.js";
 import { memoryRateLimiter } from "./limits/rate-limiter.js";
+import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
   readonly db: Db;
+  /** The ledger (holds, settlements, credits, balances, usage); its writes are durable when answered. */
+  readonly ledger: LedgerStore;
+  /** The onchain records callers see (deposits, withdrawals, the settlement backlog). */
+  readonly onchain: OnchainStore;
   /** Operator token accepted in `authorization: Bearer`; undefined disables operator calls over the network. */
   readonly adminToken?: string | undefined;
   readonly now?: () => number;
@@ -120,11 +121,10 @@ export function createCore(deps: CoreDeps): Core {
   const authenticator = new Authenticator(repo, now);
   const chains = deps.chains ?? defaultChainRegistry();
   const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
-  const ledger = new LedgerRepository(deps.db);
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
   const counters = new BillingCounters();
   const billing = new Billing({
-    ledger,
+    ledger: deps.ledger,
     chains,
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
@@ -135,8 +135,8 @@ export function createCore(deps: CoreDeps): Core {
     onError: (error) => deps.onInternalError?.(error, "hold sweeper"),
   });
   const onchain = new OnchainBilling({
-    ledger,
-    onchain: new OnchainRepository(deps.db, ledger),
+    ledger: deps.ledger,
+    onchain: deps.onchain,
     chains: billing.chains,
     directory: deps.chainDirectory,
     now,
@@ -153,13 +153,11 @@ export function createCore(deps: CoreDeps): Core {
     },
     ...(deps.chainProbes ?? []),
   ];
-  // Holds and settlements of the model calls in flight share commits (one fsync for many calls).
-  const callBilling = groupedCallBilling(billing, new GroupCommit(deps.db));
   const inference =
     deps.inference === undefined
       ? undefined
       : new TextInference({
-          billing: callBilling,
+          billing,
           models: buildModelCatalog(billing.catalog),
           upstream: deps.inference.textUpstream,
           messagesLimit: memoryRateLimiter(deps.inference.messagesPerMinute, 60_000),
@@ -175,7 +173,7 @@ export function createCore(deps: CoreDeps): Core {
     deps.inference?.images === undefined
       ? undefined
       : new ImageInference({
-          billing: callBilling,
+          billing,
           models: buildImageModelCatalog(billing.catalog, deps.inference.images.routes),
           upstreams: deps.inference.images.upstreams,
           store: deps.inference.images.store,

@@ -1,122 +1,22 @@
+import { INT64_MAX } from "../core/billing/money.js";
+import {
+  availableOf,
+  type BalanceRow,
+  type CreditResult,
+  type HoldRow,
+  type HoldState,
+  type NewCredit,
+  type NewHold,
+  type PlaceHoldResult,
+  type PostedEntry,
+  type ResolutionStatus,
+  type ResolveResult,
+  SYSTEM_REVENUE,
+  type UsageCounts,
+} from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
 
-/** The counterpart of every charge: what callers paid, per chain. */
-export const SYSTEM_REVENUE = "system:revenue";
-/** The counterpart of operator credits: money the operator vouched for off-chain. */
-export const SYSTEM_MANUAL_CREDIT = "system:manual-credit";
-/** The counterpart of onchain deposits (used by the deposit watcher). */
-export const SYSTEM_DEPOSITS = "system:deposits";
-/** The counterpart of withdrawals: funds sent onchain to an address the account named. */
-export const SYSTEM_WITHDRAWALS = "system:withdrawals";
-
-/** Running totals of one ledger account on one chain, in the chain's ledger units (see money.ts). */
-export interface BalanceRow {
-  readonly account: string;
-  readonly chain: string;
-  readonly debitsPending: bigint;
-  readonly debitsPosted: bigint;
-  readonly creditsPending: bigint;
-  readonly creditsPosted: bigint;
-}
-
-/** What a call delivered, as recorded with its settlement. */
-export interface UsageCounts {
-  readonly inputTokens: bigint;
-  readonly outputTokens: bigint;
-  readonly cacheWrite5mTokens: bigint;
-  readonly cacheWrite1hTokens: bigint;
-  readonly cacheReadTokens: bigint;
-  readonly images: number;
-}
-
-/** A hold as placed: what was reserved, and the call it was reserved for. */
-export interface HoldRow {
-  readonly seq: number;
-  readonly id: string;
-  readonly accountId: string;
-  readonly requestId: string;
-  readonly keyId: string;
-  readonly chain: string;
-  readonly amount: bigint;
-  readonly callKind: "text" | "image";
-  readonly model: string;
-  readonly inputTokens: bigint;
-  readonly maxTokens: bigint;
-  readonly imageSize: string;
-  readonly imageCount: number;
-  readonly createdAt: number;
-}
-
-export type ResolutionStatus = "settled" | "released" | "expired";
-
-/** How a hold ended. */
-export interface ResolutionRow {
-  readonly holdId: string;
-  readonly status: ResolutionStatus;
-  /** Charged: zero unless settled. */
-  readonly amount: bigint;
-  readonly usage: UsageCounts;
-  /** The priced breakdown (charge-record JSON), '' when none was recorded. */
-  readonly charges: string;
-  readonly resolvedAt: number;
-}
-
-/** A hold with its outcome, if it has one. */
-export interface HoldState {
-  readonly hold: HoldRow;
-  readonly resolution: ResolutionRow | undefined;
-}
-
-/** A hold to place; `amount` is the worst case in the chain's ledger units. */
-export type NewHold = Omit<HoldRow, "seq">;
-
-/** The outcome of {@link LedgerRepository.placeHold}. */
-export type PlaceHoldResult =
-  | { readonly kind: "placed" | "existing"; readonly state: HoldState }
-  /** The id exists for a different call. */
-  | { readonly kind: "conflict" }
-  | { readonly kind: "insufficient"; readonly available: bigint };
-
-/** The outcome of settling or voiding a hold. */
-export type ResolveResult =
-  | { readonly kind: "resolved"; readonly state: HoldState }
-  | { readonly kind: "not-found" }
-  | { readonly kind: "already-resolved"; readonly state: HoldState }
-  | { readonly kind: "exceeds"; readonly state: HoldState };
-
-/** A credit to post. */
-export interface NewCredit {
-  readonly entryId: string;
-  readonly accountId: string;
-  readonly chain: string;
-  readonly amount: bigint;
-  /** The system account the money comes from. */
-  readonly from: string;
-  readonly memo: string;
-  readonly createdAt: number;
-}
-
-/** A posted (non-pending) entry outside the hold cycle: a deposit or a withdrawal. */
-export interface PostedEntry {
-  readonly id: string;
-  readonly chain: string;
-  readonly debit: string;
-  readonly credit: string;
-  readonly amount: bigint;
-  readonly kind: "deposit" | "withdrawal";
-  readonly memo: string;
-  readonly createdAt: number;
-}
-
-/** The outcome of {@link LedgerRepository.credit}. */
-export type CreditResult =
-  | { readonly kind: "credited" | "existing"; readonly balance: BalanceRow }
-  | { readonly kind: "conflict" }
-  /** The balance would leave the int64 range. */
-  | { readonly kind: "overflow" };
-
-const INT64_MAX = 9_223_372_036_854_775_807n;
 const ZERO_USAGE: UsageCounts = {
   inputTokens: 0n,
   outputTokens: 0n,
@@ -125,11 +25,6 @@ const ZERO_USAGE: UsageCounts = {
   cacheReadTokens: 0n,
   images: 0,
 };
-
-/** Funds a user account may spend now: credits_posted − debits_posted − debits_pending. */
-export function availableOf(balance: BalanceRow): bigint {
-  return balance.creditsPosted - balance.debitsPosted - balance.debitsPending;
-}
 
 type Raw = Record<string, unknown>;
 

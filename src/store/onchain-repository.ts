@@ -1,97 +1,19 @@
-import type { Db } from "./database.js";
+import { INT64_MAX } from "../core/billing/money.js";
 import {
   availableOf,
-  type LedgerRepository,
+  type BacklogRow,
+  type DepositRow,
+  type DepositToCredit,
+  emptyBacklog,
+  type NewWithdrawal,
   SYSTEM_DEPOSITS,
   SYSTEM_WITHDRAWALS,
-} from "./ledger-repository.js";
-
-const INT64_MAX = 9_223_372_036_854_775_807n;
-
-/** A deposit found by a scan, mapped to its account and converted to ledger units. */
-export interface DepositToCredit {
-  readonly txHash: string;
-  readonly index: number;
-  readonly position: bigint;
-  readonly from: string;
-  readonly to: string;
-  readonly accountId: string;
-  /** The asset's smallest units. */
-  readonly onchainAmount: bigint;
-  /** What the ledger credits (onchain amount at the ledger's scale, dust dropped). */
-  readonly amount: bigint;
-}
-
-/** A deposit as listed: credited at finality, or seen above the finality line (`amount` 0 while pending). */
-export interface DepositRow extends DepositToCredit {
-  readonly chain: string;
-  readonly credited: boolean;
-  /** When credited, or when first seen while pending (unix ms). */
-  readonly at: number;
-}
-
-/** Where a transfer out of a deposit address stands. */
-export type TransferStatus = "queued" | "prepared" | "sent" | "confirmed";
-
-/** A settlement or withdrawal transfer, as stored. */
-export interface TransferRow {
-  readonly seq: number;
-  readonly id: string;
-  readonly kind: "settlement" | "withdrawal";
-  readonly accountId: string;
-  readonly chain: string;
-  readonly to: string;
-  /** Ledger units. */
-  readonly amount: bigint;
-  readonly status: TransferStatus;
-  readonly txHash: string;
-  readonly raw: string;
-  readonly attempts: number;
-  readonly nextAttemptAt: number;
-  readonly lastError: string;
-  readonly createdAt: number;
-  readonly confirmedAt: number | undefined;
-  /** Calls a settlement covers (0 for a withdrawal). */
-  readonly calls: number;
-}
-
-/** A withdrawal to write. */
-export interface NewWithdrawal {
-  readonly id: string;
-  readonly accountId: string;
-  readonly chain: string;
-  readonly to: string;
-  readonly amount: bigint;
-  readonly now: number;
-}
-
-/** The outcome of {@link OnchainRepository.withdraw}. */
-export type WithdrawResult =
-  | { readonly kind: "written" | "existing"; readonly transfer: TransferRow }
-  | { readonly kind: "conflict" }
-  /** `available`: the most this account can withdraw now (spendable and backed onchain). */
-  | { readonly kind: "insufficient"; readonly available: bigint };
-
-/** The settlement backlog of one chain. */
-export interface BacklogRow {
-  readonly chain: string;
-  /** Charged calls whose onchain part is not yet in a transfer (batch window). */
-  readonly unbatchedCalls: number;
-  readonly unbatchedAmount: bigint;
-  /** Transfers not yet confirmed, by kind. */
-  readonly openSettlements: number;
-  readonly openSettlementAmount: bigint;
-  readonly openWithdrawals: number;
-  readonly openWithdrawalAmount: bigint;
-  /** The oldest unconfirmed intent or transfer (unix ms), 0 when none. */
-  readonly oldestAt: number;
-  /** The newest error of a transfer still open, "" when none. */
-  readonly lastError: string;
-  /** Settled to the treasury and confirmed (ledger units). */
-  readonly confirmedSettlementAmount: bigint;
-  /** Charged off-chain (operator credit, nothing to move). */
-  readonly offchainAmount: bigint;
-}
+  type TransferRow,
+  type TransferStatus,
+  type WithdrawResult,
+} from "../core/ports/ledger.js";
+import type { Db } from "./database.js";
+import type { LedgerRepository } from "./ledger-repository.js";
 
 type Raw = Record<string, unknown>;
 
@@ -570,22 +492,5 @@ function toTransfer(row: Raw): TransferRow {
     createdAt: Number(row.created_at),
     confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
     calls: Number(row.calls),
-  };
-}
-
-/** The backlog of a chain with nothing waiting and nothing settled yet. */
-export function emptyBacklog(chain: string): { -readonly [K in keyof BacklogRow]: BacklogRow[K] } {
-  return {
-    chain,
-    unbatchedCalls: 0,
-    unbatchedAmount: 0n,
-    openSettlements: 0,
-    openSettlementAmount: 0n,
-    openWithdrawals: 0,
-    openWithdrawalAmount: 0n,
-    oldestAt: 0,
-    lastError: "",
-    confirmedSettlementAmount: 0n,
-    offchainAmount: 0n,
   };
 }

@@ -1,29 +1,5 @@
+import type { SettlementStatus, SettlementView } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
-
-/** Where a charged call's onchain settlement stands, as its usage row shows it. */
-export type SettlementStatus =
-  /** Backed by operator credit only: nothing onchain to move (see docs/chains.md). */
-  | "offchain"
-  /** Waiting for the worker (per call) or for its batch window. */
-  | "queued"
-  /** Signed and stored; being sent or awaiting confirmation. */
-  | "submitted"
-  /** Landed at the chain's finality rule. */
-  | "confirmed";
-
-/** One call's settlement: the outbox row and, once batched, its transfer. */
-export interface SettlementView {
-  readonly holdId: string;
-  readonly status: SettlementStatus;
-  /** Ledger units moved onchain to the treasury for this call. */
-  readonly onchainAmount: bigint;
-  /** Ledger units settled off-chain (operator credit, no tokens behind them). */
-  readonly offchainAmount: bigint;
-  /** The transfer covering the call (several calls share one when batched); "" until batched. */
-  readonly transferId: string;
-  /** Its transaction hash (or signature) once signed; "" before. */
-  readonly txHash: string;
-}
 
 type Raw = Record<string, unknown>;
 

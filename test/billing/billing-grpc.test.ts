@@ -1,6 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCore } from "../../src/core/core.js";
 import {
   BillingService,
   ChainFamily,
@@ -9,6 +8,7 @@ import {
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
+import { coreOver } from "../helpers/core.js";
 import { grpcClient, unary } from "../helpers/grpc.js";
 import { operatorBillingClient } from "./fixtures.js";
 
@@ -26,7 +26,7 @@ beforeAll(async () => {
   accountId = (await gateway.operator.createAccount({ name: "grpc" })).account!.id;
   otherAccountId = (await gateway.operator.createAccount({ name: "other" })).account!.id;
   secret = (await gateway.operator.createKey({ accountId })).secret;
-  const billing = operatorBillingClient(gateway.app.db!, createCore({ db: gateway.app.db! }));
+  const billing = operatorBillingClient(gateway.app.db!, coreOver(gateway.app.db!));
   await billing.credit({ accountId, chain: "arbitrum", amount: 12_500_000n, reason: "grpc test" });
 });
 

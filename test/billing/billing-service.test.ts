@@ -1,9 +1,10 @@
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Caller } from "../../src/core/caller.js";
-import { type Core, createCore } from "../../src/core/core.js";
+import type { Core } from "../../src/core/core.js";
 import { errorInfo } from "../../src/core/errors.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { coreOver } from "../helpers/core.js";
 import { expectSoundLedger, type LedgerFixture, ledgerFixture, operatorBillingClient } from "./fixtures.js";
 
 let f: LedgerFixture;
@@ -11,7 +12,7 @@ let core: Core;
 
 beforeEach(() => {
   f = ledgerFixture();
-  core = createCore({ db: f.db });
+  core = coreOver(f.db);
 });
 
 afterEach(() => {

@@ -7,12 +7,13 @@ import { DEFAULT_CHAINS_JSON, defaultChainRegistry } from "../../src/core/billin
 import type { PriceCatalog } from "../../src/core/billing/price-catalog.js";
 import type { CallSpec } from "../../src/core/billing/pricing.js";
 import { operatorCallerResolver } from "../../src/core/caller.js";
-import { type Core, createCore } from "../../src/core/core.js";
+import type { Core } from "../../src/core/core.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { AuthRepository } from "../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
-import { LedgerRepository } from "../../src/store/ledger-repository.js";
+import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
+import { coreOver } from "../helpers/core.js";
 
 /** A billing core over its own database. */
 export interface LedgerFixture {
@@ -30,7 +31,7 @@ export function ledgerFixture(
   const db = openDatabase(options.dataDir ?? ":memory:");
   const accounts = new AuthRepository(db);
   const billing = new Billing({
-    ledger: new LedgerRepository(db),
+    ledger: new SqliteLedger(db, groupCommittedWrites(db)),
     chains: options.chains ?? defaultChainRegistry(),
     catalog: options.catalog ?? defaultPriceCatalog(),
     now: options.now ?? Date.now,
@@ -77,10 +78,7 @@ export const SMALL_TEXT_CALL: CallSpec = {
 };
 
 /** A core and a BillingService client acting as the operator, in-process. */
-export function operatorBillingClient(
-  db: Db,
-  core: Core = createCore({ db }),
-): Client<typeof BillingService> {
+export function operatorBillingClient(db: Db, core: Core = coreOver(db)): Client<typeof BillingService> {
   const transport = createRouterTransport(core.routes, {
     router: core.routerOptionsFor(operatorCallerResolver),
   });

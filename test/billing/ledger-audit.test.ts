@@ -7,19 +7,25 @@ import { type LedgerFixture, ledgerFixture, SMALL_TEXT_CALL } from "./fixtures.j
 let f: LedgerFixture;
 let account: string;
 
-beforeEach(() => {
+beforeEach(async () => {
   f = ledgerFixture();
   account = f.account();
-  f.billing.credit({ accountId: account, chain: "base", amount: 100_000n, reason: "r", creditId: "" });
-  const { hold } = f.billing.hold({
+  await f.billing.credit({ accountId: account, chain: "base", amount: 100_000n, reason: "r", creditId: "" });
+  const { hold } = await f.billing.hold({
     accountId: account,
     requestId: "r",
     keyId: "",
     chain: "base",
     call: SMALL_TEXT_CALL,
   });
-  f.billing.settle(hold.id, { ...NO_USAGE, outputTokens: 10n });
-  f.billing.hold({ accountId: account, requestId: "p", keyId: "", chain: "base", call: SMALL_TEXT_CALL });
+  await f.billing.settle(hold.id, { ...NO_USAGE, outputTokens: 10n });
+  await f.billing.hold({
+    accountId: account,
+    requestId: "p",
+    keyId: "",
+    chain: "base",
+    call: SMALL_TEXT_CALL,
+  });
 });
 
 afterEach(() => f.db.close());

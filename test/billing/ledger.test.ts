@@ -18,12 +18,15 @@ import {
 
 const usage = (over: Partial<DeliveredUsage>): DeliveredUsage => ({ ...NO_USAGE, ...over });
 
-/** The ConnectError `fn` throws, asserting nothing in the ledger changed meanwhile. */
-function failsWithoutWriting(db: Db, fn: () => unknown): ConnectError {
+/**
+ * The ConnectError `fn` rejects with, asserting nothing in the ledger changed meanwhile (the
+ * rejection arrives only after the write's group has committed or rolled back).
+ */
+async function failsWithoutWriting(db: Db, fn: () => Promise<unknown>): Promise<ConnectError> {
   const before = ledgerCounts(db);
   const balances = db.prepare("SELECT * FROM ledger_balances ORDER BY account, chain").all();
   try {
-    fn();
+    await fn();
   } catch (error) {
     expect(ledgerCounts(db)).toEqual(before);
     expect(db.prepare("SELECT * FROM ledger_balances ORDER BY account, chain").all()).toEqual(balances);
@@ -33,9 +36,9 @@ function failsWithoutWriting(db: Db, fn: () => unknown): ConnectError {
   throw new Error("expected a failure");
 }
 
-function funded(f: LedgerFixture, chain = "base", amount = 1_000_000n): string {
+async function funded(f: LedgerFixture, chain = "base", amount = 1_000_000n): Promise<string> {
   const account = f.account();
-  f.billing.credit({ accountId: account, chain, amount, reason: "test funds", creditId: "" });
+  await f.billing.credit({ accountId: account, chain, amount, reason: "test funds", creditId: "" });
   return account;
 }
 
@@ -55,9 +58,9 @@ afterEach(() => {
 });
 
 describe("credits and balances", () => {
-  it("a manual credit is a ledger entry with its reason, from the manual-credit account", () => {
+  it("a manual credit is a ledger entry with its reason, from the manual-credit account", async () => {
     const account = f.account();
-    const { balance, entryId } = billing.credit({
+    const { balance, entryId } = await billing.credit({
       accountId: account,
       chain: "solana",
       amount: 12_500_000n,
@@ -71,7 +74,7 @@ describe("credits and balances", () => {
       credit_account: account,
       memo: "promo",
     });
-    const { balances, defaultChain } = billing.balances(account);
+    const { balances, defaultChain } = await billing.balances(account);
     expect(defaultChain).toBe("base");
     expect(balances.map((b) => [b.chain.id, b.row.creditsPosted])).toEqual([
       ["base", 0n],
@@ -81,14 +84,14 @@ describe("credits and balances", () => {
     ]);
   });
 
-  it("a credit id credits once", () => {
+  it("a credit id credits once", async () => {
     const account = f.account();
     const credit = { accountId: account, chain: "base", amount: 5n, reason: "r", creditId: "ticket-1" };
-    const first = billing.credit(credit);
-    const again = billing.credit(credit);
+    const first = await billing.credit(credit);
+    const again = await billing.credit(credit);
     expect(again.entryId).toBe(first.entryId);
     expect(again.balance.row.creditsPosted).toBe(5n);
-    const error = failsWithoutWriting(f.db, () => billing.credit({ ...credit, amount: 6n }));
+    const error = await failsWithoutWriting(f.db, () => billing.credit({ ...credit, amount: 6n }));
     expect(error.code).toBe(Code.AlreadyExists);
   });
 
@@ -97,34 +100,34 @@ describe("credits and balances", () => {
     ["negative", { amount: -1n }, "amount"],
     ["no reason", { reason: " " }, "reason"],
     ["unknown chain", { chain: "ethereum" }, "chain"],
-  ])("refuses a bad credit (%s)", (_name, over, field) => {
+  ])("refuses a bad credit (%s)", async (_name, over, field) => {
     const account = f.account();
-    const error = failsWithoutWriting(f.db, () =>
+    const error = await failsWithoutWriting(f.db, () =>
       billing.credit({ accountId: account, chain: "base", amount: 1n, reason: "r", creditId: "", ...over }),
     );
     expect(errorInfo(error)?.metadata.field).toBe(field);
   });
 
-  it("refuses an unknown account", () => {
-    const error = failsWithoutWriting(f.db, () =>
+  it("refuses an unknown account", async () => {
+    const error = await failsWithoutWriting(f.db, () =>
       billing.credit({ accountId: "acct_nobody", chain: "base", amount: 1n, reason: "r", creditId: "" }),
     );
     expect(error.code).toBe(Code.NotFound);
   });
 
-  it("the default chain can be changed to an enabled chain only", () => {
+  it("the default chain can be changed to an enabled chain only", async () => {
     const account = f.account();
-    expect(billing.setDefaultChain(account, "solana")).toBe("solana");
-    expect(billing.balances(account).defaultChain).toBe("solana");
-    const error = failsWithoutWriting(f.db, () => billing.setDefaultChain(account, "auto"));
+    expect(await billing.setDefaultChain(account, "solana")).toBe("solana");
+    expect((await billing.balances(account)).defaultChain).toBe("solana");
+    const error = await failsWithoutWriting(f.db, () => billing.setDefaultChain(account, "auto"));
     expect(errorInfo(error)?.reason).toBe("CHAIN_UNKNOWN");
   });
 });
 
 describe("hold → settle", () => {
-  it("holds the worst case, posts the actual charge and releases the rest in one step", () => {
-    const account = funded(f);
-    const state = billing.hold({
+  it("holds the worst case, posts the actual charge and releases the rest in one step", async () => {
+    const account = await funded(f);
+    const state = await billing.hold({
       accountId: account,
       requestId: "req-1",
       keyId: "key_1",
@@ -133,22 +136,22 @@ describe("hold → settle", () => {
     });
     expect(state.hold.id).toBe(holdIdFor(account, "req-1"));
     expect(state.hold.amount).toBe(7000n); // 1000 in × $2/MTok + 1000 out × $5/MTok
-    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    expect(await billing.available(account, "base")).toBe(1_000_000n - 7000n);
     // 100 input + 10 output + 800 cache read: 100 + 50 + 80 = 230 µ$... in pico: 1e8 + 5e7 + 8e7.
-    const settled = billing.settle(
+    const settled = await billing.settle(
       state.hold.id,
       usage({ inputTokens: 100n, outputTokens: 10n, cacheReadTokens: 800n }),
     );
     expect(settled.resolution).toMatchObject({ status: "settled", amount: 230n });
-    expect(billing.available(account, "base")).toBe(1_000_000n - 230n);
-    const balance = f.billing.balances(account).balances[0]!.row;
+    expect(await billing.available(account, "base")).toBe(1_000_000n - 230n);
+    const balance = (await f.billing.balances(account)).balances[0]!.row;
     expect(balance).toMatchObject({ debitsPending: 0n, debitsPosted: 230n, creditsPosted: 1_000_000n });
   });
 
-  it("returns from hold, settle and release exactly the state a fresh read gives back", () => {
-    const account = funded(f);
+  it("returns from hold, settle and release exactly the state a fresh read gives back", async () => {
+    const account = await funded(f);
     const read = new LedgerRepository(f.db);
-    const text = billing.hold({
+    const text = await billing.hold({
       accountId: account,
       requestId: "t",
       keyId: "key_1",
@@ -156,7 +159,7 @@ describe("hold → settle", () => {
       call: SMALL_TEXT_CALL,
     });
     expect(text).toEqual(read.getHold(text.hold.id));
-    const image = billing.hold({
+    const image = await billing.hold({
       accountId: account,
       requestId: "i",
       keyId: "",
@@ -164,7 +167,7 @@ describe("hold → settle", () => {
       call: { kind: "image", model: "image-pro", size: "2K", count: 1 },
     });
     expect(image).toEqual(read.getHold(image.hold.id));
-    const settled = billing.settle(
+    const settled = await billing.settle(
       text.hold.id,
       usage({
         inputTokens: 10n,
@@ -175,13 +178,13 @@ describe("hold → settle", () => {
       }),
     );
     expect(settled).toEqual(read.getHold(text.hold.id));
-    const released = billing.release(image.hold.id);
+    const released = await billing.release(image.hold.id);
     expect(released).toEqual(read.getHold(image.hold.id));
   });
 
-  it("rounds a fraction of a unit up, once per call", () => {
-    const account = funded(f);
-    const { hold } = billing.hold({
+  it("rounds a fraction of a unit up, once per call", async () => {
+    const account = await funded(f);
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
@@ -189,42 +192,45 @@ describe("hold → settle", () => {
       call: SMALL_TEXT_CALL,
     });
     // One haiku input token is $0.000001 exactly; one cache-read token is a tenth of a unit.
-    const settled = billing.settle(hold.id, usage({ cacheReadTokens: 1n }));
+    const settled = await billing.settle(hold.id, usage({ cacheReadTokens: 1n }));
     expect(settled.resolution?.amount).toBe(1n);
   });
 
-  it("settling with no usage charges nothing; releasing charges nothing", () => {
-    const account = funded(f);
-    const a = billing.hold({
+  it("settling with no usage charges nothing; releasing charges nothing", async () => {
+    const account = await funded(f);
+    const a = await billing.hold({
       accountId: account,
       requestId: "a",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    const b = billing.hold({
+    const b = await billing.hold({
       accountId: account,
       requestId: "b",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    expect(billing.settle(a.hold.id, NO_USAGE).resolution).toMatchObject({ status: "settled", amount: 0n });
-    expect(billing.release(b.hold.id).resolution).toMatchObject({ status: "released", amount: 0n });
-    expect(billing.available(account, "base")).toBe(1_000_000n);
+    expect((await billing.settle(a.hold.id, NO_USAGE)).resolution).toMatchObject({
+      status: "settled",
+      amount: 0n,
+    });
+    expect((await billing.release(b.hold.id)).resolution).toMatchObject({ status: "released", amount: 0n });
+    expect(await billing.available(account, "base")).toBe(1_000_000n);
   });
 
-  it("a retried Hold with the same request id returns the same hold, and holds once", () => {
-    const account = funded(f);
+  it("a retried Hold with the same request id returns the same hold, and holds once", async () => {
+    const account = await funded(f);
     const input = { accountId: account, requestId: "same", keyId: "", chain: "base", call: SMALL_TEXT_CALL };
-    const first = billing.hold(input);
-    const second = billing.hold(input);
+    const first = await billing.hold(input);
+    const second = await billing.hold(input);
     expect(second.hold).toEqual(first.hold);
-    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
-    billing.settle(first.hold.id, NO_USAGE);
-    expect(billing.hold(input).resolution?.status).toBe("settled");
+    expect(await billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    await billing.settle(first.hold.id, NO_USAGE);
+    expect((await billing.hold(input)).resolution?.status).toBe("settled");
     // The same request id for a different call is refused.
-    const error = failsWithoutWriting(f.db, () =>
+    const error = await failsWithoutWriting(f.db, () =>
       billing.hold({
         ...input,
         call: { kind: "text", model: "model-haiku-4-5", inputTokens: 1000n, maxTokens: 2000n },
@@ -233,17 +239,17 @@ describe("hold → settle", () => {
     expect(errorInfo(error)?.reason).toBe("HOLD_CONFLICT");
   });
 
-  it("request ids of different accounts never collide", () => {
-    const a = funded(f);
-    const b = funded(f);
-    const ha = billing.hold({
+  it("request ids of different accounts never collide", async () => {
+    const a = await funded(f);
+    const b = await funded(f);
+    const ha = await billing.hold({
       accountId: a,
       requestId: "r",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    const hb = billing.hold({
+    const hb = await billing.hold({
       accountId: b,
       requestId: "r",
       keyId: "",
@@ -253,18 +259,20 @@ describe("hold → settle", () => {
     expect(ha.hold.id).not.toBe(hb.hold.id);
   });
 
-  it("double settle is a deterministic error that changes nothing", () => {
-    const account = funded(f);
-    const { hold } = billing.hold({
+  it("double settle is a deterministic error that changes nothing", async () => {
+    const account = await funded(f);
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    billing.settle(hold.id, usage({ outputTokens: 10n }));
+    await billing.settle(hold.id, usage({ outputTokens: 10n }));
     for (let i = 0; i < 2; i++) {
-      const error = failsWithoutWriting(f.db, () => billing.settle(hold.id, usage({ outputTokens: 20n })));
+      const error = await failsWithoutWriting(f.db, () =>
+        billing.settle(hold.id, usage({ outputTokens: 20n })),
+      );
       expect(error.code).toBe(Code.FailedPrecondition);
       expect(errorInfo(error)).toMatchObject({
         reason: "HOLD_ALREADY_RESOLVED",
@@ -273,35 +281,35 @@ describe("hold → settle", () => {
     }
   });
 
-  it("settle after release, and release after settle, are deterministic errors that change nothing", () => {
-    const account = funded(f);
-    const a = billing.hold({
+  it("settle after release, and release after settle, are deterministic errors that change nothing", async () => {
+    const account = await funded(f);
+    const a = await billing.hold({
       accountId: account,
       requestId: "a",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    billing.release(a.hold.id);
-    const e1 = failsWithoutWriting(f.db, () => billing.settle(a.hold.id, NO_USAGE));
+    await billing.release(a.hold.id);
+    const e1 = await failsWithoutWriting(f.db, () => billing.settle(a.hold.id, NO_USAGE));
     expect(errorInfo(e1)?.metadata.status).toBe("released");
-    const e2 = failsWithoutWriting(f.db, () => billing.release(a.hold.id));
+    const e2 = await failsWithoutWriting(f.db, () => billing.release(a.hold.id));
     expect(errorInfo(e2)?.metadata.status).toBe("released");
-    const b = billing.hold({
+    const b = await billing.hold({
       accountId: account,
       requestId: "b",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    billing.settle(b.hold.id, NO_USAGE);
-    const e3 = failsWithoutWriting(f.db, () => billing.release(b.hold.id));
+    await billing.settle(b.hold.id, NO_USAGE);
+    const e3 = await failsWithoutWriting(f.db, () => billing.release(b.hold.id));
     expect(errorInfo(e3)?.reason).toBe("HOLD_ALREADY_RESOLVED");
   });
 
-  it("a charge above the hold is a deterministic error that changes nothing", () => {
-    const account = funded(f);
-    const { hold } = billing.hold({
+  it("a charge above the hold is a deterministic error that changes nothing", async () => {
+    const account = await funded(f);
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
@@ -310,7 +318,7 @@ describe("hold → settle", () => {
     });
     for (let i = 0; i < 2; i++) {
       // More output than max_tokens allowed: 1001 × $5/MTok + ... exceeds the 7000-unit hold.
-      const error = failsWithoutWriting(f.db, () =>
+      const error = await failsWithoutWriting(f.db, () =>
         billing.settle(
           hold.id,
           usage({ inputTokens: 1000n, cacheWrite1hTokens: 1000n, outputTokens: 1000n }),
@@ -321,17 +329,17 @@ describe("hold → settle", () => {
         metadata: { hold_id: hold.id, chain: "base", held: "7000", charge: "8000" },
       });
     }
-    expect(billing.settle(hold.id, usage({ outputTokens: 1000n })).resolution?.amount).toBe(5000n);
+    expect((await billing.settle(hold.id, usage({ outputTokens: 1000n }))).resolution?.amount).toBe(5000n);
   });
 
-  it("an unknown hold is NotFound", () => {
-    const error = failsWithoutWriting(f.db, () => billing.settle("hold_nope", NO_USAGE));
+  it("an unknown hold is NotFound", async () => {
+    const error = await failsWithoutWriting(f.db, () => billing.settle("hold_nope", NO_USAGE));
     expect(error.code).toBe(Code.NotFound);
   });
 
-  it("an unknown chain is InvalidArgument naming the allowed values, nothing written", () => {
-    const account = funded(f);
-    const error = failsWithoutWriting(f.db, () =>
+  it("an unknown chain is InvalidArgument naming the allowed values, nothing written", async () => {
+    const account = await funded(f);
+    const error = await failsWithoutWriting(f.db, () =>
       billing.hold({
         accountId: account,
         requestId: "r",
@@ -347,10 +355,10 @@ describe("hold → settle", () => {
     });
   });
 
-  it("an explicit chain with no funds fails INSUFFICIENT_FUNDS naming that chain, nothing written", () => {
-    const account = funded(f, "base");
+  it("an explicit chain with no funds fails INSUFFICIENT_FUNDS naming that chain, nothing written", async () => {
+    const account = await funded(f, "base");
     for (let i = 0; i < 2; i++) {
-      const error = failsWithoutWriting(f.db, () =>
+      const error = await failsWithoutWriting(f.db, () =>
         billing.hold({
           accountId: account,
           requestId: "r",
@@ -367,13 +375,13 @@ describe("hold → settle", () => {
       expect(error.rawMessage).toContain("solana");
       expect(error.rawMessage).toContain("0.007000 USDC");
     }
-    expect(billing.available(account, "base")).toBe(1_000_000n);
+    expect(await billing.available(account, "base")).toBe(1_000_000n);
   });
 
-  it("auto follows the account's default chain", () => {
-    const account = funded(f, "solana");
-    billing.setDefaultChain(account, "solana");
-    const { hold } = billing.hold({
+  it("auto follows the account's default chain", async () => {
+    const account = await funded(f, "solana");
+    await billing.setDefaultChain(account, "solana");
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
@@ -383,22 +391,23 @@ describe("hold → settle", () => {
     expect(hold.chain).toBe("solana");
   });
 
-  it("holds exactly as many calls as the balance covers", () => {
-    const account = funded(f, "base", 7000n * 5n + 6999n);
-    const results = Array.from({ length: 8 }, (_, i) => {
+  it("holds exactly as many calls as the balance covers", async () => {
+    const account = await funded(f, "base", 7000n * 5n + 6999n);
+    const results: (string | undefined)[] = [];
+    for (let i = 0; i < 8; i++) {
       try {
-        billing.hold({
+        await billing.hold({
           accountId: account,
           requestId: `r${i}`,
           keyId: "",
           chain: "base",
           call: SMALL_TEXT_CALL,
         });
-        return "held";
+        results.push("held");
       } catch (error) {
-        return errorInfo(error as ConnectError)?.reason;
+        results.push(errorInfo(error as ConnectError)?.reason);
       }
-    });
+    }
     expect(results).toEqual([
       "held",
       "held",
@@ -409,12 +418,12 @@ describe("hold → settle", () => {
       "INSUFFICIENT_FUNDS",
       "INSUFFICIENT_FUNDS",
     ]);
-    expect(billing.available(account, "base")).toBe(6999n);
+    expect(await billing.available(account, "base")).toBe(6999n);
   });
 
-  it("bills images per delivered image at the requested size", () => {
-    const account = funded(f);
-    const { hold } = billing.hold({
+  it("bills images per delivered image at the requested size", async () => {
+    const account = await funded(f);
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "img",
       keyId: "",
@@ -422,21 +431,21 @@ describe("hold → settle", () => {
       call: { kind: "image", model: "image-pro", size: "4K", count: 3 },
     });
     expect(hold.amount).toBe(720_000n);
-    expect(billing.settle(hold.id, usage({ images: 2 })).resolution?.amount).toBe(480_000n);
+    expect((await billing.settle(hold.id, usage({ images: 2 }))).resolution?.amount).toBe(480_000n);
   });
 });
 
 describe("the append-only ledger", () => {
-  it("refuses UPDATE and DELETE of entries, holds and resolutions", () => {
-    const account = funded(f);
-    const { hold } = billing.hold({
+  it("refuses UPDATE and DELETE of entries, holds and resolutions", async () => {
+    const account = await funded(f);
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    billing.settle(hold.id, usage({ outputTokens: 1n }));
+    await billing.settle(hold.id, usage({ outputTokens: 1n }));
     for (const table of ["ledger_entries", "holds", "hold_resolutions"]) {
       expect(() =>
         f.db.exec(
@@ -450,8 +459,8 @@ describe("the append-only ledger", () => {
     }
   });
 
-  it("refuses an overdraft even from raw SQL", () => {
-    const account = funded(f, "base", 10n);
+  it("refuses an overdraft even from raw SQL", async () => {
+    const account = await funded(f, "base", 10n);
     expect(() =>
       f.db
         .prepare("UPDATE ledger_balances SET debits_posted = 11 WHERE account = ? AND chain = 'base'")
@@ -461,9 +470,9 @@ describe("the append-only ledger", () => {
 });
 
 describe("the sweeper", () => {
-  it("voids holds older than the longest call, and only those", () => {
-    const account = funded(f);
-    const old = billing.hold({
+  it("voids holds older than the longest call, and only those", async () => {
+    const account = await funded(f);
+    const old = await billing.hold({
       accountId: account,
       requestId: "old",
       keyId: "",
@@ -471,7 +480,7 @@ describe("the sweeper", () => {
       call: SMALL_TEXT_CALL,
     });
     clock += 10 * 60_000;
-    const young = billing.hold({
+    const young = await billing.hold({
       accountId: account,
       requestId: "young",
       keyId: "",
@@ -480,21 +489,23 @@ describe("the sweeper", () => {
     });
     clock += 5 * 60_000 + 1;
     const sweeper = createHoldSweeper(billing, { maxCallMs: 15 * 60_000, intervalMs: 60_000 });
-    expect(sweeper.start()).toBe(1);
+    expect(await sweeper.start()).toBe(1);
     sweeper.stop();
-    expect(f.billing.usage(account, 2n ** 62n, 10).map((s) => [s.hold.id, s.resolution?.status])).toEqual([
+    expect(
+      (await f.billing.usage(account, 2n ** 62n, 10)).map((s) => [s.hold.id, s.resolution?.status]),
+    ).toEqual([
       [young.hold.id, undefined],
       [old.hold.id, "expired"],
     ]);
-    expect(billing.available(account, "base")).toBe(1_000_000n - 7000n);
-    const late = failsWithoutWriting(f.db, () => billing.settle(old.hold.id, NO_USAGE));
+    expect(await billing.available(account, "base")).toBe(1_000_000n - 7000n);
+    const late = await failsWithoutWriting(f.db, () => billing.settle(old.hold.id, NO_USAGE));
     expect(errorInfo(late)?.metadata.status).toBe("expired");
   });
 
-  it("sweeps in batches until every expired hold is voided", () => {
-    const account = funded(f, "base", 10_000_000n);
+  it("sweeps in batches until every expired hold is voided", async () => {
+    const account = await funded(f, "base", 10_000_000n);
     for (let i = 0; i < 1200; i++) {
-      billing.hold({
+      await billing.hold({
         accountId: account,
         requestId: `r${i}`,
         keyId: "",
@@ -503,8 +514,8 @@ describe("the sweeper", () => {
       });
     }
     clock += 60 * 60_000;
-    expect(billing.expireHolds(15 * 60_000)).toBe(1200);
-    expect(billing.available(account, "base")).toBe(10_000_000n);
+    expect(await billing.expireHolds(15 * 60_000)).toBe(1200);
+    expect(await billing.available(account, "base")).toBe(10_000_000n);
   });
 });
 
@@ -519,9 +530,9 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
     return f.account();
   }
 
-  it("holds 1,000,000,000 whole tokens in one balance", () => {
+  it("holds 1,000,000,000 whole tokens in one balance", async () => {
     const account = eighteenDecimalAccount();
-    const { balance } = billing.credit({
+    const { balance } = await billing.credit({
       accountId: account,
       chain: "robinhood",
       amount: 1_000_000_000n * TOKEN,
@@ -529,28 +540,28 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
       creditId: "",
     });
     expect(balance.row.creditsPosted).toBe(10n ** 18n);
-    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN);
+    expect(await billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN);
     // Another billion on top still fits: the cap is ~9.22 × 10^9 whole tokens.
-    billing.credit({
+    await billing.credit({
       accountId: account,
       chain: "robinhood",
       amount: 1_000_000_000n * TOKEN,
       reason: "r",
       creditId: "",
     });
-    expect(billing.available(account, "robinhood")).toBe(2_000_000_000n * TOKEN);
+    expect(await billing.available(account, "robinhood")).toBe(2_000_000_000n * TOKEN);
   });
 
-  it("credits, holds and settles exactly in 10^-9 ledger units", () => {
+  it("credits, holds and settles exactly in 10^-9 ledger units", async () => {
     const account = eighteenDecimalAccount();
-    billing.credit({
+    await billing.credit({
       accountId: account,
       chain: "robinhood",
       amount: 1_000_000_000n * TOKEN + 1n, // one billion tokens and one ledger unit
       reason: "r",
       creditId: "",
     });
-    const { hold } = billing.hold({
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
@@ -559,11 +570,11 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
     });
     // 7000 µ$ = 7 × 10^9 pico-dollars = 7 × 10^6 units of 10^-9.
     expect(hold.amount).toBe(7_000_000n);
-    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 7_000_000n);
+    expect(await billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 7_000_000n);
     // One cache-read token of haiku is $0.0000001 = 100 units of 10^-9: exact, nothing to round.
-    expect(billing.settle(hold.id, usage({ cacheReadTokens: 1n })).resolution?.amount).toBe(100n);
-    expect(billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 100n);
-    const robinhood = billing.balances(account).balances.find((b) => b.chain.id === "robinhood");
+    expect((await billing.settle(hold.id, usage({ cacheReadTokens: 1n }))).resolution?.amount).toBe(100n);
+    expect(await billing.available(account, "robinhood")).toBe(1_000_000_000n * TOKEN + 1n - 100n);
+    const robinhood = (await billing.balances(account)).balances.find((b) => b.chain.id === "robinhood");
     expect(robinhood?.row).toMatchObject({
       creditsPosted: 1_000_000_000n * TOKEN + 1n,
       debitsPosted: 100n,
@@ -571,10 +582,16 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
     });
   });
 
-  it("charges mixed token kinds exactly (every catalog price is whole 10^-9 units)", () => {
+  it("charges mixed token kinds exactly (every catalog price is whole 10^-9 units)", async () => {
     const account = eighteenDecimalAccount();
-    billing.credit({ accountId: account, chain: "robinhood", amount: TOKEN, reason: "r", creditId: "" });
-    const { hold } = billing.hold({
+    await billing.credit({
+      accountId: account,
+      chain: "robinhood",
+      amount: TOKEN,
+      reason: "r",
+      creditId: "",
+    });
+    const { hold } = await billing.hold({
       accountId: account,
       requestId: "r",
       keyId: "",
@@ -582,24 +599,24 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
       call: SMALL_TEXT_CALL,
     });
     // 3 haiku cache-read tokens + 1 input + 1 output: 3 × 10^5 + 10^6 + 5 × 10^6 pico = 6300 units.
-    const settled = billing.settle(
+    const settled = await billing.settle(
       hold.id,
       usage({ cacheReadTokens: 3n, inputTokens: 1n, outputTokens: 1n }),
     );
     expect(settled.resolution?.amount).toBe(6300n);
-    expect(billing.available(account, "robinhood")).toBe(TOKEN - 6300n);
+    expect(await billing.available(account, "robinhood")).toBe(TOKEN - 6300n);
   });
 
-  it("refuses a balance beyond int64 in ledger units by name, writing nothing", () => {
+  it("refuses a balance beyond int64 in ledger units by name, writing nothing", async () => {
     const account = eighteenDecimalAccount();
-    billing.credit({
+    await billing.credit({
       accountId: account,
       chain: "robinhood",
       amount: 9_000_000_000n * TOKEN,
       reason: "r",
       creditId: "",
     });
-    const error = failsWithoutWriting(f.db, () =>
+    const error = await failsWithoutWriting(f.db, () =>
       billing.credit({
         accountId: account,
         chain: "robinhood",
@@ -610,7 +627,7 @@ describe("an 18-decimal asset (ledger scale L = 9)", () => {
     );
     expect(errorInfo(error)?.reason).toBe("AMOUNT_OUT_OF_RANGE");
     const other = f.account();
-    const tooBig = failsWithoutWriting(f.db, () =>
+    const tooBig = await failsWithoutWriting(f.db, () =>
       billing.credit({
         accountId: other,
         chain: "robinhood",

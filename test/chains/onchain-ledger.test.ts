@@ -41,36 +41,42 @@ function setup() {
       ],
       1,
     );
-  const call = (requestId: string) => {
-    const hold = f.billing.hold({
+  const call = async (requestId: string) => {
+    const hold = await f.billing.hold({
       accountId: account,
       requestId,
       keyId: "",
       chain: "base",
       call: SMALL_TEXT_CALL,
     });
-    return f.billing.settle(hold.hold.id, USAGE).resolution!.amount;
+    return (await f.billing.settle(hold.hold.id, USAGE)).resolution!.amount;
   };
   return { f, ledger, repo, account, deposit, call };
 }
 
 describe("onchain bookkeeping", () => {
-  it("credits a deposit once, moves the cursor with it, and refuses a stale cursor", () => {
+  it("credits a deposit once, moves the cursor with it, and refuses a stale cursor", async () => {
     const { f, repo, account, deposit } = setup();
     expect(deposit("0xa", 700n)).toBe(true);
     expect(repo.cursor("base")).toBe(10n);
     expect(deposit("0xa", 700n, 10n, 20n)).toBe(true); // seen again in a later range: no second credit
     expect(deposit("0xb", 5n, 0n, 10n)).toBe(false); // the cursor moved on: nothing written
-    expect(f.billing.available(account, "base")).toBe(700n);
+    expect(await f.billing.available(account, "base")).toBe(700n);
     expect(auditLedger(f.db)).toEqual([]);
   });
 
-  it("settles onchain what deposits back and the rest off-chain; withdraws only backed money", () => {
+  it("settles onchain what deposits back and the rest off-chain; withdraws only backed money", async () => {
     const { f, repo, account, deposit, call } = setup();
     deposit("0xa", 1_000n);
-    f.billing.credit({ accountId: account, chain: "base", amount: 50_000n, reason: "promo", creditId: "" });
-    const first = call("r1");
-    const second = call("r2");
+    await f.billing.credit({
+      accountId: account,
+      chain: "base",
+      amount: 50_000n,
+      reason: "promo",
+      creditId: "",
+    });
+    const first = await call("r1");
+    const second = await call("r2");
     const views = f.db
       .prepare("SELECT onchain_amount, offchain_amount FROM settlement_intents ORDER BY created_at, hold_id")
       .safeIntegers(true)
@@ -119,12 +125,12 @@ describe("onchain bookkeeping", () => {
       "DELETE FROM settlement_intents WHERE transfer_id IS NULL",
       /settlement intent is missing/,
     ],
-  ])("the audit reports %s", (_name, tamper, problem) => {
+  ])("the audit reports %s", async (_name, tamper, problem) => {
     const { f, repo, account, deposit, call } = setup();
     deposit("0xa", 100_000n);
-    call("r1");
+    await call("r1");
     repo.batchIntents("base", true, 0, "0xtreasury", () => "stl_1", 5);
-    call("r2");
+    await call("r2");
     repo.withdraw({ id: "wd_1", accountId: account, chain: "base", to: "0x1", amount: 10n, now: 2 });
     expect(auditLedger(f.db)).toEqual([]);
     f.db.exec(tamper);

@@ -1,9 +1,9 @@
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCore } from "../../src/core/core.js";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openDatabase } from "../../src/store/database.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
+import { coreOver } from "../helpers/core.js";
 import { tempDir } from "../helpers/process.js";
 import { cookieOf, dashboardRpc, type RpcOptions } from "./dashboard-rpc.js";
 import { evmWallet, type MessageFields, siweMessage, solanaMessage, solanaWallet } from "./wallets.js";
@@ -252,7 +252,7 @@ describe("sign-in expiry, on the core's clock", () => {
     const dir = tempDir();
     const db = openDatabase(dir.path);
     let clock = Date.parse("2026-11-23T08:00:00Z");
-    const core = createCore({ db, now: () => clock });
+    const core = coreOver(db, { now: () => clock });
     const wallet = evmWallet();
     const anonymous = createClient(
       AuthService,

@@ -13,7 +13,7 @@ import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { devChainConfig } from "../helpers/evm.js";
-import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
+import { cliJson, type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // kill -9 between broadcast and recording: a JSON-RPC proxy between the gateway and anvil
 // forwards the settlement's eth_sendRawTransaction to the chain, then SIGKILLs the gateway before
@@ -52,23 +52,6 @@ function rpcProxy(target: string, onSend: () => Promise<boolean>): Promise<Serve
     });
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 30_000,
-  debug?: () => string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${debug ? `\n${debug()}` : ""}`);
-    }
-    await sleep(100);
-  }
 }
 
 const ADMIN_TOKEN = "chains-crash-test-operator-token-0123456789";

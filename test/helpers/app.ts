@@ -39,7 +39,7 @@ export async function startTestGateway(
   beforeListen(app);
   const facadeUrl = await app.facade.listen({ host: "127.0.0.1", port: 0 });
   const coreUrl = await app.core!.server.listen({ host: "127.0.0.1", port: 0 });
-  const core = createCore({ db: app.db! });
+  const core = createCore({ db: app.db!, ledger: app.ledger!, onchain: app.ledger! });
   const operator = createClient(
     AuthService,
     createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** The compiled CLI; `make test` builds it before the tests run. */
 export const CLI = resolve(import.meta.dirname, "../../dist/src/cli/main.js");
@@ -137,4 +138,22 @@ export function startGateway(
       });
     });
   });
+}
+
+/** Polls `probe` every 100 ms until it answers something, or fails naming `what` (and `debug()`). */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 30_000,
+  debug?: () => string,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${debug ? `\n${debug()}` : ""}`);
+    }
+    await sleep(100);
+  }
 }

@@ -1,7 +1,6 @@
 import { type Client, createClient, createRouterTransport } from "@connectrpc/connect";
 import { expect } from "vitest";
 import { operatorCallerResolver } from "../../src/core/caller.js";
-import { createCore } from "../../src/core/core.js";
 import {
   type DevUpstream,
   type RecordedRequest,
@@ -11,6 +10,7 @@ import {
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { accountWithKey, startTestGateway, type TestGateway } from "./app.js";
+import { coreOver } from "./core.js";
 
 /** A gateway in front of the dev upstream, with one funded account and its key. */
 export interface TextGateway {
@@ -46,7 +46,7 @@ export async function startTextGateway(
   const upstream = await startDevUpstream({ script: (request) => current?.(request) });
   const extra = typeof env === "function" ? env(upstream.url) : env;
   const gateway = await startTestGateway({ TOLLGATE_ANTHROPIC_URL: upstream.url, ...extra });
-  const core = createCore({ db: gateway.app.db! });
+  const core = coreOver(gateway.app.db!);
   const billing = createClient(
     BillingService,
     createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),

@@ -18,12 +18,9 @@ import {
   type UsageRow,
   UsageRowSchema,
 } from "../../gen/tollgate/billing/v1/billing_pb.js";
-import { availableOf, type HoldState } from "../../store/ledger-repository.js";
-import type {
-  SettlementView,
-  SettlementStatus as StoredSettlementStatus,
-} from "../../store/settlement-outbox.js";
 import { invalidField } from "../errors.js";
+import type { SettlementView, SettlementStatus as StoredSettlementStatus } from "../ports/ledger.js";
+import { availableOf, type HoldState } from "../ports/ledger.js";
 import type { ChainBalance } from "./billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { decodeCharges } from "./charge-record.js";

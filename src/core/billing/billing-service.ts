@@ -29,35 +29,35 @@ export function createBillingService(
       return toPricing(billing.catalog, billing.chains, webSearchMaxUses);
     },
 
-    getBalances(req, ctx) {
+    async getBalances(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
-      const { defaultChain, balances } = billing.balances(accountId);
+      const { defaultChain, balances } = await billing.balances(accountId);
       return { accountId, defaultChain, balances: balances.map(toBalance) };
     },
 
-    setDefaultChain(req, ctx) {
+    async setDefaultChain(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
-      return { accountId, defaultChain: billing.setDefaultChain(accountId, req.chain) };
+      return { accountId, defaultChain: await billing.setDefaultChain(accountId, req.chain) };
     },
 
-    listUsage(req, ctx) {
+    async listUsage(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
         throw invalidField("page_size", `page_size must be between 0 and ${MAX_PAGE}.`);
       }
       const size = req.pageSize === 0 ? DEFAULT_PAGE : req.pageSize;
-      const rows = billing.usage(accountId, decodePageToken(req.pageToken), size);
+      const rows = await billing.usage(accountId, decodePageToken(req.pageToken), size);
       const last = rows.at(-1);
-      const settlements = onchain.settlements(rows.map((r) => r.hold.id));
+      const settlements = await onchain.settlements(rows.map((r) => r.hold.id));
       return {
         rows: rows.map((r) => toUsageRow(r, settlements.get(r.hold.id))),
         nextPageToken: rows.length === size && last !== undefined ? encodePageToken(last.hold.seq) : "",
       };
     },
 
-    credit(req, ctx) {
+    async credit(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
-      const { entryId, balance } = billing.credit({
+      const { entryId, balance } = await billing.credit({
         accountId: req.accountId,
         chain: req.chain,
         amount: req.amount,
@@ -67,10 +67,10 @@ export function createBillingService(
       return { entryId, balance: toBalance(balance) };
     },
 
-    quote(req, ctx) {
+    async quote(req, ctx) {
       const caller = ctx.values.get(callerKey);
       requireOperator(caller);
-      const { chain, amount } = billing.quote(
+      const { chain, amount } = await billing.quote(
         scopedAccount(caller, req.accountId),
         req.chain,
         fromCall(req.call),
@@ -78,10 +78,10 @@ export function createBillingService(
       return { chain: chain.id, amount };
     },
 
-    hold(req, ctx) {
+    async hold(req, ctx) {
       const caller = ctx.values.get(callerKey);
       requireOperator(caller);
-      const state = billing.hold({
+      const state = await billing.hold({
         accountId: scopedAccount(caller, req.accountId),
         requestId: req.requestId,
         keyId: req.keyId,
@@ -91,14 +91,14 @@ export function createBillingService(
       return { hold: toHold(state) };
     },
 
-    settle(req, ctx) {
+    async settle(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
-      return { hold: toHold(billing.settle(req.holdId, fromUsage(req.usage))) };
+      return { hold: toHold(await billing.settle(req.holdId, fromUsage(req.usage))) };
     },
 
-    release(req, ctx) {
+    async release(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
-      return { hold: toHold(billing.release(req.holdId)) };
+      return { hold: toHold(await billing.release(req.holdId)) };
     },
   };
 }

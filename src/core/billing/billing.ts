@@ -1,12 +1,13 @@
+import { accountNotFound, invalidField } from "../errors.js";
+import { newId } from "../ids.js";
 import {
   availableOf,
   type BalanceRow,
   type HoldState,
-  type LedgerRepository,
+  type LedgerStore,
+  type ResolveResult,
   SYSTEM_MANUAL_CREDIT,
-} from "../../store/ledger-repository.js";
-import { accountNotFound, invalidField } from "../errors.js";
-import { newId } from "../ids.js";
+} from "../ports/ledger.js";
 import {
   amountOutOfRange,
   holdAlreadyResolved,
@@ -16,6 +17,7 @@ import {
   requestIdReused,
   settleExceedsHold,
 } from "./billing-errors.js";
+import type { CallBilling } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { encodeCharges } from "./charge-record.js";
@@ -35,7 +37,7 @@ import {
 
 /** What the billing core is built from. */
 export interface BillingDeps {
-  readonly ledger: LedgerRepository;
+  readonly ledger: LedgerStore;
   readonly chains: ChainRegistry;
   readonly catalog: PriceCatalog;
   readonly now: () => number;
@@ -84,9 +86,10 @@ const SWEEP_BATCH = 500;
 /**
  * The money core, in-process: quotes, holds, settlements, credits and balances. The
  * BillingService RPCs and the Inference service both call it; it does no caller checks (the
- * RPC layer does). Expected failures are ConnectErrors with a reason.
+ * RPC layer does). Expected failures are ConnectErrors with a reason. Every write is answered
+ * once the ledger has made it durable.
  */
-export class Billing {
+export class Billing implements CallBilling {
   constructor(private readonly deps: BillingDeps) {}
 
   get chains(): ChainRegistry {
@@ -98,37 +101,42 @@ export class Billing {
   }
 
   /** The chain a call would bill on: the named one, or the account's default for `auto`. */
-  chainFor(accountId: string, requested: string | undefined): ChainConfig {
-    return selectChain(this.deps.chains, requested, this.deps.ledger.defaultChain(accountId));
+  async chainFor(accountId: string, requested: string | undefined): Promise<ChainConfig> {
+    return selectChain(this.deps.chains, requested, await this.deps.ledger.defaultChain(accountId));
   }
 
   /** The worst-case price of a call on the selected chain, in the chain's ledger units. */
-  quote(
+  async quote(
     accountId: string,
     requested: string | undefined,
     call: CallSpec,
-  ): { chain: ChainConfig; amount: bigint } {
+  ): Promise<{ chain: ChainConfig; amount: bigint }> {
+    const chain = await this.chainFor(accountId, requested);
+    return { chain, amount: this.quoteOn(chain, call) };
+  }
+
+  /** The worst-case price of a call on a given chain, in the chain's ledger units; reads nothing. */
+  quoteOn(chain: ChainConfig, call: CallSpec): bigint {
     const priced = priceCall(this.deps.catalog, call);
-    const chain = this.chainFor(accountId, requested);
     const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
-    return { chain, amount };
+    return amount;
   }
 
   /**
    * Reserves the call's worst-case price on the selected chain, or fails with
    * INSUFFICIENT_FUNDS having written nothing. The same request id returns the same hold.
    */
-  hold(input: HoldInput): HoldState {
-    return this.placeHold(input).state;
+  async hold(input: HoldInput): Promise<HoldState> {
+    return (await this.placeHold(input)).state;
   }
 
   /**
    * Like {@link hold}, for a call about to run: a request id that already has a hold (in any
    * state) is refused with REQUEST_ID_REUSED, so one id can never pay for two upstream calls.
    */
-  holdNewCall(input: HoldInput): HoldState {
-    const { state, placed } = this.placeHold(input);
+  async holdNewCall(input: HoldInput): Promise<HoldState> {
+    const { state, placed } = await this.placeHold(input);
     if (!placed) throw requestIdReused(state.hold.requestId);
     return state;
   }
@@ -137,8 +145,8 @@ export class Billing {
    * Posts what the call delivered (priced exactly, rounded up once) and releases the rest of
    * the hold. Fails, changing nothing, if the hold is resolved or the charge exceeds it.
    */
-  settle(holdId: string, usage: DeliveredUsage): HoldState {
-    return this.settleWith(holdId, usage, false).state;
+  async settle(holdId: string, usage: DeliveredUsage): Promise<HoldState> {
+    return (await this.settleWith(holdId, usage, false)).state;
   }
 
   /**
@@ -151,28 +159,28 @@ export class Billing {
   settleDelivered(
     holdId: string,
     usage: DeliveredUsage,
-  ): { state: HoldState; capped: boolean; priced: PricedUsage } {
+  ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }> {
     return this.settleWith(holdId, usage, true);
   }
 
   /** Voids a pending hold: nothing is charged. Fails, changing nothing, if already resolved. */
-  release(holdId: string): HoldState {
-    return this.resolved(holdId, this.deps.ledger.void(holdId, "released", this.deps.now()), 0n);
+  async release(holdId: string): Promise<HoldState> {
+    return this.resolved(holdId, await this.deps.ledger.void(holdId, "released", this.deps.now()), 0n);
   }
 
   /** Expires every hold placed more than `maxCallMs` ago; returns how many it voided. */
-  expireHolds(maxCallMs: number): number {
+  async expireHolds(maxCallMs: number): Promise<number> {
     const now = this.deps.now();
     let total = 0;
     for (;;) {
-      const n = this.deps.ledger.expireHolds(now - maxCallMs, now, SWEEP_BATCH);
+      const n = await this.deps.ledger.expireHolds(now - maxCallMs, now, SWEEP_BATCH);
       total += n;
       if (n < SWEEP_BATCH) return total;
     }
   }
 
   /** Credits an account by hand from the manual-credit system account, keeping the reason. */
-  credit(input: CreditInput): { entryId: string; balance: ChainBalance } {
+  async credit(input: CreditInput): Promise<{ entryId: string; balance: ChainBalance }> {
     const chain = configuredChain(this.deps.chains, input.chain);
     if (input.amount > INT64_MAX) throw amountOutOfRange(chain.id);
     if (input.amount <= 0n) {
@@ -182,10 +190,10 @@ export class Billing {
     if (reason === "" || reason.length > MAX_REASON) {
       throw invalidField("reason", `reason is required, at most ${MAX_REASON} characters.`);
     }
-    this.requireAccount(input.accountId);
+    await this.requireAccount(input.accountId);
     const creditId = input.creditId.trim();
     const entryId = creditId === "" ? newId("credit") : creditIdFor(input.accountId, creditId);
-    const result = this.deps.ledger.credit({
+    const result = await this.deps.ledger.credit({
       entryId,
       accountId: input.accountId,
       chain: chain.id,
@@ -209,49 +217,49 @@ export class Billing {
    * An account's balances: every enabled chain (zero if never funded) plus any other chain
    * where it has moved money, in registry order, and its default chain.
    */
-  balances(accountId: string): { defaultChain: string; balances: ChainBalance[] } {
-    this.requireAccount(accountId);
-    const rows = new Map(this.deps.ledger.balances(accountId).map((r) => [r.chain, r]));
+  async balances(accountId: string): Promise<{ defaultChain: string; balances: ChainBalance[] }> {
+    await this.requireAccount(accountId);
+    const rows = new Map((await this.deps.ledger.balances(accountId)).map((r) => [r.chain, r]));
     const balances: ChainBalance[] = [];
     for (const chain of this.deps.chains.chains) {
       const row = rows.get(chain.id);
       if (row !== undefined || chain.enabled)
-        balances.push({ chain, row: row ?? this.deps.ledger.balance(accountId, chain.id) });
+        balances.push({ chain, row: row ?? (await this.deps.ledger.balance(accountId, chain.id)) });
     }
     return {
-      defaultChain: this.deps.ledger.defaultChain(accountId) ?? this.deps.chains.defaultChain,
+      defaultChain: (await this.deps.ledger.defaultChain(accountId)) ?? this.deps.chains.defaultChain,
       balances,
     };
   }
 
   /** Sets the chain `auto` bills for this account; it must be an enabled chain. */
-  setDefaultChain(accountId: string, requested: string): string {
-    this.requireAccount(accountId);
+  async setDefaultChain(accountId: string, requested: string): Promise<string> {
+    await this.requireAccount(accountId);
     const chain = enabledChain(this.deps.chains, requested, "chain");
-    this.deps.ledger.setDefaultChain(accountId, chain.id, this.deps.now());
+    await this.deps.ledger.setDefaultChain(accountId, chain.id, this.deps.now());
     return chain.id;
   }
 
   /** Funds the account may spend now on a chain. */
-  available(accountId: string, chainId: string): bigint {
-    return availableOf(this.deps.ledger.balance(accountId, chainId));
+  async available(accountId: string, chainId: string): Promise<bigint> {
+    return availableOf(await this.deps.ledger.balance(accountId, chainId));
   }
 
   /** An account's calls, newest first, before the cursor `beforeSeq`. */
-  usage(accountId: string, beforeSeq: bigint, limit: number): HoldState[] {
-    this.requireAccount(accountId);
+  async usage(accountId: string, beforeSeq: bigint, limit: number): Promise<HoldState[]> {
+    await this.requireAccount(accountId);
     return this.deps.ledger.listHolds(accountId, beforeSeq, limit);
   }
 
-  private placeHold(input: HoldInput): { state: HoldState; placed: boolean } {
+  private async placeHold(input: HoldInput): Promise<{ state: HoldState; placed: boolean }> {
     const requestId = input.requestId.trim();
     if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
       throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
     }
-    this.requireAccount(input.accountId);
-    const { chain, amount } = this.quote(input.accountId, input.chain, input.call);
+    await this.requireAccount(input.accountId);
+    const { chain, amount } = await this.quote(input.accountId, input.chain, input.call);
     const { call } = input;
-    const result = this.deps.ledger.placeHold({
+    const result = await this.deps.ledger.placeHold({
       id: holdIdFor(input.accountId, requestId),
       accountId: input.accountId,
       requestId,
@@ -277,13 +285,13 @@ export class Billing {
     }
   }
 
-  private settleWith(
+  private async settleWith(
     holdId: string,
     usage: DeliveredUsage,
     cap: boolean,
-  ): { state: HoldState; capped: boolean; priced: PricedUsage } {
+  ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }> {
     checkUsage(usage);
-    const state = this.deps.ledger.getHold(holdId);
+    const state = await this.deps.ledger.getHold(holdId);
     if (state === undefined) throw holdNotFound(holdId);
     const { hold } = state;
     if (state.resolution !== undefined)
@@ -303,19 +311,21 @@ export class Billing {
       hold.callKind === "text"
         ? { ...chargedTokens(priced), images: 0 }
         : { ...NO_TOKENS, images: usage.images };
-    const result = this.deps.ledger.settle(holdId, charge, counts, this.deps.now(), encodeCharges(priced));
+    const result = await this.deps.ledger.settle(
+      holdId,
+      charge,
+      counts,
+      this.deps.now(),
+      encodeCharges(priced),
+    );
     return { state: this.resolved(holdId, result, charge), capped, priced };
   }
 
-  private requireAccount(accountId: string): void {
-    if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
+  private async requireAccount(accountId: string): Promise<void> {
+    if (!(await this.deps.ledger.accountExists(accountId))) throw accountNotFound(accountId);
   }
 
-  private resolved(
-    holdId: string,
-    result: ReturnType<LedgerRepository["settle"]>,
-    charge: bigint,
-  ): HoldState {
+  private resolved(holdId: string, result: ResolveResult, charge: bigint): HoldState {
     switch (result.kind) {
       case "resolved":
         return result.state;

@@ -12,12 +12,12 @@ export interface HoldSweeperOptions {
 
 /** Voids holds orphaned by a crash or a lost settle: at start-up, then periodically. */
 export interface HoldSweeper {
-  /** Sweeps once now (synchronously), then every interval; returns how many holds the first sweep voided. */
-  start(): number;
+  /** Sweeps once now, then every interval; resolves with how many holds the first sweep voided. */
+  start(): Promise<number>;
   /** Stops the periodic sweeps. Safe to call twice. */
   stop(): void;
-  /** One sweep; returns how many holds it voided. */
-  sweep(): number;
+  /** One sweep; resolves with how many holds it voided. */
+  sweep(): Promise<number>;
 }
 
 /** A sweeper over the billing core. Its timer is unref'd: it never keeps the process alive. */
@@ -26,15 +26,11 @@ export function createHoldSweeper(billing: Billing, options: HoldSweeperOptions)
   const sweep = () => billing.expireHolds(options.maxCallMs);
   return {
     sweep,
-    start() {
-      const first = sweep();
+    async start() {
+      const first = await sweep();
       if (timer === undefined) {
         timer = setInterval(() => {
-          try {
-            sweep();
-          } catch (error) {
-            options.onError?.(error);
-          }
+          sweep().catch((error: unknown) => options.onError?.(error));
         }, options.intervalMs);
         timer.unref();
       }

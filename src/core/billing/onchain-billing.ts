@@ -1,14 +1,14 @@
-import type { LedgerRepository } from "../../store/ledger-repository.js";
+import { accountNotFound, invalidField } from "../errors.js";
+import { newId } from "../ids.js";
 import {
   type BacklogRow,
   type DepositRow,
   emptyBacklog,
-  type OnchainRepository,
+  type LedgerStore,
+  type OnchainStore,
+  type SettlementView,
   type TransferRow,
-} from "../../store/onchain-repository.js";
-import type { SettlementView } from "../../store/settlement-outbox.js";
-import { accountNotFound, invalidField } from "../errors.js";
-import { newId } from "../ids.js";
+} from "../ports/ledger.js";
 import type { ChainBalance } from "./billing.js";
 import { idConflict, insufficientFunds } from "./billing-errors.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
@@ -45,8 +45,8 @@ export interface ChainDirectory {
 
 /** What onchain billing is built from. */
 export interface OnchainBillingDeps {
-  readonly ledger: LedgerRepository;
-  readonly onchain: OnchainRepository;
+  readonly ledger: LedgerStore;
+  readonly onchain: OnchainStore;
   readonly chains: ChainRegistry;
   /** Undefined when this process runs without chain adapters. */
   readonly directory: ChainDirectory | undefined;
@@ -75,8 +75,8 @@ export class OnchainBilling {
   constructor(private readonly deps: OnchainBillingDeps) {}
 
   /** The account's deposit address on every chain with an adapter, in registry order. */
-  depositAddresses(accountId: string): { chain: ChainConfig; address: string }[] {
-    this.requireAccount(accountId);
+  async depositAddresses(accountId: string): Promise<{ chain: ChainConfig; address: string }[]> {
+    await this.requireAccount(accountId);
     const directory = this.requireDirectory("");
     return this.deps.chains.chains
       .filter((c) => directory.has(c.id))
@@ -84,8 +84,8 @@ export class OnchainBilling {
   }
 
   /** Pending deposits, then the newest `limit` credited ones. */
-  deposits(accountId: string, limit: number): DepositRow[] {
-    this.requireAccount(accountId);
+  async deposits(accountId: string, limit: number): Promise<DepositRow[]> {
+    await this.requireAccount(accountId);
     return this.deps.onchain.listDeposits(accountId, limit);
   }
 
@@ -93,7 +93,7 @@ export class OnchainBilling {
    * Debits the account and queues the onchain transfer, in one transaction; nothing is written
    * when the chain, address or amount is refused.
    */
-  withdraw(input: WithdrawInput): { transfer: TransferRow; balance: ChainBalance } {
+  async withdraw(input: WithdrawInput): Promise<{ transfer: TransferRow; balance: ChainBalance }> {
     const chain = configuredChain(this.deps.chains, input.chain);
     const directory = this.requireDirectory(chain.id);
     if (input.amount <= 0n || input.amount > INT64_MAX) {
@@ -105,10 +105,10 @@ export class OnchainBilling {
     if (key.length > MAX_WITHDRAWAL_ID) {
       throw invalidField("withdrawal_id", `withdrawal_id must be at most ${MAX_WITHDRAWAL_ID} characters.`);
     }
-    this.requireAccount(input.accountId);
+    await this.requireAccount(input.accountId);
     // The deposit address must be known before money leaves it (the worker signs with its key).
     directory.depositAddress(chain.id, input.accountId);
-    const result = this.deps.onchain.withdraw({
+    const result = await this.deps.onchain.withdraw({
       id: key === "" ? newId("wd") : withdrawalIdFor(input.accountId, key),
       accountId: input.accountId,
       chain: chain.id,
@@ -121,7 +121,7 @@ export class OnchainBilling {
       case "existing":
         return {
           transfer: result.transfer,
-          balance: { chain, row: this.deps.ledger.balance(input.accountId, chain.id) },
+          balance: { chain, row: await this.deps.ledger.balance(input.accountId, chain.id) },
         };
       case "conflict":
         throw idConflict(`withdrawal_id ${JSON.stringify(key)}`);
@@ -131,8 +131,8 @@ export class OnchainBilling {
   }
 
   /** The account's withdrawals, newest first, with seq below `beforeSeq`. */
-  withdrawals(accountId: string, beforeSeq: bigint, limit: number): TransferRow[] {
-    this.requireAccount(accountId);
+  async withdrawals(accountId: string, beforeSeq: bigint, limit: number): Promise<TransferRow[]> {
+    await this.requireAccount(accountId);
     return this.deps.onchain.listTransfers(accountId, "withdrawal", beforeSeq, limit);
   }
 
@@ -140,8 +140,8 @@ export class OnchainBilling {
    * The settlement pipeline of every chain that has one or an adapter on this gateway, with the
    * chain's treasury address.
    */
-  backlog(): (BacklogRow & { readonly treasuryAddress: string })[] {
-    const rows = new Map(this.deps.onchain.backlog().map((row) => [row.chain, row]));
+  async backlog(): Promise<(BacklogRow & { readonly treasuryAddress: string })[]> {
+    const rows = new Map((await this.deps.onchain.backlog()).map((row) => [row.chain, row]));
     const directory = this.deps.directory;
     for (const chain of this.deps.chains.chains) {
       if (!rows.has(chain.id) && directory?.has(chain.id)) rows.set(chain.id, emptyBacklog(chain.id));
@@ -152,8 +152,8 @@ export class OnchainBilling {
   }
 
   /** The settlements of these calls. */
-  settlements(holdIds: readonly string[]): Map<string, SettlementView> {
-    return this.deps.ledger.outbox.views(holdIds);
+  settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>> {
+    return this.deps.ledger.settlements(holdIds);
   }
 
   private requireDirectory(chainId: string): ChainDirectory {
@@ -163,7 +163,7 @@ export class OnchainBilling {
     return directory;
   }
 
-  private requireAccount(accountId: string): void {
-    if (!this.deps.ledger.accountExists(accountId)) throw accountNotFound(accountId);
+  private async requireAccount(accountId: string): Promise<void> {
+    if (!(await this.deps.ledger.accountExists(accountId))) throw accountNotFound(accountId);
   }
 }

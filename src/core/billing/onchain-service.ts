@@ -11,9 +11,9 @@ import {
   type Withdrawal,
   WithdrawalSchema,
 } from "../../gen/tollgate/billing/v1/billing_pb.js";
-import type { BacklogRow, DepositRow, TransferRow } from "../../store/onchain-repository.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { invalidField } from "../errors.js";
+import type { BacklogRow, DepositRow, TransferRow } from "../ports/ledger.js";
 import { toBalance, toChain } from "./billing-messages.js";
 import { INT64_MAX } from "./money.js";
 import type { OnchainBilling } from "./onchain-billing.js";
@@ -33,24 +33,25 @@ const MAX_PAGE = 1000;
  */
 export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
   return {
-    getDepositAddresses(req, ctx) {
+    async getDepositAddresses(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       return {
         accountId,
-        addresses: onchain
-          .depositAddresses(accountId)
-          .map((a) => ({ chain: toChain(a.chain), address: a.address })),
+        addresses: (await onchain.depositAddresses(accountId)).map((a) => ({
+          chain: toChain(a.chain),
+          address: a.address,
+        })),
       };
     },
 
-    listDeposits(req, ctx) {
+    async listDeposits(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
-      return { deposits: onchain.deposits(accountId, pageSize(req.pageSize)).map(toDeposit) };
+      return { deposits: (await onchain.deposits(accountId, pageSize(req.pageSize))).map(toDeposit) };
     },
 
-    withdraw(req, ctx) {
+    async withdraw(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
-      const { transfer, balance } = onchain.withdraw({
+      const { transfer, balance } = await onchain.withdraw({
         accountId,
         chain: req.chain,
         amount: req.amount,
@@ -60,10 +61,10 @@ export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
       return { withdrawal: toWithdrawal(transfer), balance: toBalance(balance) };
     },
 
-    listWithdrawals(req, ctx) {
+    async listWithdrawals(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       const size = pageSize(req.pageSize);
-      const rows = onchain.withdrawals(accountId, decodePageToken(req.pageToken), size);
+      const rows = await onchain.withdrawals(accountId, decodePageToken(req.pageToken), size);
       const last = rows.at(-1);
       return {
         withdrawals: rows.map(toWithdrawal),
@@ -71,9 +72,9 @@ export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
       };
     },
 
-    getSettlementBacklog(_req, ctx) {
+    async getSettlementBacklog(_req, ctx) {
       requireOperator(ctx.values.get(callerKey));
-      return { chains: onchain.backlog().map(toBacklog) };
+      return { chains: (await onchain.backlog()).map(toBacklog) };
     },
   };
 }

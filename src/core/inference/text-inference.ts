@@ -234,9 +234,9 @@ export class TextInference {
       const info = error instanceof ConnectError ? errorInfo(error) : undefined;
       if (info?.reason !== "INSUFFICIENT_FUNDS") throw error;
       const available = BigInt(info.metadata.available ?? "0");
+      const { chain } = await this.deps.billing.quote(call.accountId, call.billingChain, spec);
       const fits = (maxTokens: bigint) =>
-        this.deps.billing.quote(call.accountId, call.billingChain, { ...spec, maxTokens }).amount <=
-        available;
+        this.deps.billing.quoteOn(chain, { ...spec, maxTokens }) <= available;
       // The hold grows with max_tokens: the largest that fits, by bisection.
       let low = 0n;
       let high = spec.maxTokens;

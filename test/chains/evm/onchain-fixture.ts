@@ -3,12 +3,13 @@ import { expect } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { operatorCallerResolver } from "../../../src/core/caller.js";
-import { type Core, createCore } from "../../../src/core/core.js";
+import type { Core } from "../../../src/core/core.js";
 import { type EvmDevChain, startEvmDevChain } from "../../../src/dev/chains/evm/dev-chain.js";
 import { BillingService } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
+import { coreOver } from "../../helpers/core.js";
 import { devChainConfig, TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { tempDir } from "../../helpers/process.js";
 
@@ -66,7 +67,7 @@ export async function onchainFixture(options: OnchainFixtureOptions = {}): Promi
   const treasury = runtime.adapter("base")!.treasuryAddress();
   await dev.fundGas(treasury);
   if (options.manualMining) await dev.mine(1);
-  const core = createCore({ db, chains: registry, chainDirectory: runtime, now });
+  const core = coreOver(db, { chains: registry, chainDirectory: runtime, now });
   const billing = createClient(
     BillingService,
     createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),
@@ -87,14 +88,14 @@ export async function onchainFixture(options: OnchainFixtureOptions = {}): Promi
       return id;
     },
     async call(accountId, requestId) {
-      const hold = core.billing.hold({
+      const hold = await core.billing.hold({
         accountId,
         requestId,
         keyId: "",
         chain: "base",
         call: { kind: "text", model: "model-haiku-4-5", inputTokens: 1000n, maxTokens: 1000n },
       });
-      const settled = core.billing.settle(hold.hold.id, {
+      const settled = await core.billing.settle(hold.hold.id, {
         inputTokens: 1000n,
         outputTokens: 200n + BigInt(n % 7) * 10n,
         cacheWrite5mTokens: 0n,

@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { ledgerToOnchain } from "../../../src/core/billing/money.js";
-import { createCore } from "../../../src/core/core.js";
 import { type EvmDevChain, startEvmDevChains } from "../../../src/dev/chains/evm/dev-chain.js";
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
 import { rng } from "../../billing/prng.js";
+import { coreOver } from "../../helpers/core.js";
 import { devChainConfig, TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { tempDir } from "../../helpers/process.js";
 
@@ -59,7 +59,7 @@ describe("reconciliation on two anvil chains", () => {
       chains.map((c) => devChainConfig(c, 1)),
       "base",
     );
-    const core = createCore({ db, chains: registry, chainDirectory: runtime, now: () => clock });
+    const core = coreOver(db, { chains: registry, chainDirectory: runtime, now: () => clock });
     const accounts = new AuthRepository(db);
     const random = rng(6);
     const ids = ["acct_r1", "acct_r2", "acct_r3", "acct_r4"];
@@ -70,7 +70,13 @@ describe("reconciliation on two anvil chains", () => {
         await c.mintTo(runtime.depositAddress(c.id, id), 200_000n + random.big(50_000n));
       }
       for (const id of ["acct_r2", "acct_r3"]) {
-        core.billing.credit({ accountId: id, chain: c.id, amount: 150_000n, reason: "promo", creditId: "" });
+        await core.billing.credit({
+          accountId: id,
+          chain: c.id,
+          amount: 150_000n,
+          reason: "promo",
+          creditId: "",
+        });
       }
       await c.mine(2);
     }
@@ -79,14 +85,14 @@ describe("reconciliation on two anvil chains", () => {
     for (let round = 0; round < 6; round++) {
       for (const id of ids) {
         for (const c of chains) {
-          const hold = core.billing.hold({
+          const hold = await core.billing.hold({
             accountId: id,
             requestId: `req-${n++}`,
             keyId: "",
             chain: c.id,
             call: { kind: "text", model: "model-haiku-4-5", inputTokens: 4000n, maxTokens: 4000n },
           });
-          core.billing.settle(hold.hold.id, {
+          await core.billing.settle(hold.hold.id, {
             inputTokens: BigInt(500 + random.int(3000)),
             outputTokens: BigInt(random.int(4000)),
             cacheWrite5mTokens: 0n,

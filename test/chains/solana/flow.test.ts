@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { chainRegistry } from "../../../src/core/billing/chain-registry.js";
 import { operatorCallerResolver } from "../../../src/core/caller.js";
-import { type Core, createCore } from "../../../src/core/core.js";
+import type { Core } from "../../../src/core/core.js";
 import { errorInfo } from "../../../src/core/errors.js";
 import { type SolanaDevChain, startSolanaDevChain } from "../../../src/dev/chains/solana/dev-chain.js";
 import {
@@ -24,6 +24,7 @@ import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
 import { rng } from "../../billing/prng.js";
+import { coreOver } from "../../helpers/core.js";
 import { TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { tempDir } from "../../helpers/process.js";
 import { ledgerSettled, settledOnchain } from "../evm/onchain-fixture.js";
@@ -42,7 +43,7 @@ interface Flow {
   readonly billing: Client<typeof BillingService>;
   account(id: string): string;
   /** A text call charged to the account on the Solana chain; returns the charge. */
-  call(accountId: string, requestId: string): bigint;
+  call(accountId: string, requestId: string): Promise<bigint>;
   /** Mints to the account's deposit address, finalizes it and scans. */
   fund(accountId: string, amount: bigint): Promise<string>;
   /** Settlement passes, finalizing slots and waiting out the recheck delay between them. */
@@ -77,7 +78,7 @@ async function startFlow(
   const runtimes = [await build()];
   const adapter = () => runtimes.at(-1)!.adapter(CHAIN)!;
   if (fundTreasury) await dev.airdrop(adapter().treasuryAddress(), 10_000_000_000n);
-  const core = createCore({ db, chains: registry, chainDirectory: runtimes[0], now });
+  const core = coreOver(db, { chains: registry, chainDirectory: runtimes[0], now });
   const billing = createClient(
     BillingService,
     createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),
@@ -94,15 +95,15 @@ async function startFlow(
       accounts.createAccount(id, id, now());
       return id;
     },
-    call(accountId, requestId) {
-      const hold = core.billing.hold({
+    async call(accountId, requestId) {
+      const hold = await core.billing.hold({
         accountId,
         requestId,
         keyId: "",
         chain: CHAIN,
         call: { kind: "text", model: "model-haiku-4-5", inputTokens: 1000n, maxTokens: 1000n },
       });
-      const settled = core.billing.settle(hold.hold.id, {
+      const settled = await core.billing.settle(hold.hold.id, {
         inputTokens: 1000n,
         outputTokens: 200n + BigInt(++n % 7) * 10n,
         cacheWrite5mTokens: 0n,
@@ -206,7 +207,7 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
     f = await startFlow({ mode: "per-call", batchWindowMs: 0 });
     const account = f.account("acct_sol_pay");
     const address = await f.fund(account, 5_000_000n);
-    const charges = [f.call(account, "s1"), f.call(account, "s2"), f.call(account, "s3")];
+    const charges = [await f.call(account, "s1"), await f.call(account, "s2"), await f.call(account, "s3")];
     let { rows } = await f.billing.listUsage({ accountId: account });
     expect(rows.map((r) => r.settlementStatus)).toEqual(Array(3).fill(SettlementStatus.QUEUED));
     await f.settleAll();
@@ -227,7 +228,7 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
     f = await startFlow({ mode: "per-call", batchWindowMs: 0 });
     const account = f.account("acct_sol_kill");
     const address = await f.fund(account, 2_000_000n);
-    const charge = f.call(account, "k1");
+    const charge = await f.call(account, "k1");
     await f.runtime.settleOnce(); // prepared, recorded, broadcast; not yet finalized
     const [row] = f.db.prepare("SELECT status, tx_hash FROM chain_transfers").all() as {
       status: string;
@@ -294,7 +295,13 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
       await f.dev.mintTo(f.runtime.depositAddress(CHAIN, id), 200_000n + random.big(50_000n));
     }
     for (const id of ["acct_sr2", "acct_sr3"]) {
-      f.core.billing.credit({ accountId: id, chain: CHAIN, amount: 150_000n, reason: "promo", creditId: "" });
+      await f.core.billing.credit({
+        accountId: id,
+        chain: CHAIN,
+        amount: 150_000n,
+        reason: "promo",
+        creditId: "",
+      });
     }
     f.dev.advanceSlots(FINALIZED_LAG);
     await f.runtime.scanOnce();
@@ -302,7 +309,7 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
     for (let round = 0; round < 5; round++) {
       for (const id of ids) {
         try {
-          f.call(id, `${id}-${round}`);
+          await f.call(id, `${id}-${round}`);
           calls++;
         } catch {
           // Out of funds: the hold was refused and nothing was charged.

@@ -1,0 +1,115 @@
+import { Worker } from "node:worker_threads";
+import type { ChainRegistry } from "../core/billing/chain-registry.js";
+import { openDatabase } from "../store/database.js";
+import { threadEntry } from "../thread-entry.js";
+import { ChainsRuntime } from "./chains-runtime.js";
+
+/** What the chains worker runs: every chain's deposit watcher and settlement worker. */
+export interface ChainsWorkerSpec {
+  readonly dataDir: string;
+  readonly registry: ChainRegistry;
+  readonly masterSecret: Uint8Array;
+  readonly settlement: { readonly mode: "per-call" | "batch"; readonly batchWindowMs: number };
+  readonly pollMs: number;
+  readonly scanRange: number;
+  readonly startAt: "genesis" | "finalized";
+  /** Run only these chains (dev mode: those with a local dev chain); all when absent. */
+  readonly only?: ReadonlySet<string> | undefined;
+}
+
+/** A running chains worker. */
+export interface ChainsWorker {
+  /** The chains whose watcher and settlement loops run. */
+  readonly chains: readonly string[];
+  /** Finishes the ticks in progress, closes the adapters and the worker's database connection. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the deposit watchers and settlement workers of every chain over a database connection
+ * of their own: chain polling, signing and their commits never run on a gateway's request loop.
+ * `tollgate worker` runs this in a process of its own; `tollgate dev` in a thread (see
+ * {@link startChainsThread}).
+ */
+export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWorker> {
+  const db = openDatabase(spec.dataDir);
+  try {
+    const runtime = await ChainsRuntime.create({
+      db,
+      registry: spec.registry,
+      masterSecret: spec.masterSecret,
+      settlement: spec.settlement,
+      pollMs: spec.pollMs,
+      scanRange: spec.scanRange,
+      startAt: spec.startAt,
+      only: spec.only,
+      log: (line) => process.stderr.write(`${line}\n`),
+      onError: (error, context) =>
+        process.stderr.write(
+          `${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}\n`,
+        ),
+    });
+    runtime.start();
+    return {
+      chains: spec.registry.chains.map((c) => c.id).filter((id) => runtime.has(id)),
+      stop: async () => {
+        await runtime.stop();
+        db.close();
+      },
+    };
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** What crosses from the chains thread: ready (with its chains), stopped, or a start failure. */
+export type ChainsThreadMessage =
+  | { readonly kind: "ready"; readonly chains: readonly string[] }
+  | { readonly kind: "stopped" }
+  | { readonly kind: "failed"; readonly message: string };
+
+/**
+ * Runs {@link runChainsWorker} in a worker thread of this process (`tollgate dev`): its own event
+ * loop and database connection, so the request loop never waits on a chain, and it lives and
+ * dies with the process. Resolves once every chain's loops run.
+ */
+export async function startChainsThread(spec: ChainsWorkerSpec): Promise<ChainsWorker> {
+  const worker = new Worker(await threadEntry(new URL("./chains-thread.js", import.meta.url)), {
+    workerData: spec,
+  });
+  const next = () =>
+    new Promise<ChainsThreadMessage>((resolve, reject) => {
+      const onExit = (code: number) => reject(new Error(`the chains thread stopped (exit code ${code})`));
+      worker.once("exit", onExit);
+      worker.once("error", reject);
+      worker.once("message", (message: ChainsThreadMessage) => {
+        worker.off("exit", onExit);
+        worker.off("error", reject);
+        resolve(message);
+      });
+    });
+  const first = await next().catch(async (error: unknown) => {
+    await worker.terminate();
+    throw error;
+  });
+  if (first.kind !== "ready") {
+    await worker.terminate();
+    throw new Error(first.kind === "failed" ? first.message : "the chains thread stopped before it started");
+  }
+  // Its loops keep running, but the thread alone never keeps the process alive.
+  worker.unref();
+  let stopped: Promise<void> | undefined;
+  return {
+    chains: first.chains,
+    stop: () => {
+      stopped ??= (async () => {
+        const done = next().catch(() => undefined);
+        worker.postMessage("stop");
+        await done;
+        await worker.terminate();
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+import { Worker } from "node:worker_threads";
+import { threadEntry } from "../thread-entry.js";
+import type { LedgerWriteOp, LedgerWrites } from "./sqlite-ledger.js";
+
+/** One write sent to the writer thread. */
+export interface WriteRequest {
+  readonly id: number;
+  readonly op: LedgerWriteOp | "close";
+  readonly args: readonly unknown[];
+}
+
+/** The writer thread's answer to one write (id 0: the thread is ready). */
+export type WriteReply =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | {
+      readonly id: number;
+      readonly ok: false;
+      readonly error: { readonly name: string; readonly message: string; readonly code: string | undefined };
+    };
+
+interface Pending {
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Starts the ledger writer: a worker thread with its own connection to the database in
+ * `dataDir`, through which every ledger write goes, group-committed there. The request loop
+ * only posts a message and later receives the answer, which comes after the commit's fsync;
+ * it never waits on the disk. If the thread dies, every write in flight and every later one
+ * fails (nothing is acknowledged that was not committed).
+ */
+export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> {
+  const worker = new Worker(await threadEntry(new URL("./ledger-writer-thread.js", import.meta.url)), {
+    workerData: { dataDir },
+  });
+  const pending = new Map<number, Pending>();
+  let nextId = 1;
+  let failure: Error | undefined;
+  let ready!: () => void;
+  let notReady!: (error: unknown) => void;
+  const started = new Promise<void>((resolve, reject) => {
+    ready = resolve;
+    notReady = reject;
+  });
+  const fail = (error: Error) => {
+    failure ??= error;
+    notReady(failure);
+    for (const p of pending.values()) p.reject(failure);
+    pending.clear();
+  };
+  worker.on("message", (reply: WriteReply) => {
+    if (reply.id === 0) return ready();
+    const p = pending.get(reply.id);
+    if (p === undefined) return;
+    pending.delete(reply.id);
+    if (pending.size === 0) worker.unref();
+    if (reply.ok) p.resolve(reply.value);
+    else
+      p.reject(
+        Object.assign(new Error(reply.error.message), { name: reply.error.name, code: reply.error.code }),
+      );
+  });
+  worker.on("error", (error) =>
+    fail(new Error(`the ledger writer failed: ${error.message}`, { cause: error })),
+  );
+  worker.on("exit", (code) => fail(new Error(`the ledger writer stopped (exit code ${code})`)));
+  // The thread keeps the process alive only while a write (or its start) awaits an answer.
+  await started;
+  worker.unref();
+
+  const call = (op: WriteRequest["op"], args: readonly unknown[]): Promise<never> => {
+    if (failure !== undefined) return Promise.reject(failure);
+    const id = nextId++;
+    if (pending.size === 0) worker.ref();
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      worker.postMessage([{ id, op, args } satisfies WriteRequest]);
+    });
+  };
+  let closed: Promise<void> | undefined;
+  return {
+    placeHold: (...args) => call("placeHold", args),
+    settle: (...args) => call("settle", args),
+    void: (...args) => call("void", args),
+    expireHolds: (...args) => call("expireHolds", args),
+    credit: (...args) => call("credit", args),
+    setDefaultChain: (...args) => call("setDefaultChain", args),
+    withdraw: (...args) => call("withdraw", args),
+    close: () => {
+      closed ??= (async () => {
+        if (failure === undefined) await call("close", []);
+        await worker.terminate();
+      })();
+      return closed;
+    },
+  };
+}

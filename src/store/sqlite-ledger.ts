@@ -1,0 +1,191 @@
+import type {
+  BacklogRow,
+  BalanceRow,
+  CreditResult,
+  DepositRow,
+  HoldState,
+  LedgerStore,
+  NewCredit,
+  NewHold,
+  NewWithdrawal,
+  OnchainStore,
+  PlaceHoldResult,
+  ResolveResult,
+  SettlementView,
+  TransferRow,
+  UsageCounts,
+  WithdrawResult,
+} from "../core/ports/ledger.js";
+import type { Db } from "./database.js";
+import { GroupCommit } from "./group-commit.js";
+import { LedgerRepository } from "./ledger-repository.js";
+import { OnchainRepository } from "./onchain-repository.js";
+
+/**
+ * The ledger's writes, as the SQLite ledger hands them to whichever thread holds its write
+ * connection. Each answers once its transaction has committed.
+ */
+export interface LedgerWrites {
+  placeHold(hold: NewHold): Promise<PlaceHoldResult>;
+  settle(
+    holdId: string,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+    charges: string,
+  ): Promise<ResolveResult>;
+  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult>;
+  expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
+  credit(credit: NewCredit): Promise<CreditResult>;
+  setDefaultChain(accountId: string, chain: string, now: number): Promise<void>;
+  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult>;
+  /** Finishes the writes already asked for, then lets the connection go. */
+  close(): Promise<void>;
+}
+
+/** The name of one write, as it crosses to a worker thread. */
+export type LedgerWriteOp = Exclude<keyof LedgerWrites, "close">;
+
+/**
+ * The writes on a connection of this thread, group-committed: the writes asked for in one turn
+ * of the event loop share one transaction and one fsync (see {@link GroupCommit}). Used by the
+ * ledger worker thread itself, by an in-memory database, and by short-lived processes (the CLI)
+ * for which a thread would cost more than it saves.
+ */
+export function groupCommittedWrites(db: Db): LedgerWrites {
+  const ledger = new LedgerRepository(db);
+  const onchain = new OnchainRepository(db, ledger);
+  const commits = new GroupCommit(db);
+  return {
+    placeHold: (hold) => commits.run(() => ledger.placeHold(hold)),
+    settle: (holdId, charge, usage, now, charges) =>
+      commits.run(() => ledger.settle(holdId, charge, usage, now, charges)),
+    void: (holdId, status, now) => commits.run(() => ledger.void(holdId, status, now)),
+    expireHolds: (cutoff, now, limit) => commits.run(() => ledger.expireHolds(cutoff, now, limit)),
+    credit: (credit) => commits.run(() => ledger.credit(credit)),
+    setDefaultChain: (accountId, chain, now) =>
+      commits.run(() => ledger.setDefaultChain(accountId, chain, now)),
+    withdraw: (withdrawal) => commits.run(() => onchain.withdraw(withdrawal)),
+    // Everything queued so far is in the group this empty write joins.
+    close: () => commits.run(() => undefined),
+  };
+}
+
+/**
+ * The ledger and onchain ports over SQLite. Reads run on `db` in this thread (WAL readers never
+ * wait for the writer, and see every write the moment its answer arrives); writes go to
+ * `writes`, by default a worker thread with a connection of its own (see worker-ledger.ts), so
+ * the request loop never waits on a commit's fsync.
+ */
+export class SqliteLedger implements LedgerStore, OnchainStore {
+  readonly #ledger: LedgerRepository;
+  readonly #onchain: OnchainRepository;
+
+  constructor(
+    db: Db,
+    private readonly writes: LedgerWrites,
+  ) {
+    this.#ledger = new LedgerRepository(db);
+    this.#onchain = new OnchainRepository(db, this.#ledger);
+  }
+
+  async accountExists(accountId: string): Promise<boolean> {
+    return this.#ledger.accountExists(accountId);
+  }
+
+  async defaultChain(accountId: string): Promise<string | undefined> {
+    return this.#ledger.defaultChain(accountId);
+  }
+
+  setDefaultChain(accountId: string, chain: string, now: number): Promise<void> {
+    return this.writes.setDefaultChain(accountId, chain, now);
+  }
+
+  async balance(account: string, chain: string): Promise<BalanceRow> {
+    return this.#ledger.balance(account, chain);
+  }
+
+  async balances(account: string): Promise<BalanceRow[]> {
+    return this.#ledger.balances(account);
+  }
+
+  async getHold(holdId: string): Promise<HoldState | undefined> {
+    return this.#ledger.getHold(holdId);
+  }
+
+  async listHolds(accountId: string, beforeSeq: bigint, limit: number): Promise<HoldState[]> {
+    return this.#ledger.listHolds(accountId, beforeSeq, limit);
+  }
+
+  placeHold(hold: NewHold): Promise<PlaceHoldResult> {
+    return this.writes.placeHold(hold);
+  }
+
+  settle(
+    holdId: string,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+    charges: string,
+  ): Promise<ResolveResult> {
+    return this.writes.settle(holdId, charge, usage, now, charges);
+  }
+
+  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
+    return this.writes.void(holdId, status, now);
+  }
+
+  expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+    return this.writes.expireHolds(cutoff, now, limit);
+  }
+
+  credit(credit: NewCredit): Promise<CreditResult> {
+    return this.writes.credit(credit);
+  }
+
+  async settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>> {
+    return this.#ledger.outbox.views(holdIds);
+  }
+
+  async listDeposits(accountId: string, limit: number): Promise<DepositRow[]> {
+    return this.#onchain.listDeposits(accountId, limit);
+  }
+
+  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult> {
+    return this.writes.withdraw(withdrawal);
+  }
+
+  async listTransfers(
+    accountId: string,
+    kind: "settlement" | "withdrawal",
+    beforeSeq: bigint,
+    limit: number,
+  ): Promise<TransferRow[]> {
+    return this.#onchain.listTransfers(accountId, kind, beforeSeq, limit);
+  }
+
+  async backlog(): Promise<BacklogRow[]> {
+    return this.#onchain.backlog();
+  }
+
+  /** Finishes the writes in flight and stops the writer (the read connection is the caller's). */
+  close(): Promise<void> {
+    return this.writes.close();
+  }
+}
+
+/**
+ * The SQLite ledger over an open database. `thread`: writes go to a worker thread of their own
+ * (the serving process: its request loop never waits on a commit); otherwise they are
+ * group-committed on `db` in this thread (the CLI, and an in-memory database, which another
+ * thread cannot open).
+ */
+export async function openSqliteLedger(
+  db: Db,
+  dataDir: string | ":memory:",
+  { thread }: { readonly thread: boolean },
+): Promise<SqliteLedger> {
+  if (!thread || dataDir === ":memory:") return new SqliteLedger(db, groupCommittedWrites(db));
+  const { startLedgerWriter } = await import("./ledger-writer.js");
+  return new SqliteLedger(db, await startLedgerWriter(dataDir));
+}

@@ -1,0 +1,15 @@
+import { type Core, type CoreDeps, createCore } from "../../src/core/core.js";
+import type { Db } from "../../src/store/database.js";
+import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
+
+/** Everything a core takes besides its stores. */
+export type CoreOptions = Omit<CoreDeps, "db" | "ledger" | "onchain">;
+
+/**
+ * A core over the SQLite stores of an open database, its ledger writes group-committed on this
+ * thread (as the CLI runs it): the same core a gateway builds, minus the writer thread.
+ */
+export function coreOver(db: Db, options: CoreOptions = {}): Core {
+  const ledger = new SqliteLedger(db, groupCommittedWrites(db));
+  return createCore({ ...options, db, ledger, onchain: ledger });
+}

@@ -1,7 +1,7 @@
 import { onchainToLedger } from "../core/billing/money.js";
+import type { ChainAdapter, ObservedDeposit } from "../core/ports/chains.js";
 import type { DepositToCredit, OnchainRepository } from "../store/onchain-repository.js";
 import type { AddressBook } from "./address-book.js";
-import type { ChainAdapter, ObservedDeposit } from "./chain-port.js";
 
 /** How a watcher scans. */
 export interface DepositWatcherOptions {

@@ -1,6 +1,6 @@
 import { ledgerToOnchain } from "../core/billing/money.js";
+import type { ChainAdapter, PreparedTransfer } from "../core/ports/chains.js";
 import type { OnchainRepository, TransferRow } from "../store/onchain-repository.js";
-import type { ChainAdapter, PreparedTransfer } from "./chain-port.js";
 
 /** How settlements are grouped and retried. */
 export interface SettlementWorkerOptions {

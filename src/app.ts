@@ -11,6 +11,7 @@ import { createInProcessTransport } from "./core/in-process-transport.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
+import { memoryRateLimiter } from "./limits/memory.js";
 import { type Db, openDatabase } from "./store/database.js";
 import { openSqliteLedger, type SqliteLedger } from "./store/sqlite-ledger.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
@@ -141,6 +142,7 @@ export async function buildApp(
           ? undefined
           : {
               textUpstream,
+              rateLimiter: memoryRateLimiter,
               clientPolicy: config.clientPolicy,
               messagesPerMinute: config.rateLimitPerMinute,
               countTokensPerMinute: config.countTokensPerMinute,

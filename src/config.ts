@@ -5,6 +5,7 @@ import { defaultPriceCatalog } from "./core/billing/default-catalog.js";
 import { defaultChainRegistry } from "./core/billing/default-chains.js";
 import { type PriceCatalog, parsePriceCatalog } from "./core/billing/price-catalog.js";
 import { IMAGE_ADAPTERS, type ImageAdapter, type ImageRoute } from "./core/images/image-models.js";
+import { CLIENT_POLICIES, type ClientPolicy } from "./core/inference/client-policy.js";
 
 /** Thrown for invalid configuration; the message always names the variable. */
 export class ConfigError extends Error {
@@ -111,9 +112,6 @@ export interface ImageProviderConfig {
   readonly apiKey: string;
 }
 
-/** Which clients may make text calls: everyone, or only the Claude Code CLI. */
-export type ClientPolicy = "any" | "coding-agent-only";
-
 /** Where text calls go, and how patiently. */
 export interface AnthropicUpstreamConfig {
   /**
@@ -133,7 +131,6 @@ export interface AnthropicUpstreamConfig {
 type Env = Readonly<Record<string, string | undefined>>;
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
-const CLIENT_POLICIES = ["any", "coding-agent-only"] as const;
 const DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com";
 
 /**

@@ -1,5 +1,5 @@
 import type { ChainConfig } from "../core/billing/chain-registry.js";
-import type { ChainAdapter } from "./chain-port.js";
+import type { ChainAdapter } from "../core/ports/chains.js";
 import { createEvmAdapter } from "./evm/evm-adapter.js";
 
 /** What every adapter is built with. */

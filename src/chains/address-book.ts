@@ -1,5 +1,5 @@
+import type { ChainAdapter } from "../core/ports/chains.js";
 import type { OnchainRepository } from "../store/onchain-repository.js";
-import type { ChainAdapter } from "./chain-port.js";
 
 /**
  * The deposit addresses of one chain family, in memory, for the watchers: address → account.

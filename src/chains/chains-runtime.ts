@@ -4,12 +4,12 @@ import type { ChainConfig, ChainRegistry } from "../core/billing/chain-registry.
 import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import type { HealthProbe } from "../core/health-service.js";
 import { newId } from "../core/ids.js";
+import type { ChainAdapter } from "../core/ports/chains.js";
 import type { Db } from "../store/database.js";
 import { LedgerRepository } from "../store/ledger-repository.js";
 import { OnchainRepository } from "../store/onchain-repository.js";
 import { type AdapterOptions, createChainAdapter } from "./adapter-factory.js";
 import { AddressBook } from "./address-book.js";
-import type { ChainAdapter } from "./chain-port.js";
 import { DepositWatcher } from "./deposit-watcher.js";
 import { SettlementWorker } from "./settlement-worker.js";
 

@@ -1,8 +1,8 @@
 import { onchainToLedger } from "../core/billing/money.js";
+import type { ChainAdapter, ObservedDeposit } from "../core/ports/chains.js";
 import type { DepositToCredit } from "../core/ports/ledger.js";
 import type { OnchainRepository } from "../store/onchain-repository.js";
 import type { AddressBook } from "./address-book.js";
-import type { ChainAdapter, ObservedDeposit } from "./chain-port.js";
 
 /** How a watcher scans. */
 export interface DepositWatcherOptions {

@@ -1,7 +1,7 @@
 import { ledgerToOnchain } from "../core/billing/money.js";
+import type { ChainAdapter, PreparedTransfer } from "../core/ports/chains.js";
 import type { TransferRow } from "../core/ports/ledger.js";
 import type { OnchainRepository } from "../store/onchain-repository.js";
-import type { ChainAdapter, PreparedTransfer } from "./chain-port.js";
 
 /** How settlements are grouped and retried. */
 export interface SettlementWorkerOptions {

@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
-import type { ClientPolicy } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import {
   BillingService,
@@ -12,7 +11,6 @@ import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { AuthRepository } from "../store/auth-repository.js";
 import type { Db } from "../store/database.js";
 import { SessionRepository } from "../store/session-repository.js";
-import type { ImageUpstream } from "../upstream/image-upstream.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Sessions } from "./auth/sessions.js";
@@ -31,13 +29,15 @@ import { toConnectError } from "./errors.js";
 import { createHealthService, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
-import type { ImageStore } from "./images/image-store.js";
 import { DEFAULT_WEB_SEARCH_MAX_USES } from "./inference/billable-features.js";
+import type { ClientPolicy } from "./inference/client-policy.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
-import { TextInference, type TextUpstream } from "./inference/text-inference.js";
-import { memoryRateLimiter } from "./limits/rate-limiter.js";
+import { TextInference } from "./inference/text-inference.js";
+import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
+import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
+import type { RateLimiterFactory } from "./ports/rate-limits.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
@@ -71,9 +71,11 @@ export interface CoreDeps {
   readonly faucet?: DevFaucet | undefined;
 }
 
-/** What the Inference service needs beyond the store: the provider and the call policies. */
+/** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
 export interface InferenceDeps {
   readonly textUpstream: TextUpstream;
+  /** Builds the per-key limits (messages, count_tokens, images); src/limits/memory.ts in one process. */
+  readonly rateLimiter: RateLimiterFactory;
   readonly clientPolicy: ClientPolicy;
   readonly messagesPerMinute: number;
   readonly countTokensPerMinute: number;
@@ -160,8 +162,8 @@ export function createCore(deps: CoreDeps): Core {
           billing,
           models: buildModelCatalog(billing.catalog),
           upstream: deps.inference.textUpstream,
-          messagesLimit: memoryRateLimiter(deps.inference.messagesPerMinute, 60_000),
-          countTokensLimit: memoryRateLimiter(deps.inference.countTokensPerMinute, 60_000),
+          messagesLimit: deps.inference.rateLimiter(deps.inference.messagesPerMinute, 60_000),
+          countTokensLimit: deps.inference.rateLimiter(deps.inference.countTokensPerMinute, 60_000),
           clientPolicy: deps.inference.clientPolicy,
           streamPingMs: deps.inference.streamPingMs,
           webSearchMaxUses,
@@ -178,7 +180,7 @@ export function createCore(deps: CoreDeps): Core {
           upstreams: deps.inference.images.upstreams,
           store: deps.inference.images.store,
           urlTtlMs: deps.inference.images.urlTtlMs,
-          limit: memoryRateLimiter(deps.inference.images.perMinute, 60_000),
+          limit: deps.inference.rateLimiter(deps.inference.images.perMinute, 60_000),
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });

@@ -1,11 +1,13 @@
 /**
  * A pooled HTTP client for one upstream provider, whatever its wire format. Every way a call
  * can fail without an HTTP answer — before the headers or while reading the body — surfaces as
- * one {@link UpstreamFailure}, so callers never handle undici's errors. The per-format clients
- * (anthropic/, gemini/, openai/) build their requests on it.
+ * one {@link UpstreamFailure} (the core's provider failure, src/core/ports/providers.ts), so
+ * callers never handle undici's errors. The per-format clients (anthropic/, gemini/, openai/)
+ * build their requests on it.
  */
 import type { Readable } from "node:stream";
 import { type Dispatcher, Pool } from "undici";
+import { UpstreamFailure, type UpstreamResponse } from "../core/ports/providers.js";
 
 /** How to reach an upstream, and how long to wait for it. */
 export interface UpstreamPoolOptions {
@@ -27,32 +29,6 @@ export interface UpstreamPost {
   readonly headers: Record<string, string>;
   readonly body: string | Uint8Array;
   readonly signal?: AbortSignal | undefined;
-}
-
-/** An upstream HTTP answer, at its headers; the body still streams. */
-export interface UpstreamResponse {
-  readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  /**
-   * The body; iterating it only ever throws {@link UpstreamFailure}. Consume it or destroy it:
-   * until then its pooled connection stays busy.
-   */
-  readonly body: AsyncIterable<Uint8Array> & { destroy(error?: Error): void };
-}
-
-/** Why an upstream call failed without an HTTP answer. */
-export type UpstreamFailureKind = "timeout" | "unreachable" | "aborted" | "broken";
-
-/** An upstream call that failed without a (complete) HTTP answer; `cause` keeps the original error. */
-export class UpstreamFailure extends Error {
-  constructor(
-    readonly kind: UpstreamFailureKind,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = "UpstreamFailure";
-  }
 }
 
 const TIMEOUT_CODES = new Set([
@@ -240,26 +216,4 @@ function errorCode(error: unknown): string | undefined {
 
 function isAbortError(error: unknown): boolean {
   return error instanceof Error && error.name === "AbortError";
-}
-
-/** Reads a whole response body as UTF-8 text, failing (UpstreamFailure "broken") past limitBytes. */
-export async function readBody(body: AsyncIterable<Uint8Array>, limitBytes: number): Promise<string> {
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    // Throwing out of the loop ends the iteration, which destroys the body.
-    for await (const chunk of body) {
-      total += chunk.byteLength;
-      if (total > limitBytes) {
-        throw new UpstreamFailure("broken", `upstream response body exceeds ${limitBytes} bytes`);
-      }
-      chunks.push(chunk);
-    }
-  } catch (error) {
-    if (error instanceof UpstreamFailure) throw error;
-    throw new UpstreamFailure("broken", `upstream response body unreadable: ${String(error)}`, {
-      cause: error,
-    });
-  }
-  return Buffer.concat(chunks, total).toString("utf8");
 }

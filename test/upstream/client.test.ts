@@ -1,5 +1,8 @@
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { readBody } from "../../src/core/inference/read-body.js";
+import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/core/inference/sse.js";
+import { type UpstreamCall, UpstreamFailure } from "../../src/core/ports/providers.js";
 import { devTokenCount } from "../../src/dev/provider/dev-tokens.js";
 import {
   DEV_TEXT_LABEL,
@@ -7,14 +10,7 @@ import {
   type ScriptedReply,
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
-import {
-  AnthropicUpstream,
-  type AnthropicUpstreamOptions,
-  readBody,
-  type UpstreamCall,
-  UpstreamFailure,
-} from "../../src/upstream/anthropic/client.js";
-import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/upstream/anthropic/sse.js";
+import { AnthropicUpstream, type AnthropicUpstreamOptions } from "../../src/upstream/anthropic/client.js";
 
 const KEY = "sk-upstream-test";
 const REQUEST = {

@@ -26,7 +26,7 @@ import type {
   PreparedTransfer,
   TransferOrder,
   TransferState,
-} from "../chain-port.js";
+} from "../../core/ports/chains.js";
 import { depositSeed, treasurySeed } from "../keys.js";
 
 /** What an EVM adapter needs beyond its registry entry. */

@@ -10,7 +10,7 @@
  * in the transaction's execution order: top-level instruction i, then its inner instructions,
  * then instruction i+1… Without inner instructions the index is the top-level index.
  */
-import type { ObservedDeposit } from "../chain-port.js";
+import type { ObservedDeposit } from "../../core/ports/chains.js";
 import { decodeTokenCredit } from "./token-instructions.js";
 
 /** A compiled instruction with its account indexes into the transaction's account keys. */

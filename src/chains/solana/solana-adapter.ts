@@ -45,7 +45,7 @@ import type {
   PreparedTransfer,
   TransferOrder,
   TransferState,
-} from "../chain-port.js";
+} from "../../core/ports/chains.js";
 import { findDeposits, type ScannedInstruction, type ScannedTransaction } from "./deposit-scan.js";
 import { signAndSerialize } from "./fast-sign.js";
 import { solanaDepositKeypair, solanaTreasuryKeypair } from "./keys.js";

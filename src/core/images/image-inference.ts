@@ -1,16 +1,17 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { ImageInput, ImageUpstream } from "../../upstream/image-upstream.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
-import type { RateLimiter } from "../limits/rate-limiter.js";
+import type { ImageStore, StoredImage } from "../ports/image-store.js";
+import type { ImageInput, ImageUpstream } from "../ports/providers.js";
+import type { RateLimiter } from "../ports/rate-limits.js";
 import { imageNotFound, imageRefused } from "./image-errors.js";
 import { type ImageMimeType, sniffImageType } from "./image-formats.js";
 import type { ImageAdapter, ImageModelCatalog } from "./image-models.js";
 import { pixelSize } from "./image-models.js";
 import { type ImageFields, type ImageParams, parseImageFields } from "./image-request.js";
-import { type ImageStore, isImageToken, newImageToken, type StoredImage } from "./image-store.js";
+import { isImageToken, newImageToken } from "./image-tokens.js";
 
 /** What image inference is built from. */
 export interface ImageInferenceDeps {

@@ -1,6 +1,6 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { errorInfo, reasonError } from "../errors.js";
-import type { RateLimitDecision } from "../limits/rate-limiter.js";
+import type { RateLimitDecision } from "../ports/rate-limits.js";
 
 /** The request names a model the gateway does not serve (404 not_found_error on the facade). */
 export const modelNotFound = (model: string, allowed: readonly string[]): ConnectError =>

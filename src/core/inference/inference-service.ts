@@ -15,7 +15,7 @@ import { keyMissing } from "../errors.js";
 import { newRequestId } from "../ids.js";
 import type { ImageInference } from "../images/image-inference.js";
 import { imageRpcs } from "../images/image-service.js";
-import type { RateLimitDecision } from "../limits/rate-limiter.js";
+import type { RateLimitDecision } from "../ports/rate-limits.js";
 import { payingCallerRequired } from "./inference-errors.js";
 import type { MessagePart, TextInference } from "./text-inference.js";
 

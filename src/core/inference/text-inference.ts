@@ -1,13 +1,12 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { ClientPolicy } from "../../config.js";
-import { readBody, type UpstreamCall, type UpstreamResponse } from "../../upstream/anthropic/client.js";
-import { type SseFrame, sseFrames } from "../../upstream/anthropic/sse.js";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
-import type { RateLimitDecision, RateLimiter } from "../limits/rate-limiter.js";
+import type { TextUpstream, UpstreamCall, UpstreamResponse } from "../ports/providers.js";
+import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
 import { readBillableFeatures } from "./billable-features.js";
+import { type ClientPolicy, clientAllowed } from "./client-policy.js";
 import {
   clientNotAllowed,
   insufficientFundsForCall,
@@ -19,7 +18,9 @@ import { inputTokenBound } from "./input-bound.js";
 import { withKeepAlive } from "./keep-alive.js";
 import { parseMessagesRequest } from "./messages-request.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
+import { readBody } from "./read-body.js";
 import { repairRequest } from "./repair.js";
+import { type SseFrame, sseFrames } from "./sse.js";
 import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
   billedUsage,
@@ -29,11 +30,6 @@ import {
   readMessage,
   StreamMeter,
 } from "./usage.js";
-
-/** The provider port: one request in the Anthropic wire format (AnthropicUpstream implements it). */
-export interface TextUpstream {
-  send(call: UpstreamCall): Promise<UpstreamResponse>;
-}
 
 /** What text inference is built from. */
 export interface TextInferenceDeps {
@@ -107,8 +103,6 @@ const MESSAGE_BODY_LIMIT = 64 * 1024 * 1024;
 const GATEWAY_PING = JSON.stringify({ type: "ping" });
 /** The request fields the provider's token counter takes (PROTOCOLS §1.7). */
 const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"];
-/** The Claude Code CLI's user agent: `claude-cli/<version> (external, cli|sdk-cli)`. */
-const CODING_AGENT = /^claude-cli\//;
 
 /**
  * Text calls, end to end: policy, rate limit, validation and repair, the hold, the provider
@@ -452,9 +446,7 @@ export class TextInference {
   }
 
   private checkClient(userAgent: string): void {
-    if (this.deps.clientPolicy === "coding-agent-only" && !CODING_AGENT.test(userAgent)) {
-      throw clientNotAllowed();
-    }
+    if (!clientAllowed(this.deps.clientPolicy, userAgent)) throw clientNotAllowed();
   }
 
   private async admit(limiter: RateLimiter, keyId: string): Promise<RateLimitDecision> {

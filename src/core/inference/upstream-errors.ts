@@ -4,7 +4,7 @@
  * charges anything.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { UpstreamFailure } from "../../upstream/pool.js";
+import { UpstreamFailure } from "../ports/providers.js";
 import { upstreamError, upstreamOverloaded, upstreamRejected, upstreamTimeout } from "./inference-errors.js";
 
 /** Told of failures that the caller sees only masked (the gateway's own provider key refused). */

@@ -1,11 +1,11 @@
 /**
  * The client for an upstream provider that speaks the Anthropic wire format, on the shared
- * pooled HTTP client (../pool.ts). Failures without an HTTP answer surface as
- * {@link UpstreamFailure}, re-exported here for the text core.
+ * pooled HTTP client (../pool.ts): the core's text provider port (`TextUpstream`,
+ * src/core/ports/providers.ts). Failures without an HTTP answer surface as the core's
+ * `UpstreamFailure`.
  */
-import { UpstreamPool, type UpstreamPoolOptions, type UpstreamResponse } from "../pool.js";
-
-export { readBody, UpstreamFailure, type UpstreamFailureKind, type UpstreamResponse } from "../pool.js";
+import type { TextUpstream, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
+import { UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
 
 /** How to reach the upstream, and how long to wait for it. */
 export interface AnthropicUpstreamOptions extends UpstreamPoolOptions {
@@ -13,23 +13,8 @@ export interface AnthropicUpstreamOptions extends UpstreamPoolOptions {
   readonly apiKey: string;
 }
 
-/** The upstream endpoints the gateway calls. */
-export type UpstreamPath = "/v1/messages" | "/v1/messages/count_tokens";
-
-/** One upstream request. */
-export interface UpstreamCall {
-  readonly path: UpstreamPath;
-  /** The JSON body, already serialised. */
-  readonly body: string | Uint8Array;
-  /** Forwarded verbatim as `anthropic-version`. */
-  readonly anthropicVersion: string;
-  /** Forwarded verbatim as `anthropic-beta`; "" omits the header. */
-  readonly anthropicBeta: string;
-  readonly signal?: AbortSignal;
-}
-
 /** A keep-alive pool of connections to one Anthropic-format upstream. */
-export class AnthropicUpstream {
+export class AnthropicUpstream implements TextUpstream {
   readonly #pool: UpstreamPool;
   readonly #apiKey: string;
 

@@ -3,13 +3,14 @@
  * (`POST {base}/v1beta/models/{model}:generateContent`, key in `x-goog-api-key`), on the shared
  * pooled HTTP client.
  */
-import {
-  httpErrorOutcome,
-  type ImageUpstream,
-  type ImageUpstreamOutcome,
-  type ImageUpstreamRequest,
-} from "../image-upstream.js";
-import { readBody, UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
+import { readBody } from "../../core/inference/read-body.js";
+import type {
+  ImageUpstream,
+  ImageUpstreamOutcome,
+  ImageUpstreamRequest,
+} from "../../core/ports/providers.js";
+import { httpErrorOutcome } from "../image-upstream.js";
+import { UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
 import { type GeminiImageOptions, generateContentBody, generateContentOutcome } from "./gemini-images.js";
 
 /** How to reach a Gemini-format provider. */

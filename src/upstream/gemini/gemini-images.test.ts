@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ImageUpstreamRequest } from "../image-upstream.js";
+import type { ImageUpstreamRequest } from "../../core/ports/providers.js";
 import { generateContentBody, generateContentOutcome } from "./gemini-images.js";
 
 const request: ImageUpstreamRequest = {

@@ -2,7 +2,7 @@
  * The Gemini `generateContent` image format, as pure translation: the request body for an
  * image call, and the outcome of a response body. No I/O (see client.ts).
  */
-import type { ImageInput, ImageUpstreamOutcome, ImageUpstreamRequest } from "../image-upstream.js";
+import type { ImageInput, ImageUpstreamOutcome, ImageUpstreamRequest } from "../../core/ports/providers.js";
 
 /** Per-model wire options the catalog sets. */
 export interface GeminiImageOptions {

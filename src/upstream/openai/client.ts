@@ -2,13 +2,14 @@
  * The client for an OpenAI-images-compatible provider (`POST {base}/v1/images/generations`
  * and `/v1/images/edits`, key as `Authorization: Bearer`), on the shared pooled HTTP client.
  */
-import {
-  httpErrorOutcome,
-  type ImageUpstream,
-  type ImageUpstreamOutcome,
-  type ImageUpstreamRequest,
-} from "../image-upstream.js";
-import { readBody, UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
+import { readBody } from "../../core/inference/read-body.js";
+import type {
+  ImageUpstream,
+  ImageUpstreamOutcome,
+  ImageUpstreamRequest,
+} from "../../core/ports/providers.js";
+import { httpErrorOutcome } from "../image-upstream.js";
+import { UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
 import { imagesOutcome, imagesRequest } from "./openai-images.js";
 
 /** How to reach an OpenAI-images-compatible provider. */

@@ -4,7 +4,7 @@
  * (multipart/form-data), and the outcome of a response body. No I/O (see client.ts).
  */
 import { randomBytes } from "node:crypto";
-import type { ImageInput, ImageUpstreamOutcome, ImageUpstreamRequest } from "../image-upstream.js";
+import type { ImageInput, ImageUpstreamOutcome, ImageUpstreamRequest } from "../../core/ports/providers.js";
 
 /** A body with its content type. */
 export interface EncodedBody {

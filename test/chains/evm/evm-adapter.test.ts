@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ChainAdapter } from "../../../src/chains/chain-port.js";
 import { createEvmAdapter } from "../../../src/chains/evm/evm-adapter.js";
+import type { ChainAdapter } from "../../../src/core/ports/chains.js";
 import {
   DEV_TOKEN_ADDRESS,
   type EvmDevChain,

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { Connection, PublicKey } from "@solana/web3.js";
-import type { ChainAdapter } from "../../../src/chains/chain-port.js";
 import { createSolanaAdapter } from "../../../src/chains/solana/solana-adapter.js";
 import type { ChainConfig } from "../../../src/core/billing/chain-registry.js";
+import type { ChainAdapter } from "../../../src/core/ports/chains.js";
 import { type SolanaDevChain, startSolanaDevChain } from "../../../src/dev/chains/solana/dev-chain.js";
 
 /** A dev chain, a registry entry for it, an adapter on it (treasury funded with SOL), and a raw Connection. */

@@ -18,8 +18,8 @@ import {
 } from "@solana/spl-token";
 import { Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction } from "@solana/web3.js";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ObservedDeposit } from "../../../src/chains/chain-port.js";
 import { createSolanaAdapter } from "../../../src/chains/solana/solana-adapter.js";
+import type { ObservedDeposit } from "../../../src/core/ports/chains.js";
 import { type SolanaFixture, solanaChainConfig, startSolanaFixture } from "./fixtures.js";
 import { lamportsOf, sendTx } from "./helpers.js";
 

@@ -6,7 +6,7 @@
  */
 import { performance } from "node:perf_hooks";
 import { afterAll, describe, expect, it } from "vitest";
-import type { PreparedTransfer } from "../../../src/chains/chain-port.js";
+import type { PreparedTransfer } from "../../../src/core/ports/chains.js";
 import { type SolanaFixture, startSolanaFixture } from "./fixtures.js";
 
 const ACCOUNTS = 20;

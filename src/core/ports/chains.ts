@@ -1,9 +1,9 @@
-import type { ChainConfig } from "../core/billing/chain-registry.js";
+import type { ChainConfig } from "../billing/chain-registry.js";
 
 /**
  * The chain port: everything the gateway asks of a blockchain, for one chain of the registry.
- * There is one adapter per configured chain — `evm/` (viem) or `solana/` (@solana/web3.js 1.x) —
- * and nothing outside `src/chains/` knows which family a chain is.
+ * There is one adapter per configured chain — `src/chains/evm/` (viem) or `src/chains/solana/`
+ * (@solana/web3.js 1.x) — and nothing outside `src/chains/` knows which family a chain is.
  *
  * Amounts here are onchain integers in the asset's smallest unit (10^-decimals); the ledger
  * counts in 10^-min(decimals, 9) units and `money.ts` converts between the two exactly.

@@ -1,9 +1,9 @@
 /**
  * The storage port for images returned as `url`: local disk by default
  * (src/store/image-files.ts); object storage can implement the same three calls. Tokens are
- * minted by the core, never by a store, so every store gets the same unguessability.
+ * minted by the core (src/core/images/image-tokens.ts), never by a store, so every store gets
+ * the same unguessability.
  */
-import { randomBytes } from "node:crypto";
 
 /** An image kept for a `url` response. */
 export interface StoredImage {
@@ -15,20 +15,10 @@ export interface StoredImage {
 
 /** Where `url` images live until they expire. */
 export interface ImageStore {
-  /** Stores an image under `token` (from {@link newImageToken}). */
+  /** Stores an image under `token` (from the core's `newImageToken`). */
   put(token: string, image: StoredImage): Promise<void>;
   /** The image under `token` if it exists and has not expired at `now`. */
   get(token: string, now: number): Promise<StoredImage | undefined>;
   /** Removes every image expired at `now`; resolves to how many. */
   sweep(now: number): Promise<number>;
-}
-
-/** A URL token: 256 random bits, base64url (43 characters). */
-export function newImageToken(): string {
-  return randomBytes(32).toString("base64url");
-}
-
-/** Whether `token` has the shape {@link newImageToken} gives (checked before any lookup). */
-export function isImageToken(token: string): boolean {
-  return /^[A-Za-z0-9_-]{43}$/.test(token);
 }

@@ -1,9 +1,10 @@
 /**
- * Server-sent-events framing of upstream streams: bytes to frames as they arrive, and frames
- * back to wire bytes, keeping each event's data text exactly as the upstream sent it.
+ * Server-sent-events framing of a provider's stream: bytes to frames as they arrive (the core
+ * meters a streamed text call with it), and frames back to wire bytes (the dev upstream and
+ * tests), keeping each event's data text exactly as the provider sent it.
  */
 import { createParser } from "eventsource-parser";
-import { UpstreamFailure } from "./client.js";
+import { UpstreamFailure } from "../ports/providers.js";
 
 /** One SSE frame as the upstream sent it. `data` is the raw data text (not re-serialised). */
 export type SseFrame =

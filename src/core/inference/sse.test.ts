@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { UpstreamFailure } from "../../src/upstream/anthropic/client.js";
-import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/upstream/anthropic/sse.js";
+import { UpstreamFailure } from "../ports/providers.js";
+import { encodeSseFrame, type SseFrame, sseFrames } from "./sse.js";
 
 /** A typical Anthropic stream, as the API frames it. */
 const TRANSCRIPT = [

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { memoryRateLimiter } from "./rate-limiter.js";
+import { memoryRateLimiter } from "./memory.js";
 
 describe("memoryRateLimiter", () => {
   it("allows `limit` requests per key and window, then refuses with the time to reset", async () => {

@@ -1,0 +1,28 @@
+/**
+ * The rate-limit port: per-key counters the core consults before it admits a call. The stores
+ * live in src/limits/: in this process's memory by default (src/limits/memory.ts); a shared
+ * store (Redis) can implement the same port for several gateway processes.
+ */
+
+/** A rate limit as it stands after one request was counted. */
+export interface RateLimitDecision {
+  /** Whether this request is within the limit. */
+  readonly allowed: boolean;
+  /** Requests allowed per window. */
+  readonly limit: number;
+  /** Requests left in the current window (0 when refused). */
+  readonly remaining: number;
+  /** Milliseconds until the window refills. */
+  readonly resetMs: number;
+}
+
+/** One limit: counts one request for a key and decides. */
+export interface RateLimiter {
+  /** Requests allowed per window. */
+  readonly limit: number;
+  /** Counts one request for `key` and says whether it is within the limit. */
+  consume(key: string): Promise<RateLimitDecision>;
+}
+
+/** Builds a limit of `limit` requests per `windowMs` per key, in the store it belongs to. */
+export type RateLimiterFactory = (limit: number, windowMs: number) => RateLimiter;

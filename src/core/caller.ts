@@ -25,8 +25,8 @@ export type Caller =
 /** The caller of the current RPC, set by {@link callerInterceptor}. */
 export const callerKey = createContextKey<Caller>({ kind: "anonymous" }, { description: "caller" });
 
-/** Resolves the caller of one RPC from its request metadata. */
-export type CallerResolver = (header: Headers) => Caller;
+/** Resolves the caller of one RPC from its request metadata (asynchronously when it asks the store). */
+export type CallerResolver = (header: Headers) => Caller | Promise<Caller>;
 
 /**
  * A caller the facade already authenticated for this call, handed over by an in-process
@@ -43,7 +43,8 @@ export const authenticatedCallerKey = createContextKey<Caller | undefined>(undef
  */
 export function callerInterceptor(resolve: CallerResolver): Interceptor {
   return (next) => async (req) => {
-    req.contextValues.set(callerKey, req.contextValues.get(authenticatedCallerKey) ?? resolve(req.header));
+    const handedOver = req.contextValues.get(authenticatedCallerKey);
+    req.contextValues.set(callerKey, handedOver ?? (await resolve(req.header)));
     return await next(req);
   };
 }
@@ -60,10 +61,10 @@ export function headerCallerResolver(
   sessions?: Sessions,
 ): CallerResolver {
   const adminDigest = adminToken === undefined ? undefined : sha256(adminToken);
-  return (header) => {
+  return async (header) => {
     const sessionToken = header.get(SESSION_HEADER);
     if (sessionToken !== null && sessions !== undefined) {
-      const session = sessions.resolve(sessionToken);
+      const session = await sessions.resolve(sessionToken);
       return {
         kind: "session",
         accountId: session.account.id,
@@ -76,7 +77,7 @@ export function headerCallerResolver(
     if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
       if (timingSafeEqual(sha256(credential), adminDigest)) return { kind: "operator" };
     }
-    return { kind: "key", key: authenticator.authenticate(credential) };
+    return { kind: "key", key: await authenticator.authenticate(credential) };
   };
 }
 

@@ -1,55 +1,31 @@
+import type {
+  AccountPage,
+  AccountRow,
+  AccountStatusText,
+  AccountStore,
+  KeyLookupRow,
+  KeyRow,
+} from "../core/ports/accounts.js";
 import type { Db } from "./database.js";
-
-export type AccountStatusText = "active" | "suspended";
-
-/** An account row as stored. */
-export interface AccountRow {
-  readonly id: string;
-  readonly name: string;
-  readonly status: AccountStatusText;
-  readonly suspended_reason: string;
-  readonly created_at: number;
-}
-
-/** A key row as stored, without its digest. */
-export interface KeyRow {
-  readonly id: string;
-  readonly account_id: string;
-  readonly name: string;
-  readonly prefix: string;
-  readonly created_at: number;
-  readonly last_used_at: number | null;
-  readonly revoked_at: number | null;
-}
-
-/** What authenticating a digest needs: the key, its stored digest and its account's status. */
-export interface KeyLookupRow extends KeyRow {
-  readonly digest: Buffer;
-  readonly account_status: AccountStatusText;
-}
-
-/**
- * Revocations and suspensions per connection. `data_version` does not move for a connection's
- * own commits, and several repositories (the serving core's and an operator core's) can share
- * one connection, so the count lives with the connection, not the repository.
- */
-const localChanges = new WeakMap<Db, number>();
 
 const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, revoked_at";
 
-/** Accounts and API keys in SQLite. Statements are prepared once, here. */
-export class AuthRepository {
+/** Inserts an active account; shared with the first wallet sign-in, which creates one. */
+export const INSERT_ACCOUNT_SQL =
+  "INSERT INTO accounts (id, name, status, created_at) VALUES (?, ?, 'active', ?)";
+
+/**
+ * Accounts and API keys in SQLite, the core's {@link AccountStore}. Statements are prepared once,
+ * here. The work is synchronous underneath; the port's methods simply answer in a promise.
+ */
+export class AuthRepository implements AccountStore {
   private readonly statements;
-  readonly #db: Db;
 
   constructor(db: Db) {
-    this.#db = db;
     this.statements = {
-      // Changes whenever another connection (the CLI, another gateway) commits to the file.
-      dataVersion: db.prepare<[], number>("PRAGMA data_version").pluck(),
-      insertAccount: db.prepare<[string, string, number]>(
-        "INSERT INTO accounts (id, name, status, created_at) VALUES (?, ?, 'active', ?)",
-      ),
+      // Bumped by triggers (migration 6) on the changes that can alter an authentication.
+      authVersion: db.prepare<[], number>("SELECT n FROM auth_version WHERE id = 1").pluck(),
+      insertAccount: db.prepare<[string, string, number]>(INSERT_ACCOUNT_SQL),
       getAccount: db.prepare<[string], AccountRow>("SELECT * FROM accounts WHERE id = ?"),
       listAccounts: db.prepare<[number, number], AccountRow & { seq: number }>(
         "SELECT rowid AS seq, * FROM accounts WHERE rowid > ? ORDER BY rowid LIMIT ?",
@@ -79,72 +55,70 @@ export class AuthRepository {
     };
   }
 
-  /** Inserts an active account. */
+  /**
+   * Inserts an active account, synchronously: for tests and tools that hold the database and
+   * want the row at once. The core goes through {@link insertAccount}.
+   */
   createAccount(id: string, name: string, now: number): AccountRow {
     this.statements.insertAccount.run(id, name, now);
-    return this.getAccount(id)!;
+    return this.statements.getAccount.get(id)!;
   }
 
-  getAccount(id: string): AccountRow | undefined {
+  async insertAccount(id: string, name: string, now: number): Promise<AccountRow> {
+    return this.createAccount(id, name, now);
+  }
+
+  async getAccount(id: string): Promise<AccountRow | undefined> {
     return this.statements.getAccount.get(id);
   }
 
-  /** A page of accounts in creation order, after the cursor `afterSeq` (0 for the first page). */
-  listAccounts(afterSeq: number, limit: number): { rows: AccountRow[]; lastSeq: number | undefined } {
+  async listAccounts(afterSeq: number, limit: number): Promise<AccountPage> {
     const rows = this.statements.listAccounts.all(afterSeq, limit);
     return { rows, lastSeq: rows.at(-1)?.seq };
   }
 
-  setAccountStatus(id: string, status: AccountStatusText, reason: string): void {
-    this.#changed();
+  async setAccountStatus(id: string, status: AccountStatusText, reason: string): Promise<void> {
     this.statements.setAccountStatus.run(status, reason, id);
   }
 
-  createKey(
+  async insertKey(
     id: string,
     accountId: string,
     name: string,
     prefix: string,
     digest: Buffer,
     now: number,
-  ): KeyRow {
+  ): Promise<KeyRow> {
     this.statements.insertKey.run(id, accountId, name, prefix, digest, now);
-    return this.getKey(id)!;
+    return this.statements.getKey.get(id)!;
   }
 
-  getKey(id: string): KeyRow | undefined {
+  async getKey(id: string): Promise<KeyRow | undefined> {
     return this.statements.getKey.get(id);
   }
 
-  listKeys(accountId: string): KeyRow[] {
+  async listKeys(accountId: string): Promise<KeyRow[]> {
     return this.statements.listKeys.all(accountId);
   }
 
-  /** Marks a key revoked; a key revoked already keeps its first revocation time. */
-  revokeKey(id: string, now: number): void {
-    this.#changed();
+  async revokeKey(id: string, now: number): Promise<void> {
     this.statements.revokeKey.run(now, id);
   }
 
-  findKeyByDigest(digest: Buffer): KeyLookupRow | undefined {
+  async findKeyByDigest(digest: Buffer): Promise<KeyLookupRow | undefined> {
     return this.statements.findByDigest.get(digest);
   }
 
-  /** Records a use, writing only when the stored time is older than `staleBefore`. */
-  touchKey(id: string, now: number, staleBefore: number): void {
+  async touchKey(id: string, now: number, staleBefore: number): Promise<void> {
     this.statements.touchKey.run(now, id, staleBefore);
   }
 
   /**
-   * A stamp that differs whenever a key or account may have changed since it was taken: a
-   * revocation or suspension through this repository, or any commit by another connection to
-   * the database file (SQLite's `PRAGMA data_version`). Cheap enough to read on every request.
+   * The `auth_version` counter: triggers bump it in the transaction of every revocation,
+   * suspension, reactivation or deletion of a key or account, through any connection. Commits to
+   * other tables (the ledger, sessions, last-use times) leave it alone, unlike `PRAGMA data_version`.
    */
-  changeStamp(): string {
-    return `${this.statements.dataVersion.get()}:${localChanges.get(this.#db) ?? 0}`;
-  }
-
-  #changed(): void {
-    localChanges.set(this.#db, (localChanges.get(this.#db) ?? 0) + 1);
+  async changeStamp(): Promise<number> {
+    return this.statements.authVersion.get()!;
   }
 }

@@ -319,4 +319,32 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE hold_resolutions ADD COLUMN charges TEXT NOT NULL DEFAULT '';
     `,
   },
+  {
+    version: 6,
+    name: "auth change counter for the key cache",
+    sql: `
+      -- One row counting the changes that can alter an authentication: a key revoked, deleted or
+      -- moved, an account suspended, reactivated or deleted. The gateway's key cache holds while
+      -- it stands still. Inserts are not counted (an unknown key is never cached, and a new row
+      -- changes no cached one), nor last-use times, nor any other table: commits to the ledger by
+      -- other connections leave the cache alone, as PRAGMA data_version could not.
+      CREATE TABLE auth_version (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        n  INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO auth_version (id, n) VALUES (1, 0);
+
+      CREATE TRIGGER api_keys_auth_version AFTER UPDATE OF id, account_id, digest, revoked_at ON api_keys
+        WHEN OLD.id IS NOT NEW.id OR OLD.account_id IS NOT NEW.account_id
+          OR OLD.digest IS NOT NEW.digest OR OLD.revoked_at IS NOT NEW.revoked_at
+        BEGIN UPDATE auth_version SET n = n + 1 WHERE id = 1; END;
+      CREATE TRIGGER api_keys_deleted_auth_version AFTER DELETE ON api_keys
+        BEGIN UPDATE auth_version SET n = n + 1 WHERE id = 1; END;
+      CREATE TRIGGER accounts_auth_version AFTER UPDATE OF id, status ON accounts
+        WHEN OLD.id IS NOT NEW.id OR OLD.status IS NOT NEW.status
+        BEGIN UPDATE auth_version SET n = n + 1 WHERE id = 1; END;
+      CREATE TRIGGER accounts_deleted_auth_version AFTER DELETE ON accounts
+        BEGIN UPDATE auth_version SET n = n + 1 WHERE id = 1; END;
+    `,
+  },
 ];

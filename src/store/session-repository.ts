@@ -1,27 +1,18 @@
+import type {
+  IdentityRow,
+  NewAccount,
+  SessionRow,
+  SessionStore,
+  WalletFamilyText,
+} from "../core/ports/accounts.js";
+import { INSERT_ACCOUNT_SQL } from "./auth-repository.js";
 import type { Db } from "./database.js";
 
-/** The wallet families that can sign in. */
-export type WalletFamilyText = "evm" | "solana";
-
-/** A wallet identity as stored. */
-export interface IdentityRow {
-  readonly family: WalletFamilyText;
-  readonly address: string;
-  readonly account_id: string;
-  readonly linked_at: number;
-}
-
-/** A session as stored: never the token, only its digest. */
-export interface SessionRow {
-  readonly id: string;
-  readonly account_id: string;
-  readonly created_at: number;
-  readonly expires_at: number;
-  readonly ended_at: number | null;
-}
-
-/** Sign-in nonces, wallet identities and dashboard sessions in SQLite. */
-export class SessionRepository {
+/**
+ * Sign-in nonces, wallet identities and dashboard sessions in SQLite, the core's
+ * {@link SessionStore}. The work is synchronous underneath; the port's methods answer in a promise.
+ */
+export class SessionRepository implements SessionStore {
   private readonly statements;
   private readonly db: Db;
 
@@ -35,6 +26,7 @@ export class SessionRepository {
         "UPDATE sign_in_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?",
       ),
       purgeNonces: db.prepare<[number]>("DELETE FROM sign_in_nonces WHERE expires_at <= ?"),
+      insertAccount: db.prepare<[string, string, number]>(INSERT_ACCOUNT_SQL),
       getIdentity: db.prepare<[WalletFamilyText, string], IdentityRow>(
         "SELECT * FROM wallet_identities WHERE family = ? AND address = ?",
       ),
@@ -56,46 +48,71 @@ export class SessionRepository {
     };
   }
 
-  /** Runs `work` in one transaction. */
-  transaction<T>(work: () => T): T {
-    return this.db.transaction(work).immediate();
-  }
-
-  insertNonce(nonce: string, expiresAt: number): void {
+  async insertNonce(nonce: string, expiresAt: number): Promise<void> {
     this.statements.insertNonce.run(nonce, expiresAt);
   }
 
-  /** Marks a nonce used; false when it is unknown, used already, or expired at `now`. */
-  useNonce(nonce: string, now: number): boolean {
+  async useNonce(nonce: string, now: number): Promise<boolean> {
     return this.statements.useNonce.run(now, nonce, now).changes === 1;
   }
 
-  /** Forgets nonces that expired before `now`: they can no longer be used either way. */
-  purgeNonces(now: number): void {
+  async purgeNonces(now: number): Promise<void> {
     this.statements.purgeNonces.run(now);
   }
 
-  getIdentity(family: WalletFamilyText, address: string): IdentityRow | undefined {
-    return this.statements.getIdentity.get(family, address);
+  async accountForIdentity(
+    family: WalletFamilyText,
+    address: string,
+    account: NewAccount,
+    now: number,
+  ): Promise<{ accountId: string; created: boolean }> {
+    return this.#immediate(() => {
+      const known = this.statements.getIdentity.get(family, address);
+      if (known !== undefined) return { accountId: known.account_id, created: false };
+      this.statements.insertAccount.run(account.id, account.name, now);
+      this.statements.insertIdentity.run(family, address, account.id, now);
+      return { accountId: account.id, created: true };
+    });
   }
 
-  insertIdentity(family: WalletFamilyText, address: string, accountId: string, now: number): void {
-    this.statements.insertIdentity.run(family, address, accountId, now);
+  async linkIdentity(
+    family: WalletFamilyText,
+    address: string,
+    accountId: string,
+    now: number,
+  ): Promise<string> {
+    return this.#immediate(() => {
+      const known = this.statements.getIdentity.get(family, address);
+      if (known !== undefined) return known.account_id;
+      this.statements.insertIdentity.run(family, address, accountId, now);
+      return accountId;
+    });
   }
 
-  listIdentities(accountId: string): IdentityRow[] {
+  async listIdentities(accountId: string): Promise<IdentityRow[]> {
     return this.statements.listIdentities.all(accountId);
   }
 
-  insertSession(id: string, digest: Buffer, accountId: string, now: number, expiresAt: number): void {
+  async insertSession(
+    id: string,
+    digest: Buffer,
+    accountId: string,
+    now: number,
+    expiresAt: number,
+  ): Promise<void> {
     this.statements.insertSession.run(id, digest, accountId, now, expiresAt);
   }
 
-  findSession(digest: Buffer): SessionRow | undefined {
+  async findSession(digest: Buffer): Promise<SessionRow | undefined> {
     return this.statements.findSession.get(digest);
   }
 
-  endSession(id: string, now: number): void {
+  async endSession(id: string, now: number): Promise<void> {
     this.statements.endSession.run(now, id);
+  }
+
+  /** Runs `work` in one IMMEDIATE transaction, so a read and the write it decides are not split. */
+  #immediate<T>(work: () => T): T {
+    return this.db.transaction(work).immediate();
   }
 }

@@ -18,7 +18,7 @@ describe("key lookup cache", () => {
   });
 
   /** Two connections to one file: the gateway's, and another process's (the CLI's). */
-  function twoConnections(clock: { now: number } = { now: 1_000_000 }) {
+  async function twoConnections(clock: { now: number } = { now: 1_000_000 }) {
     const dir = tempDir("tollgate-keycache-");
     dirs.push(dir);
     const gatewayDb = openDatabase(dir.path);
@@ -27,58 +27,116 @@ describe("key lookup cache", () => {
     const repo = new AuthRepository(gatewayDb);
     const other = new AuthRepository(otherDb);
     const authenticator = new Authenticator(repo, () => clock.now);
-    repo.createAccount("acct_a", "a", 0);
+    await repo.insertAccount("acct_a", "a", 0);
     const key = generateKey();
-    repo.createKey("key_a", "acct_a", "k", key.prefix, key.digest, 0);
-    return { repo, other, authenticator, secret: key.secret, clock };
+    await repo.insertKey("key_a", "acct_a", "k", key.prefix, key.digest, 0);
+    return { repo, other, otherDb, authenticator, secret: key.secret, clock };
   }
 
-  it("answers repeat lookups from memory while nothing changed", () => {
-    const { repo, authenticator, secret } = twoConnections();
+  /** Counts the key lookups that reach the store (the change stamp read is not one). */
+  function countLookups(repo: AuthRepository): () => number {
     let lookups = 0;
     const find = repo.findKeyByDigest.bind(repo);
     repo.findKeyByDigest = (digest) => {
       lookups += 1;
       return find(digest);
     };
-    for (let i = 0; i < 5; i++) expect(authenticator.authenticate(secret).keyId).toBe("key_a");
-    expect(lookups).toBe(1);
+    return () => lookups;
+  }
+
+  it("answers repeat lookups from memory while nothing changed", async () => {
+    const { repo, authenticator, secret } = await twoConnections();
+    const lookups = countLookups(repo);
+    for (let i = 0; i < 5; i++) expect((await authenticator.authenticate(secret)).keyId).toBe("key_a");
+    expect(lookups()).toBe(1);
   });
 
-  it("refuses a key revoked by another connection on the very next request", () => {
-    const { other, authenticator, secret } = twoConnections();
-    expect(authenticator.authenticate(secret).keyId).toBe("key_a");
-    other.revokeKey("key_a", 5);
-    expect(() => authenticator.authenticate(secret)).toThrow(/revoked/i);
+  it("refuses a key revoked by another connection on the very next request", async () => {
+    const { other, authenticator, secret } = await twoConnections();
+    expect((await authenticator.authenticate(secret)).keyId).toBe("key_a");
+    await other.revokeKey("key_a", 5);
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/revoked/i);
   });
 
-  it("refuses a key whose account another connection suspended, and admits it again on reactivation", () => {
-    const { other, authenticator, secret } = twoConnections();
-    expect(authenticator.authenticate(secret).accountId).toBe("acct_a");
-    other.setAccountStatus("acct_a", "suspended", "test");
-    expect(() => authenticator.authenticate(secret)).toThrow(/suspended/i);
-    other.setAccountStatus("acct_a", "active", "");
-    expect(authenticator.authenticate(secret).accountId).toBe("acct_a");
+  it("refuses a key whose account another connection suspended, and admits it again on reactivation", async () => {
+    const { other, authenticator, secret } = await twoConnections();
+    expect((await authenticator.authenticate(secret)).accountId).toBe("acct_a");
+    await other.setAccountStatus("acct_a", "suspended", "test");
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/suspended/i);
+    await other.setAccountStatus("acct_a", "active", "");
+    expect((await authenticator.authenticate(secret)).accountId).toBe("acct_a");
   });
 
-  it("refuses a key revoked through the gateway's own connection on the very next request", () => {
-    const { repo, authenticator, secret } = twoConnections();
-    expect(authenticator.authenticate(secret).keyId).toBe("key_a");
-    repo.revokeKey("key_a", 5);
-    expect(() => authenticator.authenticate(secret)).toThrow(/revoked/i);
+  it("refuses a key revoked through the gateway's own connection on the very next request", async () => {
+    const { repo, authenticator, secret } = await twoConnections();
+    expect((await authenticator.authenticate(secret)).keyId).toBe("key_a");
+    await repo.revokeKey("key_a", 5);
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/revoked/i);
   });
 
-  it("still records last use at most once a minute", () => {
-    const { other, authenticator, secret, clock } = twoConnections();
-    const lastUsed = () => other.getKey("key_a")!.last_used_at;
-    authenticator.authenticate(secret);
-    expect(lastUsed()).toBe(1_000_000);
+  it("keeps the cache across other connections' commits to other tables, not across a revocation", async () => {
+    const { repo, other, otherDb, authenticator, secret } = await twoConnections();
+    const stamp = await repo.changeStamp();
+    expect((await authenticator.authenticate(secret)).keyId).toBe("key_a");
+    const lookups = countLookups(repo);
+    // Another connection commits a ledger row, a sign-in nonce, a new account and key, a last use
+    // and a rename: none of them can change an authentication, so none moves the stamp.
+    otherDb
+      .prepare("INSERT INTO billing_accounts (account_id, default_chain, updated_at) VALUES (?, ?, ?)")
+      .run("acct_a", "base", 1);
+    otherDb.prepare("INSERT INTO sign_in_nonces (nonce, expires_at) VALUES (?, ?)").run("n", 1);
+    await other.insertAccount("acct_b", "b", 1);
+    await other.insertKey("key_b", "acct_b", "k", "tg_b", generateKey().digest, 1);
+    await other.touchKey("key_a", 2, 2);
+    otherDb.prepare("UPDATE accounts SET name = 'renamed' WHERE id = 'acct_a'").run();
+    otherDb.prepare("UPDATE accounts SET status = 'active' WHERE id = 'acct_a'").run();
+    expect(await repo.changeStamp()).toBe(stamp);
+    expect((await authenticator.authenticate(secret)).keyId).toBe("key_a");
+    expect(lookups()).toBe(0);
+    // A revocation by the other connection moves it, and the next request looks the key up.
+    await other.revokeKey("key_a", 5);
+    expect(await repo.changeStamp()).not.toBe(stamp);
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/revoked/i);
+    expect(lookups()).toBe(1);
+  });
+
+  it("does not cache a row read while a concurrent request saw the stamp move", async () => {
+    const { repo, other, authenticator, secret } = await twoConnections();
+    // The first request reads the stamp, then its lookup is held until a revocation has been
+    // committed and a second request has seen the new stamp.
+    const find = repo.findKeyByDigest.bind(repo);
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let calls = 0;
+    repo.findKeyByDigest = async (digest) => {
+      calls += 1;
+      const row = await find(digest);
+      if (calls === 1) await held;
+      return row;
+    };
+    const first = authenticator.authenticate(secret);
+    await new Promise((resolve) => setImmediate(resolve));
+    await other.revokeKey("key_a", 5);
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/revoked/i);
+    release();
+    expect((await first).keyId).toBe("key_a");
+    // The first request's row predates the revocation: it must not have been remembered.
+    await expect(authenticator.authenticate(secret)).rejects.toThrow(/revoked/i);
+  });
+
+  it("still records last use at most once a minute", async () => {
+    const { other, authenticator, secret, clock } = await twoConnections();
+    const lastUsed = async () => (await other.getKey("key_a"))!.last_used_at;
+    await authenticator.authenticate(secret);
+    expect(await lastUsed()).toBe(1_000_000);
     clock.now += 30_000;
-    authenticator.authenticate(secret);
-    expect(lastUsed()).toBe(1_000_000);
+    await authenticator.authenticate(secret);
+    expect(await lastUsed()).toBe(1_000_000);
     clock.now += 31_000;
-    authenticator.authenticate(secret);
-    expect(lastUsed()).toBe(1_061_000);
+    await authenticator.authenticate(secret);
+    expect(await lastUsed()).toBe(1_061_000);
   });
 });
 

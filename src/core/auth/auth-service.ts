@@ -13,18 +13,17 @@ import {
   KeyStatus,
   WalletFamily,
 } from "../../gen/tollgate/auth/v1/auth_pb.js";
-import type { AccountRow, AuthRepository, KeyRow } from "../../store/auth-repository.js";
-import type { IdentityRow, WalletFamilyText } from "../../store/session-repository.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { accountNotFound, invalidField, keyNotFound } from "../errors.js";
 import { newId } from "../ids.js";
+import type { AccountRow, AccountStore, IdentityRow, KeyRow, WalletFamilyText } from "../ports/accounts.js";
 import type { Authenticator } from "./authenticator.js";
 import { generateKey } from "./keys.js";
 import { csrfTokenFor, type Sessions, sessionInvalid } from "./sessions.js";
 
 /** What the AuthService implementation needs. */
 export interface AuthServiceDeps {
-  readonly repo: AuthRepository;
+  readonly repo: AccountStore;
   readonly authenticator: Authenticator;
   readonly sessions: Sessions;
   readonly now: () => number;
@@ -37,86 +36,86 @@ const MAX_PAGE = 1000;
 /** Sign-in messages are a few hundred bytes; anything near this is not one. */
 const MAX_SIGN_IN_MESSAGE = 4096;
 
-/** The AuthService RPCs over the auth repository. */
+/** The AuthService RPCs over the account store. */
 export function createAuthService({
   repo,
   authenticator,
   sessions,
   now,
 }: AuthServiceDeps): ServiceImpl<typeof AuthService> {
-  const account = (id: string): AccountRow => {
-    const row = repo.getAccount(id);
+  const account = async (id: string): Promise<AccountRow> => {
+    const row = await repo.getAccount(id);
     if (row === undefined) throw accountNotFound(id);
     return row;
   };
 
   return {
-    createAccount(req, ctx) {
+    async createAccount(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
       const name = text("name", req.name, MAX_NAME);
-      return { account: toAccount(repo.createAccount(newId("acct"), name, now())) };
+      return { account: toAccount(await repo.insertAccount(newId("acct"), name, now())) };
     },
 
-    getAccount(req, ctx) {
-      return { account: toAccount(account(scopedAccount(ctx.values.get(callerKey), req.accountId))) };
+    async getAccount(req, ctx) {
+      return { account: toAccount(await account(scopedAccount(ctx.values.get(callerKey), req.accountId))) };
     },
 
-    listAccounts(req, ctx) {
+    async listAccounts(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
       if (req.pageSize < 0 || req.pageSize > MAX_PAGE) {
         throw invalidField("page_size", `page_size must be between 0 and ${MAX_PAGE}.`);
       }
       const size = req.pageSize === 0 ? DEFAULT_PAGE : req.pageSize;
-      const { rows, lastSeq } = repo.listAccounts(decodePageToken(req.pageToken), size);
+      const { rows, lastSeq } = await repo.listAccounts(decodePageToken(req.pageToken), size);
       return {
         accounts: rows.map(toAccount),
         nextPageToken: rows.length === size && lastSeq !== undefined ? encodePageToken(lastSeq) : "",
       };
     },
 
-    suspendAccount(req, ctx) {
+    async suspendAccount(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
       const reason = text("reason", req.reason, MAX_REASON);
-      const row = account(required("account_id", req.accountId));
-      if (row.status !== "suspended") repo.setAccountStatus(row.id, "suspended", reason);
-      return { account: toAccount(account(row.id)) };
+      const row = await account(required("account_id", req.accountId));
+      if (row.status !== "suspended") await repo.setAccountStatus(row.id, "suspended", reason);
+      return { account: toAccount(await account(row.id)) };
     },
 
-    reactivateAccount(req, ctx) {
+    async reactivateAccount(req, ctx) {
       requireOperator(ctx.values.get(callerKey));
-      const row = account(required("account_id", req.accountId));
-      if (row.status !== "active") repo.setAccountStatus(row.id, "active", "");
-      return { account: toAccount(account(row.id)) };
+      const row = await account(required("account_id", req.accountId));
+      if (row.status !== "active") await repo.setAccountStatus(row.id, "active", "");
+      return { account: toAccount(await account(row.id)) };
     },
 
-    createKey(req, ctx) {
+    async createKey(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       const name = text("name", req.name, MAX_NAME);
-      account(accountId);
+      await account(accountId);
       const key = generateKey();
-      const row = repo.createKey(newId("key"), accountId, name, key.prefix, key.digest, now());
+      const row = await repo.insertKey(newId("key"), accountId, name, key.prefix, key.digest, now());
       return { key: toApiKey(row), secret: key.secret };
     },
 
-    listKeys(req, ctx) {
+    async listKeys(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
-      account(accountId);
-      return { keys: repo.listKeys(accountId).map(toApiKey) };
+      await account(accountId);
+      return { keys: (await repo.listKeys(accountId)).map(toApiKey) };
     },
 
-    revokeKey(req, ctx) {
+    async revokeKey(req, ctx) {
       const caller = ctx.values.get(callerKey);
       const owner = caller.kind === "operator" ? undefined : scopedAccount(caller, "");
       const id = required("key_id", req.keyId);
-      const row = repo.getKey(id);
+      const row = await repo.getKey(id);
       // Another account's key is reported as missing, so key ids cannot be probed.
       if (row === undefined || (owner !== undefined && row.account_id !== owner)) throw keyNotFound(id);
-      repo.revokeKey(id, now());
-      return { key: toApiKey(repo.getKey(id)!) };
+      await repo.revokeKey(id, now());
+      return { key: toApiKey((await repo.getKey(id))!) };
     },
 
-    authenticate(req) {
-      const key = authenticator.authenticate(req.key.trim());
+    async authenticate(req) {
+      const key = await authenticator.authenticate(req.key.trim());
       return {
         principal: {
           accountId: key.accountId,
@@ -127,8 +126,8 @@ export function createAuthService({
       };
     },
 
-    createSignInNonce() {
-      const { nonce, expiresAt } = sessions.createNonce();
+    async createSignInNonce() {
+      const { nonce, expiresAt } = await sessions.createNonce();
       return { nonce, expiresAt: timestampFromMs(expiresAt) };
     },
 
@@ -159,10 +158,10 @@ export function createAuthService({
       };
     },
 
-    getSession(_req, ctx) {
+    async getSession(_req, ctx) {
       const caller = ctx.values.get(callerKey);
       if (caller.kind !== "session") throw sessionInvalid();
-      const view = sessions.resolve(caller.token);
+      const view = await sessions.resolve(caller.token);
       return {
         account: toAccount(view.account),
         identities: view.identities.map(toIdentity),
@@ -171,9 +170,9 @@ export function createAuthService({
       };
     },
 
-    signOut(_req, ctx) {
+    async signOut(_req, ctx) {
       const caller = ctx.values.get(callerKey);
-      if (caller.kind === "session") sessions.end(caller.sessionId);
+      if (caller.kind === "session") await sessions.end(caller.sessionId);
       return {};
     },
   };

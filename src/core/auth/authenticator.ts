@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
-import type { AuthRepository, KeyLookupRow } from "../../store/auth-repository.js";
 import { accountSuspended, keyMalformed, keyMissing, keyRevoked, keyUnknown } from "../errors.js";
+import type { AccountStore, KeyLookupRow } from "../ports/accounts.js";
 import { digestKey, isWellFormedKey } from "./keys.js";
 
 /** Who an authenticated key belongs to. */
@@ -23,25 +23,26 @@ interface CachedKey {
 
 /** Turns a presented API key into its account, or the precise reason it cannot. */
 export class Authenticator {
-  /** Known keys by digest, valid while the repository's change stamp is `#stamp`. */
+  /** Known keys by digest, valid while the store's change stamp is `#stamp`. */
   readonly #cache = new Map<string, CachedKey>();
-  #stamp = "";
+  #stamp: number | undefined;
 
   constructor(
-    private readonly repo: AuthRepository,
+    private readonly store: AccountStore,
     private readonly now: () => number,
   ) {}
 
   /**
    * Checks `presented` against the stored digests. Lookups are cached, but the whole cache is
-   * dropped as soon as anything may have changed — a revocation or suspension here, or any
-   * commit by another process such as the CLI — so they take effect on the very next request.
+   * dropped as soon as the store's change stamp moves — a revocation, suspension or reactivation
+   * by this process or another such as the CLI — so they take effect on the very next request. A
+   * cached key costs one stamp read and no other store call.
    */
-  authenticate(presented: string | undefined): AuthenticatedKey {
+  async authenticate(presented: string | undefined): Promise<AuthenticatedKey> {
     if (presented === undefined || presented === "") throw keyMissing();
     if (!isWellFormedKey(presented)) throw keyMalformed();
     const digest = digestKey(presented);
-    const entry = this.lookup(digest);
+    const entry = await this.lookup(digest);
     const row = entry?.row;
     // The lookup is by digest; the constant-time compare guards against any collation surprise.
     if (row === undefined || !timingSafeEqual(row.digest, digest)) throw keyUnknown();
@@ -49,14 +50,14 @@ export class Authenticator {
     if (row.account_status !== "active") throw accountSuspended();
     const now = this.now();
     if (entry!.lastUsedAt < now - LAST_USED_GRANULARITY_MS) {
-      this.repo.touchKey(row.id, now, now - LAST_USED_GRANULARITY_MS);
+      await this.store.touchKey(row.id, now, now - LAST_USED_GRANULARITY_MS);
       entry!.lastUsedAt = now;
     }
     return { accountId: row.account_id, keyId: row.id };
   }
 
-  private lookup(digest: Buffer): CachedKey | undefined {
-    const stamp = this.repo.changeStamp();
+  private async lookup(digest: Buffer): Promise<CachedKey | undefined> {
+    const stamp = await this.store.changeStamp();
     if (stamp !== this.#stamp) {
       this.#cache.clear();
       this.#stamp = stamp;
@@ -65,10 +66,13 @@ export class Authenticator {
     const cached = this.#cache.get(id);
     if (cached !== undefined) return cached;
     // Unknown keys are not remembered: a key created a moment later must work at once.
-    const row = this.repo.findKeyByDigest(digest);
+    const row = await this.store.findKeyByDigest(digest);
     if (row === undefined) return undefined;
-    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
     const entry = { row, lastUsedAt: row.last_used_at ?? Number.NEGATIVE_INFINITY };
+    // The row is at least as new as `stamp`. If a concurrent request has since seen the stamp
+    // move, the row may predate that change: it answers this request but is not remembered.
+    if (this.#stamp !== stamp) return entry;
+    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
     this.#cache.set(id, entry);
     return entry;
   }

@@ -1,10 +1,15 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import type { AccountRow, AuthRepository } from "../../store/auth-repository.js";
-import type { IdentityRow, SessionRepository, WalletFamilyText } from "../../store/session-repository.js";
 import type { ChainRegistry } from "../billing/chain-registry.js";
 import { accountSuspended, reasonError } from "../errors.js";
 import { newId } from "../ids.js";
+import type {
+  AccountRow,
+  AccountStore,
+  IdentityRow,
+  SessionStore,
+  WalletFamilyText,
+} from "../ports/accounts.js";
 import {
   checkSignInMessage,
   parseSignInMessage,
@@ -58,8 +63,8 @@ export const identityLinked = () =>
 
 /** What the sessions need: their tables, the accounts, the chains a message may name. */
 export interface SessionsDeps {
-  readonly repo: SessionRepository;
-  readonly accounts: AuthRepository;
+  readonly repo: SessionStore;
+  readonly accounts: AccountStore;
   readonly chains: ChainRegistry;
   readonly now: () => number;
 }
@@ -79,15 +84,15 @@ export class Sessions {
   }
 
   /** A fresh single-use nonce, stored until it expires. */
-  createNonce(): { nonce: string; expiresAt: number } {
+  async createNonce(): Promise<{ nonce: string; expiresAt: number }> {
     const now = this.deps.now();
     const bytes = randomBytes(32);
     let nonce = "";
     // 62 letters and digits; the modulo bias (256 mod 62) leaves well over 180 bits of entropy.
     for (const byte of bytes) nonce += NONCE_ALPHABET[byte % NONCE_ALPHABET.length];
     const expiresAt = now + NONCE_TTL_MS;
-    this.deps.repo.purgeNonces(now);
-    this.deps.repo.insertNonce(nonce, expiresAt);
+    await this.deps.repo.purgeNonces(now);
+    await this.deps.repo.insertNonce(nonce, expiresAt);
     return { nonce, expiresAt };
   }
 
@@ -102,7 +107,7 @@ export class Sessions {
   ): Promise<{ token: string | undefined; view: SessionView; created: boolean }> {
     const now = this.deps.now();
     const message = refusing(() => parseSignInMessage(input.family, input.message));
-    if (!this.deps.repo.useNonce(message.nonce, now)) {
+    if (!(await this.deps.repo.useNonce(message.nonce, now))) {
       throw signInRefused("nonce", "The nonce is unknown, used already or expired: ask for a new one.");
     }
     refusing(() =>
@@ -120,51 +125,48 @@ export class Sessions {
         `The signature is not ${message.address}'s signature of this message.`,
       );
     }
-    return this.deps.repo.transaction(() => {
-      const known = this.deps.repo.getIdentity(message.family, message.address);
-      if (linkTo !== undefined) {
-        if (known !== undefined && known.account_id !== linkTo) throw identityLinked();
-        if (known === undefined) this.deps.repo.insertIdentity(message.family, message.address, linkTo, now);
-        return { token: undefined, view: this.view("", linkTo, now + SESSION_TTL_MS), created: false };
-      }
-      let accountId = known?.account_id;
-      const created = accountId === undefined;
-      if (accountId === undefined) {
-        accountId = newId("acct");
-        this.deps.accounts.createAccount(accountId, shortAddress(message.address), now);
-        this.deps.repo.insertIdentity(message.family, message.address, accountId, now);
-      }
-      const account = this.deps.accounts.getAccount(accountId)!;
-      if (account.status !== "active") throw accountSuspended();
-      const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
-      const sessionId = newId("sess");
-      const expiresAt = now + SESSION_TTL_MS;
-      this.deps.repo.insertSession(sessionId, digest(token), accountId, now, expiresAt);
-      return { token, view: this.view(sessionId, accountId, expiresAt), created };
-    });
+    if (linkTo !== undefined) {
+      const owner = await this.deps.repo.linkIdentity(message.family, message.address, linkTo, now);
+      if (owner !== linkTo) throw identityLinked();
+      return { token: undefined, view: await this.view("", linkTo, now + SESSION_TTL_MS), created: false };
+    }
+    const { accountId, created } = await this.deps.repo.accountForIdentity(
+      message.family,
+      message.address,
+      { id: newId("acct"), name: shortAddress(message.address) },
+      now,
+    );
+    const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+    const sessionId = newId("sess");
+    const expiresAt = now + SESSION_TTL_MS;
+    const view = await this.view(sessionId, accountId, expiresAt);
+    // A session of a suspended account is never stored (and resolve() re-checks on every use).
+    if (view.account.status !== "active") throw accountSuspended();
+    await this.deps.repo.insertSession(sessionId, digest(token), accountId, now, expiresAt);
+    return { token, view, created };
   }
 
   /** The live session a token names; SESSION_INVALID otherwise, ACCOUNT_SUSPENDED for a suspended account. */
-  resolve(token: string): SessionView {
+  async resolve(token: string): Promise<SessionView> {
     if (!token.startsWith(TOKEN_PREFIX)) throw sessionInvalid();
-    const row = this.deps.repo.findSession(digest(token));
+    const row = await this.deps.repo.findSession(digest(token));
     if (row === undefined || row.ended_at !== null || row.expires_at <= this.deps.now())
       throw sessionInvalid();
-    const view = this.view(row.id, row.account_id, row.expires_at);
+    const view = await this.view(row.id, row.account_id, row.expires_at);
     if (view.account.status !== "active") throw accountSuspended();
     return view;
   }
 
   /** Ends a session; ending an ended one changes nothing. */
-  end(sessionId: string): void {
-    this.deps.repo.endSession(sessionId, this.deps.now());
+  async end(sessionId: string): Promise<void> {
+    await this.deps.repo.endSession(sessionId, this.deps.now());
   }
 
-  private view(sessionId: string, accountId: string, expiresAt: number): SessionView {
+  private async view(sessionId: string, accountId: string, expiresAt: number): Promise<SessionView> {
     return {
       sessionId,
-      account: this.deps.accounts.getAccount(accountId)!,
-      identities: this.deps.repo.listIdentities(accountId),
+      account: (await this.deps.accounts.getAccount(accountId))!,
+      identities: await this.deps.repo.listIdentities(accountId),
       expiresAt,
     };
   }

@@ -2,7 +2,7 @@ import { createPublicKey, verify } from "node:crypto";
 import { PublicKey } from "@solana/web3.js";
 import { getAddress, isAddress, verifyMessage } from "viem";
 import { parseSiweMessage } from "viem/siwe";
-import type { WalletFamilyText } from "../../store/session-repository.js";
+import type { WalletFamilyText } from "../ports/accounts.js";
 
 /**
  * The fields of a sign-in message that the gateway checks. EVM wallets sign EIP-4361 (parsed by

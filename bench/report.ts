@@ -317,7 +317,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "gateway as a user runs it (`tollgate serve`, a real SQLite data dir with `synchronous=FULL`, a real",
     "key, credited funds, rate limits raised, a durable hold and settle on every billed call, logs at the",
     "default level written to a file, and its chains configured as in production: `TOLLGATE_CHAINS` and a",
-    "master secret, the deposit watchers and settlement workers running in the gateway against chain RPCs",
+    "master secret, the deposit watchers and settlement workers running in `tollgate worker` (a process of its own beside the gateway, as production runs them) against chain RPCs",
     "served by `tollgate dev-chains` in a process of its own), and **(d)** through Portkey's open-source",
     `gateway${results.peer === undefined ? " (not measured in this run)" : ` (\`${results.peer.package}\`, installed by the harness from npm into a temporary folder, on its Anthropic \`/v1/messages\` route, pointed at the same fake upstream; it does no billing)`}, a Node gateway users pick today.`,
     "",

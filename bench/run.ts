@@ -183,7 +183,8 @@ async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<voi
   for (;;) {
     const text = readFileSync(join(dataDir, "worker.log"), "utf8");
     if (/tollgate worker ready/.test(text)) return;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`tollgate worker did not start:\n${text}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`tollgate worker did not start:\n${text}`);
     await sleep(50);
   }
 }

@@ -1,18 +1,12 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { createClient, createRouterTransport, type Transport } from "@connectrpc/connect";
-import { remoteCoreTransport } from "../app.js";
-import { type Config, ConfigError, loadConfig } from "../config.js";
-import type { ChainDirectory } from "../core/billing/onchain-billing.js";
-import { operatorCallerResolver } from "../core/caller.js";
-import { createCore } from "../core/core.js";
-import { DEV_MASTER_SECRET, readDevChainsFile } from "../dev/chains/dev-chains-file.js";
+import { createClient } from "@connectrpc/connect";
+import { ConfigError, loadConfig } from "../config.js";
 import { runDevUpstream } from "../dev/cli/dev-upstream-command.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { runWorker, serve } from "../main.js";
-import { openDatabase } from "../store/database.js";
-import { openSqliteLedger } from "../store/sqlite-ledger.js";
+import { openRuntime } from "../runtime.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
 import {
@@ -133,7 +127,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     const command = topLevel ?? commands[group]?.[action ?? ""];
     if (command === undefined) throw new UsageError(`unknown command: ${argv.slice(0, 2).join(" ")}`);
     const parsed = parse(command, argv.slice(topLevel === undefined ? 2 : 1));
-    const { transport, close } = await operatorTransport(config);
+    // The operator's way into the core: over gRPC with the operator token when a remote core is
+    // configured, else the core built in-process over the local database, as the operator.
+    const runtime = await openRuntime(config, { mode: "operator" });
+    const transport = runtime.transport!;
     try {
       const context: CommandContext = {
         auth: createClient(AuthService, transport),
@@ -144,7 +141,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       await command.run(parsed, context);
       return 0;
     } finally {
-      await close();
+      await runtime.close();
     }
   } catch (error) {
     return reportError(error);
@@ -162,50 +159,6 @@ function parse(command: Command, args: readonly string[]) {
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }
-}
-
-/**
- * The operator's way into the core: over gRPC with the operator token when a remote core is
- * configured, else the core built in-process over the local database, as the operator.
- */
-async function operatorTransport(
-  config: Config,
-): Promise<{ transport: Transport; close: () => Promise<void> | void }> {
-  if (config.coreUrl !== undefined) {
-    return { transport: remoteCoreTransport(config.coreUrl, config.adminToken), close: () => {} };
-  }
-  const db = openDatabase(config.dataDir);
-  // Deposit addresses and address checks need the chain adapters (derivation only: nothing is
-  // contacted). In dev mode the registry of running dev chains, if any, is the one that counts.
-  let chains = config.chains;
-  let chainDirectory: ChainDirectory | undefined;
-  const { onchain } = config;
-  if (onchain.mode !== "off" && (onchain.masterSecret !== undefined || onchain.mode === "dev")) {
-    if (onchain.mode === "dev") chains = readDevChainsFile(config.dataDir)?.registry ?? chains;
-    const { ChainsRuntime } = await import("../chains/chains-runtime.js");
-    chainDirectory = await ChainsRuntime.create({
-      db,
-      registry: chains,
-      masterSecret: onchain.masterSecret ?? DEV_MASTER_SECRET,
-      settlement: { mode: onchain.settlementMode, batchWindowMs: onchain.batchWindowMs },
-      pollMs: onchain.pollMs,
-      scanRange: onchain.scanRange,
-      startAt: "finalized",
-    });
-  }
-  // One command, a few writes: committed on this thread (a writer thread would cost more).
-  const ledger = await openSqliteLedger(db, config.dataDir, { thread: false });
-  const core = createCore({ db, ledger, onchain: ledger, chains, catalog: config.catalog, chainDirectory });
-  const transport = createRouterTransport(core.routes, {
-    router: core.routerOptionsFor(operatorCallerResolver),
-  });
-  return {
-    transport,
-    close: async () => {
-      await ledger.close();
-      db.close();
-    },
-  };
 }
 
 function reportError(error: unknown): number {

@@ -8,9 +8,6 @@ import {
 } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
-import { AuthRepository } from "../store/auth-repository.js";
-import type { Db } from "../store/database.js";
-import { SessionRepository } from "../store/session-repository.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Sessions } from "./auth/sessions.js";
@@ -34,6 +31,7 @@ import type { ClientPolicy } from "./inference/client-policy.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference } from "./inference/text-inference.js";
+import type { AccountStore, SessionStore } from "./ports/accounts.js";
 import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
@@ -41,7 +39,10 @@ import type { RateLimiterFactory } from "./ports/rate-limits.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
-  readonly db: Db;
+  /** Accounts, their keys and wallet identities. */
+  readonly accounts: AccountStore;
+  /** Dashboard sign-in nonces and sessions. */
+  readonly sessions: SessionStore;
   /** The ledger (holds, settlements, credits, balances, usage); its writes are durable when answered. */
   readonly ledger: LedgerStore;
   /** The onchain records callers see (deposits, withdrawals, the settlement backlog). */
@@ -65,8 +66,8 @@ export interface CoreDeps {
   readonly inference?: InferenceDeps | undefined;
   /** The chains runtime's deposit addresses and address checks; without it onchain RPCs refuse. */
   readonly chainDirectory?: ChainDirectory | undefined;
-  /** Health checks of each chain (RPC reachability, watcher lag), added to HealthService. */
-  readonly chainProbes?: readonly HealthProbe[] | undefined;
+  /** What HealthService checks: the store, each chain's RPC and watcher lag. */
+  readonly probes?: readonly HealthProbe[] | undefined;
   /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
   readonly faucet?: DevFaucet | undefined;
 }
@@ -116,13 +117,13 @@ export interface Core {
   readonly sweeper: HoldSweeper;
 }
 
-/** Builds the core's services over an open database. Never listens. */
+/** Builds the core's services over its stores and providers. Never listens. */
 export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
-  const repo = new AuthRepository(deps.db);
+  const repo = deps.accounts;
   const authenticator = new Authenticator(repo, now);
   const chains = deps.chains ?? defaultChainRegistry();
-  const sessions = new Sessions({ repo: new SessionRepository(deps.db), accounts: repo, chains, now });
+  const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, now });
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
   const counters = new BillingCounters();
   const billing = new Billing({
@@ -143,18 +144,7 @@ export function createCore(deps: CoreDeps): Core {
     directory: deps.chainDirectory,
     now,
   });
-  const ping = deps.db.prepare("SELECT 1");
-  const probes = [
-    {
-      name: "database",
-      required: true,
-      check: () => {
-        ping.get();
-        return "sqlite ok";
-      },
-    },
-    ...(deps.chainProbes ?? []),
-  ];
+  const probes = deps.probes ?? [];
   const inference =
     deps.inference === undefined
       ? undefined

@@ -7,7 +7,6 @@ import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, PublicKey } from "@solana/web3.js";
 import { createPublicClient, createTestClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
-import { remoteCoreTransport } from "../../src/app.js";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { readDevChainsFile } from "../../src/dev/chains/dev-chains-file.js";
 import {
@@ -15,6 +14,7 @@ import {
   SettlementStatus,
   TransferStatus,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { remoteCoreTransport } from "../../src/runtime.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { CLI, childEnv, cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";

@@ -4,11 +4,11 @@ import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { remoteCoreTransport } from "../../src/app.js";
 import { createEvmAdapter } from "../../src/chains/evm/evm-adapter.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { remoteCoreTransport } from "../../src/runtime.js";
 import { devChainConfig } from "../helpers/evm.js";
 import { CLI, childEnv, cliJson, runCli, startGateway, tempDir, until } from "../helpers/process.js";
 

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { shutdown } from "../../src/main.js";
 import { startTestGateway } from "../helpers/app.js";
 
 describe("graceful shutdown", () => {
@@ -13,7 +12,7 @@ describe("graceful shutdown", () => {
     });
     const gw = await startTestGateway({}, (app) => {
       // A test-only slow route standing in for a long model call.
-      app.facade.get("/test/slow", async () => {
+      app.facade!.get("/test/slow", async () => {
         arrived();
         await sleep(400);
         return { done: true };
@@ -24,7 +23,7 @@ describe("graceful shutdown", () => {
       body: await r.json(),
     }));
     await reached;
-    const stopped = shutdown(gw.app, 5_000);
+    const stopped = gw.app.close(5_000);
     expect(await inFlight).toEqual({ status: 200, body: { done: true } });
     await stopped;
     await expect(fetch(`${gw.facadeUrl}/v1/health`)).rejects.toThrow();
@@ -38,7 +37,7 @@ describe("graceful shutdown", () => {
       arrived = resolve;
     });
     const gw = await startTestGateway({}, (app) => {
-      app.facade.get("/test/hang", () => {
+      app.facade!.get("/test/hang", () => {
         arrived();
         return new Promise(() => {});
       });
@@ -49,7 +48,7 @@ describe("graceful shutdown", () => {
     );
     await reached;
     const started = Date.now();
-    await shutdown(gw.app, 300);
+    await gw.app.close(300);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(await hanging).toBe("cut");
     gw.removeData();

@@ -1,15 +1,12 @@
-import { type Client, createClient, createRouterTransport } from "@connectrpc/connect";
-import { type App, buildApp } from "../../src/app.js";
+import { type Client, createClient } from "@connectrpc/connect";
 import { loadConfig } from "../../src/config.js";
-import { operatorCallerResolver } from "../../src/core/caller.js";
-import { createCore } from "../../src/core/core.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { shutdown } from "../../src/main.js";
+import { openRuntime, type Runtime } from "../../src/runtime.js";
 import { tempDir } from "./process.js";
 
 /** A gateway built in this process and listening on ephemeral ports, over its own data dir. */
 export interface TestGateway {
-  readonly app: App;
+  readonly app: Runtime;
   readonly facadeUrl: string;
   readonly coreUrl: string;
   /** The operator's typed client over the same database (what the CLI uses). */
@@ -26,7 +23,7 @@ export interface TestGateway {
  */
 export async function startTestGateway(
   env: Record<string, string> = {},
-  beforeListen: (app: App) => void = () => {},
+  beforeListen: (app: Runtime) => void = () => {},
 ): Promise<TestGateway> {
   const dir = tempDir();
   const config = loadConfig({
@@ -35,22 +32,21 @@ export async function startTestGateway(
     TOLLGATE_CORE_PORT: "0",
     ...env,
   });
-  const app = await buildApp(config);
+  const app = await openRuntime(config, { mode: "embedded" });
   beforeListen(app);
-  const facadeUrl = await app.facade.listen({ host: "127.0.0.1", port: 0 });
+  const facadeUrl = await app.facade!.listen({ host: "127.0.0.1", port: 0 });
   const coreUrl = await app.core!.server.listen({ host: "127.0.0.1", port: 0 });
-  const core = createCore({ db: app.db!, ledger: app.ledger!, onchain: app.ledger! });
-  const operator = createClient(
-    AuthService,
-    createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),
-  );
+  // The CLI's way in: an operator runtime over the same data dir.
+  const operatorRuntime = await openRuntime(config, { mode: "operator" });
+  const operator = createClient(AuthService, operatorRuntime.transport!);
   return {
     app,
     facadeUrl,
     coreUrl,
     operator,
     close: async () => {
-      await shutdown(app, 2_000);
+      await operatorRuntime.close();
+      await app.close(2_000);
       dir.cleanup();
     },
     removeData: dir.cleanup,

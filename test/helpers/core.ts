@@ -1,9 +1,11 @@
 import { type Core, type CoreDeps, createCore } from "../../src/core/core.js";
+import { AuthRepository } from "../../src/store/auth-repository.js";
 import type { Db } from "../../src/store/database.js";
+import { SessionRepository } from "../../src/store/session-repository.js";
 import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
 
 /** Everything a core takes besides its stores. */
-export type CoreOptions = Omit<CoreDeps, "db" | "ledger" | "onchain">;
+export type CoreOptions = Omit<CoreDeps, "accounts" | "sessions" | "ledger" | "onchain">;
 
 /**
  * A core over the SQLite stores of an open database, its ledger writes group-committed on this
@@ -11,5 +13,11 @@ export type CoreOptions = Omit<CoreDeps, "db" | "ledger" | "onchain">;
  */
 export function coreOver(db: Db, options: CoreOptions = {}): Core {
   const ledger = new SqliteLedger(db, groupCommittedWrites(db));
-  return createCore({ ...options, db, ledger, onchain: ledger });
+  return createCore({
+    ...options,
+    accounts: new AuthRepository(db),
+    sessions: new SessionRepository(db),
+    ledger,
+    onchain: ledger,
+  });
 }

@@ -1,8 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
-import { shutdown } from "../../src/main.js";
+import { openRuntime, type Runtime } from "../../src/runtime.js";
 import { pngSize, smallPng } from "../helpers/image-fixtures.js";
 import { tempDir } from "../helpers/process.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
@@ -12,7 +11,7 @@ import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 // limit on image calls answers 429 before anything is held.
 
 let t: TextGateway;
-let tier: App;
+let tier: Runtime;
 let tierUrl: string;
 let dir: ReturnType<typeof tempDir>;
 
@@ -20,11 +19,14 @@ beforeAll(async () => {
   t = await startTextGateway((upstream) => ({ TOLLGATE_GEMINI_URL: upstream, TOLLGATE_RATE_LIMIT_RPM: "4" }));
   await t.credit(2_000_000n);
   dir = tempDir();
-  tier = await buildApp(loadConfig({ TOLLGATE_CORE_URL: t.gateway.coreUrl, TOLLGATE_DATA_DIR: dir.path }));
-  tierUrl = await tier.facade.listen({ host: "127.0.0.1", port: 0 });
+  tier = await openRuntime(
+    loadConfig({ TOLLGATE_CORE_URL: t.gateway.coreUrl, TOLLGATE_DATA_DIR: dir.path }),
+    { mode: "embedded" },
+  );
+  tierUrl = await tier.facade!.listen({ host: "127.0.0.1", port: 0 });
 });
 afterAll(async () => {
-  if (tier !== undefined) await shutdown(tier, 2_000);
+  if (tier !== undefined) await tier.close(2_000);
   dir?.cleanup();
   await t?.close();
 });

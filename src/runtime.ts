@@ -1,0 +1,541 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { FastifyInstance } from "fastify";
+import type { ChainsRuntime } from "./chains/chains-runtime.js";
+import type { ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
+import { type Config, requireMasterSecret } from "./config.js";
+import type { BillingCounters } from "./core/billing/billing-counters.js";
+import type { DevFaucet } from "./core/billing/funding.js";
+import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
+import { operatorCallerResolver } from "./core/caller.js";
+import { createCore } from "./core/core.js";
+import type { HealthProbe } from "./core/health-service.js";
+import { createInProcessTransport } from "./core/in-process-transport.js";
+import { buildCoreServer, type CoreServer } from "./core/server.js";
+import type { DevChains } from "./dev/chains/dev-chains.js";
+import type { DevUpstream } from "./dev/provider/dev-upstream.js";
+import { buildFacade } from "./facade/facade.js";
+import { type ImageResources, imageResources } from "./images-wiring.js";
+import { memoryRateLimiter } from "./limits/memory.js";
+import { AuthRepository } from "./store/auth-repository.js";
+import { type Db, openDatabase } from "./store/database.js";
+import { SessionRepository } from "./store/session-repository.js";
+import { openSqliteLedger, type SqliteLedger } from "./store/sqlite-ledger.js";
+import { AnthropicUpstream } from "./upstream/anthropic/client.js";
+
+/**
+ * What a runtime runs:
+ * - `serve`: production. Refuses to start without a provider, a chain registry and a master
+ *   secret (ServeRefused names each missing variable); chains on the configured RPCs, their
+ *   watchers and settlement left to `tollgate worker`.
+ * - `dev`: local stand-ins fill in what is not configured (the dev provider for text and images,
+ *   dev chains and their faucet, the public dev secret), and the chains worker runs in a thread.
+ * - `embedded`: exactly what the configuration names and nothing else: no stand-in, no chain
+ *   (tests and in-process tools build gateways this way).
+ * - `operator`: the core alone over the local database, as the operator (the CLI's commands),
+ *   its ledger committing on this thread; no facade, no listener.
+ * - `worker`: the chains worker alone (`tollgate worker`): every configured chain's deposit
+ *   watcher and settlement worker on a connection of its own. Refuses without a chain registry
+ *   and a master secret.
+ */
+export type RuntimeMode = "serve" | "dev" | "embedded" | "operator" | "worker";
+
+/** Extra knobs, mostly for tests. */
+export interface RuntimeOptions {
+  readonly mode: RuntimeMode;
+  readonly logger?: boolean | { readonly level: string };
+  readonly now?: () => number;
+}
+
+/**
+ * A running gateway (or the part of one its mode builds) and every resource it opened. Nothing
+ * listens until the caller says so; {@link Runtime.close} drains and closes it all.
+ */
+export interface Runtime {
+  readonly mode: RuntimeMode;
+  /** The configuration in force: in dev mode, with the stand-ins' URLs and registry filled in. */
+  readonly config: Config;
+  /** The REST facade; absent in operator and worker modes. */
+  readonly facade: FastifyInstance | undefined;
+  /** The core's gRPC/Connect server; absent when facade-only, operator or worker. */
+  readonly core: CoreServer | undefined;
+  /**
+   * The core's services as a typed-client transport: in process (the facade's, or the
+   * operator's in operator mode), or gRPC to the remote core when facade-only.
+   */
+  readonly transport: Transport | undefined;
+  /** The store; absent when facade-only or worker. */
+  readonly db: Db | undefined;
+  /** The ledger, its writes group-committed in a writer thread (on this thread in operator mode). */
+  readonly ledger: SqliteLedger | undefined;
+  /** Voids orphaned holds; started here (it sweeps once before the first request). */
+  readonly sweeper: HoldSweeper | undefined;
+  /** Billing anomalies counted by the core (unpriced or missing usage, capped charges). */
+  readonly counters: BillingCounters | undefined;
+  /** The text provider's connection pool. */
+  readonly textUpstream: AnthropicUpstream | undefined;
+  /** Image providers and the `url` image sweeper. */
+  readonly images: ImageResources | undefined;
+  /**
+   * The chain adapters behind deposit addresses, address checks and chain health. Their
+   * watcher and settlement loops never run on this loop: {@link Runtime.chainsWorker} does.
+   */
+  readonly chains: ChainsRuntime | undefined;
+  /** The deposit watchers and settlement: a thread in dev mode, this process in worker mode. */
+  readonly chainsWorker: ChainsWorker | undefined;
+  /** The local stand-ins dev mode started, for the ready line. */
+  readonly dev: { readonly upstream?: DevUpstream; readonly chains?: DevChains; readonly images: boolean };
+  /**
+   * Stops accepting, lets in-flight requests finish for at most `timeoutMs`, then closes every
+   * resource in the reverse order of opening. Safe to call more than once.
+   */
+  close(timeoutMs?: number, reason?: string): Promise<void>;
+}
+
+/** `serve` or `worker` without what production needs: the message names every missing variable. */
+export class ServeRefused extends Error {
+  constructor(
+    readonly missing: readonly string[],
+    command: "serve" | "worker" = "serve",
+  ) {
+    super(
+      `${command} refuses to start without:\n${missing.map((m) => `  ${m}`).join("\n")}\n` +
+        "Run `tollgate dev` (what `make run` runs) for the local provider, chains and faucet instead.",
+    );
+    this.name = "ServeRefused";
+  }
+}
+
+const MISSING_CHAINS = "TOLLGATE_CHAINS (the chain registry file: chains, assets, RPC endpoints)";
+const MISSING_SECRET =
+  "TOLLGATE_MASTER_SECRET (hex, at least 32 bytes: deposit and treasury keys derive from it)";
+
+/**
+ * What production cannot run without, unless facade-only: a model provider, a chain registry and
+ * the master secret (the worker: the last two), each named with the variable that supplies it.
+ */
+function missingForProduction(config: Config, mode: "serve" | "worker"): string[] {
+  if (mode === "serve" && config.coreUrl !== undefined) return [];
+  const missing: string[] = [];
+  if (mode === "serve" && config.anthropic.url === undefined) {
+    missing.push("TOLLGATE_ANTHROPIC_API_KEY (the model provider's key; or TOLLGATE_ANTHROPIC_URL)");
+  }
+  if (config.onchain.mode !== "configured") missing.push(MISSING_CHAINS);
+  if (config.onchain.masterSecret === undefined) missing.push(MISSING_SECRET);
+  return missing;
+}
+
+/** How a resource is closed: with the drain budget left, when it has one. */
+type Closer = (drain: { readonly deadline: number; readonly reason: string }) => Promise<void> | void;
+
+/**
+ * Resources in the order they were opened, closed in reverse. A closer that fails does not stop
+ * the ones after it; the first failure is rethrown once all have run.
+ */
+class ResourceStack {
+  private readonly closers: Closer[] = [];
+  private closing: Promise<void> | undefined;
+
+  defer(closer: Closer): void {
+    this.closers.push(closer);
+  }
+
+  close(timeoutMs: number, reason: string): Promise<void> {
+    this.closing ??= (async () => {
+      const drain = { deadline: Date.now() + timeoutMs, reason };
+      let failure: unknown;
+      for (const closer of this.closers.reverse()) {
+        try {
+          await closer(drain);
+        } catch (error) {
+          failure ??= error;
+        }
+      }
+      if (failure !== undefined) throw failure;
+    })();
+    return this.closing;
+  }
+}
+
+/**
+ * The composition root: builds the gateway (or, by mode, the operator's core or the chains
+ * worker) from its configuration, owning every resource it opens. Never listens. If building
+ * fails, whatever was opened is closed before the error is thrown.
+ */
+export async function openRuntime(config: Config, options: RuntimeOptions): Promise<Runtime> {
+  const { mode } = options;
+  if (mode === "serve" || mode === "worker") {
+    const missing = missingForProduction(config, mode);
+    if (missing.length > 0) throw new ServeRefused(missing, mode);
+  }
+  const stack = new ResourceStack();
+  const parts: Mutable<Omit<Runtime, "close" | "mode" | "config">> = {
+    facade: undefined,
+    core: undefined,
+    transport: undefined,
+    db: undefined,
+    ledger: undefined,
+    sweeper: undefined,
+    counters: undefined,
+    textUpstream: undefined,
+    images: undefined,
+    chains: undefined,
+    chainsWorker: undefined,
+    dev: { images: false },
+  };
+  try {
+    config = await assemble(config, options, stack, parts);
+  } catch (error) {
+    await stack.close(0, "start-up failed").catch(() => {});
+    throw error;
+  }
+  return {
+    ...parts,
+    mode,
+    config,
+    close: (timeoutMs = 0, reason = "shutdown") => stack.close(timeoutMs, reason),
+  };
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** Opens each part in order, deferring its close on `stack`; returns the configuration in force. */
+async function assemble(
+  config: Config,
+  { mode, logger = false, now }: RuntimeOptions,
+  stack: ResourceStack,
+  parts: Mutable<Omit<Runtime, "close" | "mode" | "config">>,
+): Promise<Config> {
+  if (mode === "worker") {
+    const { runChainsWorker } = await import("./chains/chains-worker.js");
+    const worker = await runChainsWorker(
+      chainsWorkerSpec(config, { masterSecret: config.onchain.masterSecret!, startAt: "finalized" }),
+    );
+    parts.chainsWorker = worker;
+    stack.defer(() => worker.stop());
+    return config;
+  }
+  if (config.coreUrl !== undefined && mode !== "operator") {
+    parts.transport = remoteCoreTransport(config.coreUrl);
+    await openFacade(config, parts.transport, config.coreUrl, logger, stack, parts);
+    return config;
+  }
+  if (config.coreUrl !== undefined) {
+    // The operator's commands against a remote core: over gRPC with the operator token.
+    parts.transport = remoteCoreTransport(config.coreUrl, config.adminToken);
+    return config;
+  }
+
+  // Chains: the configured registry's RPCs, or in dev mode local dev chains started here; never
+  // the shipped registry's public RPCs unless configured. Embedded runtimes run none.
+  let onchain: OnchainSetup | undefined;
+  if (mode === "serve" || mode === "dev") {
+    if (config.onchain.mode !== "off") {
+      // Only dev chains run on the public dev secret (serve has refused without a secret, and
+      // configured chains without one stop here).
+      const masterSecret =
+        config.onchain.masterSecret ?? requireMasterSecret(config.onchain, await devMasterSecret());
+      let devChains: DevChains | undefined;
+      if (config.onchain.mode === "dev") {
+        const { startDevChains } = await import("./dev/chains/dev-chains.js");
+        devChains = await startDevChains(config.chains, {
+          dataDir: config.dataDir,
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
+        stack.defer(() => devChains!.close());
+        parts.dev = { ...parts.dev, chains: devChains };
+        config = { ...config, chains: devChains.registry };
+      }
+      onchain = {
+        masterSecret,
+        startAt: devChains === undefined ? "finalized" : "genesis",
+        only: devChains?.running,
+        faucet:
+          devChains === undefined
+            ? undefined
+            : { chains: devChains.running, mint: devChains.mint.bind(devChains) },
+      };
+    }
+  } else if (mode === "operator") {
+    // Deposit addresses and address checks need the chain adapters (derivation only: nothing is
+    // contacted). In dev mode the registry of running dev chains, if any, is the one that counts.
+    const { onchain: settings } = config;
+    if (settings.mode !== "off" && (settings.masterSecret !== undefined || settings.mode === "dev")) {
+      if (settings.mode === "dev") {
+        const { readDevChainsFile } = await import("./dev/chains/dev-chains-file.js");
+        config = { ...config, chains: readDevChainsFile(config.dataDir)?.registry ?? config.chains };
+      }
+      onchain = {
+        masterSecret: settings.masterSecret ?? (await devMasterSecret()),
+        startAt: "finalized",
+      };
+    }
+  }
+  if (mode === "dev" && config.anthropic.url === undefined) {
+    // No provider configured: text calls go to the built-in stand-in, and the ready line says so.
+    const upstream = await startDevUpstreamOnce(stack, parts);
+    config = { ...config, anthropic: { ...config.anthropic, url: upstream.url } };
+  }
+  if (mode === "dev" && !hasImageProvider(config)) {
+    // No image provider either: images go to the same stand-in (it speaks the Gemini format too).
+    // In production the image routes are simply not served.
+    const upstream = await startDevUpstreamOnce(stack, parts);
+    config = {
+      ...config,
+      images: { ...config.images, gemini: { ...config.images.gemini, url: upstream.url } },
+    };
+    parts.dev = { ...parts.dev, images: true };
+  }
+
+  const db = openDatabase(config.dataDir);
+  parts.db = db;
+  stack.defer(() => {
+    db.close();
+  });
+  // The operator's command does a few writes: committed on this thread (a writer thread would cost more).
+  const ledger = await openSqliteLedger(db, config.dataDir, { thread: mode !== "operator" });
+  parts.ledger = ledger;
+  stack.defer(() => ledger.close());
+
+  let chains: ChainsRuntime | undefined;
+  if (onchain !== undefined) {
+    // Loaded only when chains run: viem and friends stay out of chain-less processes.
+    const { ChainsRuntime } = await import("./chains/chains-runtime.js");
+    chains = await ChainsRuntime.create({
+      db,
+      registry: config.chains,
+      masterSecret: onchain.masterSecret,
+      settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
+      pollMs: config.onchain.pollMs,
+      scanRange: config.onchain.scanRange,
+      startAt: onchain.startAt,
+      only: onchain.only,
+      now,
+      log: (line) => console.error(line),
+      onError: (error, context) =>
+        console.error(`${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`),
+    });
+    parts.chains = chains;
+    stack.defer(() => chains!.stop());
+  }
+
+  let textUpstream: AnthropicUpstream | undefined;
+  let images: ImageResources | undefined;
+  if (mode !== "operator") {
+    const { anthropic } = config;
+    if (anthropic.url !== undefined) {
+      const upstream = new AnthropicUpstream({
+        baseUrl: anthropic.url,
+        apiKey: anthropic.apiKey,
+        connectTimeoutMs: anthropic.connectTimeoutMs,
+        headersTimeoutMs: anthropic.headersTimeoutMs,
+        idleTimeoutMs: anthropic.idleTimeoutMs,
+        // Every streaming call holds its own HTTP/1.1 connection for as long as it runs.
+        connections: config.upstreamConnections === 0 ? null : config.upstreamConnections,
+      });
+      textUpstream = upstream;
+      parts.textUpstream = upstream;
+      stack.defer(() => upstream.close());
+    }
+    const opened = imageResources(config);
+    images = opened;
+    parts.images = opened;
+    stack.defer(() => opened.close());
+  }
+
+  const probes: HealthProbe[] = [databaseProbe(db), ...(chains?.probes() ?? [])];
+  const core = createCore({
+    accounts: new AuthRepository(db),
+    sessions: new SessionRepository(db),
+    ledger,
+    onchain: ledger,
+    adminToken: config.adminToken,
+    now,
+    chains: config.chains,
+    catalog: config.catalog,
+    maxCallMs: config.maxCallMs,
+    holdSweepIntervalMs: config.holdSweepIntervalMs,
+    webSearchMaxUses: config.webSearchMaxUses,
+    inference:
+      textUpstream === undefined
+        ? undefined
+        : {
+            textUpstream,
+            rateLimiter: memoryRateLimiter,
+            clientPolicy: config.clientPolicy,
+            messagesPerMinute: config.rateLimitPerMinute,
+            countTokensPerMinute: config.countTokensPerMinute,
+            streamPingMs: config.streamPingMs,
+            images: images?.deps,
+          },
+    onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
+    chainDirectory: chains,
+    faucet: onchain?.faucet,
+    probes,
+  });
+  parts.counters = core.counters;
+  if (mode === "operator") {
+    parts.transport = createRouterTransport(core.routes, {
+      router: core.routerOptionsFor(operatorCallerResolver),
+    });
+    return config;
+  }
+
+  // Dev mode runs the chains worker (deposit watchers, settlement) in a thread of this process;
+  // production runs it as `tollgate worker`, a process of its own. Never on the request loop.
+  if (mode === "dev" && onchain !== undefined) {
+    const { startChainsThread } = await import("./chains/chains-worker.js");
+    const worker = await startChainsThread(chainsWorkerSpec(config, onchain));
+    parts.chainsWorker = worker;
+    stack.defer(() => worker.stop());
+    const devChains = parts.dev.chains;
+    if (devChains !== undefined && chains !== undefined) await fundDevTreasuries(devChains, chains);
+  }
+
+  // Holds orphaned by a crash are voided before the first request is served.
+  await core.sweeper.start();
+  parts.sweeper = core.sweeper;
+  stack.defer(() => core.sweeper.stop());
+  // The facade calls the core's services in this process without a protobuf round trip.
+  parts.transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
+  const coreServer = await buildCoreServer(core, { logger });
+  parts.core = coreServer;
+  // Closed after the facade has drained (the reverse of this order): calls in flight through the
+  // facade still reach the core in process, and network callers get the same drain budget.
+  stack.defer(async ({ deadline }) => {
+    coreServer.stopAccepting();
+    while (coreServer.inFlight() > 0 && Date.now() < deadline) await sleep(10);
+    await coreServer.server.close();
+  });
+  images?.startSweeper((error) => console.error("internal error in the image sweeper:", error));
+  await openFacade(config, parts.transport, "in-process", logger, stack, parts);
+  return config;
+}
+
+/** What running chains needs beyond the configuration. */
+interface OnchainSetup {
+  readonly masterSecret: Uint8Array;
+  readonly startAt: "genesis" | "finalized";
+  /** Run only these chains (dev mode: those with a local dev chain). */
+  readonly only?: ReadonlySet<string> | undefined;
+  /** Dev mode: the dev chains' mint, behind BillingService.RequestTestFunds. */
+  readonly faucet?: DevFaucet | undefined;
+}
+
+/** Builds the facade and defers its drain: the first thing closed. */
+async function openFacade(
+  config: Config,
+  transport: Transport,
+  coreLocation: string,
+  logger: RuntimeOptions["logger"],
+  stack: ResourceStack,
+  parts: { facade: FastifyInstance | undefined },
+): Promise<void> {
+  const facade = await buildFacade({
+    transport,
+    coreLocation,
+    logger: logger ?? false,
+    images: config.images,
+    publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
+  });
+  parts.facade = facade;
+  stack.defer(async ({ deadline, reason }) => {
+    const timeoutMs = Math.max(deadline - Date.now(), 0);
+    facade.log.info({ reason, timeoutMs }, "shutting down: draining in-flight requests");
+    const force = setTimeout(() => facade.server.closeAllConnections(), timeoutMs);
+    force.unref();
+    // A connection whose request finishes during the drain turns idle but stays kept alive;
+    // close those as they appear instead of waiting for the client's keep-alive to lapse.
+    const reap = setInterval(() => facade.server.closeIdleConnections(), 25);
+    // Fastify's close stops the listener, answers 503 on kept-alive connections and waits for
+    // in-flight requests; the timer above bounds that wait.
+    try {
+      await facade.close();
+    } finally {
+      clearInterval(reap);
+      clearTimeout(force);
+    }
+  });
+}
+
+/** The public dev master secret, from the dev wing (loaded only when dev chains need it). */
+async function devMasterSecret(): Promise<Uint8Array> {
+  const { DEV_MASTER_SECRET } = await import("./dev/chains/dev-chains-file.js");
+  return DEV_MASTER_SECRET;
+}
+
+/** The dev provider, started at most once per runtime (text and images share it). */
+async function startDevUpstreamOnce(
+  stack: ResourceStack,
+  parts: { dev: Runtime["dev"] },
+): Promise<DevUpstream> {
+  if (parts.dev.upstream !== undefined) return parts.dev.upstream;
+  const { startDevUpstream } = await import("./dev/provider/dev-upstream.js");
+  const upstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
+  stack.defer(() => upstream.close());
+  parts.dev = { ...parts.dev, upstream };
+  return upstream;
+}
+
+/** The treasury pays every settlement's fees: give it dev gas on each local chain. */
+async function fundDevTreasuries(devChains: DevChains, chains: ChainsRuntime): Promise<void> {
+  for (const id of devChains.running) {
+    const treasury = chains.adapter(id)?.treasuryAddress();
+    if (treasury === undefined) continue;
+    await devChains
+      .fundFees(id, treasury)
+      .catch((error: unknown) =>
+        process.stderr.write(
+          `dev chains: ${id}: could not fund the treasury's fees: ${(error as Error).message}\n`,
+        ),
+      );
+  }
+}
+
+/** The chains worker's job for this gateway's configuration and chains. */
+function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSpec {
+  return {
+    dataDir: config.dataDir,
+    registry: config.chains,
+    masterSecret: onchain.masterSecret,
+    settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
+    pollMs: config.onchain.pollMs,
+    scanRange: config.onchain.scanRange,
+    startAt: onchain.startAt,
+    only: onchain.only,
+  };
+}
+
+/** HealthService's store check: one trivial read on the request loop's connection. */
+function databaseProbe(db: Db): HealthProbe {
+  const ping = db.prepare("SELECT 1");
+  return {
+    name: "database",
+    required: true,
+    check: () => {
+      ping.get();
+      return "sqlite ok";
+    },
+  };
+}
+
+/**
+ * A gRPC transport to a core elsewhere (facade-only mode, and the CLI with TOLLGATE_CORE_URL).
+ * With `bearer`, every call presents it (the CLI's operator token).
+ */
+export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport {
+  const interceptors: Interceptor[] = [];
+  if (bearer !== undefined) {
+    interceptors.push((next) => (req) => {
+      req.header.set("authorization", `Bearer ${bearer}`);
+      return next(req);
+    });
+  }
+  return createGrpcTransport({ baseUrl, interceptors });
+}
+
+/** Whether any image provider is configured (Gemini or OpenAI-images format). */
+function hasImageProvider(config: Config): boolean {
+  return config.images.gemini.url !== undefined || config.images.openai.url !== undefined;
+}

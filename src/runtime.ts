@@ -3,7 +3,7 @@ import { createRouterTransport, type Interceptor, type Transport } from "@connec
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
-import type { ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
+import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
 import { type Config, requireMasterSecret } from "./config.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
@@ -303,14 +303,8 @@ async function assemble(
     // Loaded only when chains run: viem and friends stay out of chain-less processes.
     const { ChainsRuntime } = await import("./chains/chains-runtime.js");
     chains = await ChainsRuntime.create({
+      ...chainsSettings(config, onchain),
       db,
-      registry: config.chains,
-      masterSecret: onchain.masterSecret,
-      settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
-      pollMs: config.onchain.pollMs,
-      scanRange: config.onchain.scanRange,
-      startAt: onchain.startAt,
-      only: onchain.only,
       now,
       log: (line) => console.error(line),
       onError: (error, context) =>
@@ -493,10 +487,9 @@ async function fundDevTreasuries(devChains: DevChains, chains: ChainsRuntime): P
   }
 }
 
-/** The chains worker's job for this gateway's configuration and chains. */
-function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSpec {
+/** The chains' settings, for the adapters built here and for the chains worker. */
+function chainsSettings(config: Config, onchain: OnchainSetup): ChainsSettings {
   return {
-    dataDir: config.dataDir,
     registry: config.chains,
     masterSecret: onchain.masterSecret,
     settlement: { mode: config.onchain.settlementMode, batchWindowMs: config.onchain.batchWindowMs },
@@ -505,6 +498,11 @@ function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSp
     startAt: onchain.startAt,
     only: onchain.only,
   };
+}
+
+/** The chains worker's job for this gateway's configuration and chains. */
+function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSpec {
+  return { dataDir: config.dataDir, ...chainsSettings(config, onchain) };
 }
 
 /** HealthService's store check: one trivial read on the request loop's connection. */

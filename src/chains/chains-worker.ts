@@ -1,20 +1,17 @@
 import { Worker } from "node:worker_threads";
-import type { ChainRegistry } from "../core/billing/chain-registry.js";
 import { openDatabase } from "../store/database.js";
 import { threadEntry } from "../thread-entry.js";
-import { ChainsRuntime } from "./chains-runtime.js";
+import { ChainsRuntime, type ChainsRuntimeOptions } from "./chains-runtime.js";
 
 /** What the chains worker runs: every chain's deposit watcher and settlement worker. */
-export interface ChainsWorkerSpec {
+export type ChainsSettings = Pick<
+  ChainsRuntimeOptions,
+  "registry" | "masterSecret" | "settlement" | "pollMs" | "scanRange" | "startAt" | "only"
+>;
+
+/** The chains worker's job: its chains' settings, over the database in `dataDir`. */
+export interface ChainsWorkerSpec extends ChainsSettings {
   readonly dataDir: string;
-  readonly registry: ChainRegistry;
-  readonly masterSecret: Uint8Array;
-  readonly settlement: { readonly mode: "per-call" | "batch"; readonly batchWindowMs: number };
-  readonly pollMs: number;
-  readonly scanRange: number;
-  readonly startAt: "genesis" | "finalized";
-  /** Run only these chains (dev mode: those with a local dev chain); all when absent. */
-  readonly only?: ReadonlySet<string> | undefined;
 }
 
 /** A running chains worker. */
@@ -34,15 +31,10 @@ export interface ChainsWorker {
 export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWorker> {
   const db = openDatabase(spec.dataDir);
   try {
+    const { dataDir: _, ...settings } = spec;
     const runtime = await ChainsRuntime.create({
+      ...settings,
       db,
-      registry: spec.registry,
-      masterSecret: spec.masterSecret,
-      settlement: spec.settlement,
-      pollMs: spec.pollMs,
-      scanRange: spec.scanRange,
-      startAt: spec.startAt,
-      only: spec.only,
       log: (line) => process.stderr.write(`${line}\n`),
       onError: (error, context) =>
         process.stderr.write(

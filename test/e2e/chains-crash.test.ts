@@ -12,7 +12,7 @@ import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing
 import { remoteCoreTransport } from "../../src/runtime.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
-import { devChainConfig } from "../helpers/evm.js";
+import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // kill -9 between broadcast and recording: a JSON-RPC proxy between the gateway and anvil
@@ -76,22 +76,7 @@ describe("settlement across a kill -9", () => {
     const secretHex = "5a".repeat(32);
     const chain = devChainConfig(dev, 1);
     const chainsFile = join(dir.path, "chains.json");
-    writeFileSync(
-      chainsFile,
-      JSON.stringify({
-        default_chain: "base",
-        chains: [
-          {
-            id: "base",
-            family: "evm",
-            chain_id: 8453,
-            asset: chain.asset,
-            rpc_url: proxyUrl,
-            finality: { confirmations: 1 },
-          },
-        ],
-      }),
-    );
+    writeChainsFile(chainsFile, dev, proxyUrl);
     const env = {
       TOLLGATE_DATA_DIR: join(dir.path, "data"),
       TOLLGATE_CHAINS: chainsFile,

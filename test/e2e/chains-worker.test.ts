@@ -9,7 +9,7 @@ import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { remoteCoreTransport } from "../../src/runtime.js";
-import { devChainConfig } from "../helpers/evm.js";
+import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { CLI, childEnv, cliJson, runCli, startGateway, tempDir, until } from "../helpers/process.js";
 
 // Production's shape: `tollgate serve` answers calls and holds the ledger; `tollgate worker`, a
@@ -63,22 +63,7 @@ describe("tollgate worker beside tollgate serve", () => {
     const secretHex = "6b".repeat(32);
     const chain = devChainConfig(dev, 1);
     const chainsFile = join(dir.path, "chains.json");
-    writeFileSync(
-      chainsFile,
-      JSON.stringify({
-        default_chain: "base",
-        chains: [
-          {
-            id: "base",
-            family: "evm",
-            chain_id: 8453,
-            asset: chain.asset,
-            rpc_url: dev.rpcUrl,
-            finality: { confirmations: 1 },
-          },
-        ],
-      }),
-    );
+    writeChainsFile(chainsFile, dev);
     const env = {
       TOLLGATE_DATA_DIR: join(dir.path, "data"),
       TOLLGATE_ANTHROPIC_URL: provider.url,

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import {
   type Address,
   createTestClient,
@@ -31,6 +32,19 @@ export function devChainConfig(dev: EvmDevChain, confirmations: number): ChainCo
     finality: { confirmations },
     enabled: true,
   };
+}
+
+/**
+ * Writes a `TOLLGATE_CHAINS` file naming one chain, `base`, on `dev`'s token, reached at `rpcUrl`
+ * (the dev chain's own, or a proxy in front of it), final after one confirmation.
+ */
+export function writeChainsFile(path: string, dev: EvmDevChain, rpcUrl = dev.rpcUrl): void {
+  const chain = devChainConfig(dev, 1);
+  const entry = { id: "base", family: "evm", chain_id: 8453, asset: chain.asset, rpc_url: rpcUrl };
+  writeFileSync(
+    path,
+    JSON.stringify({ default_chain: "base", chains: [{ ...entry, finality: { confirmations: 1 } }] }),
+  );
 }
 
 /**

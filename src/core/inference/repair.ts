@@ -171,7 +171,8 @@ function budgetToAdaptive(view: MessagesView, thinking: Thinking): Step {
     // The client's own effort says more about what it wants than a budget does.
     return { view: { ...view, thinking: adaptive }, repaired: ["thinking.budget_tokens"] };
   }
-  const budget = thinking.type === "enabled" ? thinking.budgetTokens : 0;
+  // The table calls this for "enabled" thinking only; the minimum budget stands in otherwise.
+  const budget = thinking.type === "enabled" ? thinking.budgetTokens : MIN_THINKING_BUDGET;
   return {
     view: {
       ...view,

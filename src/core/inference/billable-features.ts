@@ -1,6 +1,7 @@
 import type { AdvisorSpec, FallbackSpec, Speed, TextCallSpec } from "../billing/pricing.js";
 import { MAX_FALLBACKS, MAX_TOOL_USES } from "../billing/pricing.js";
 import { invalidField } from "../errors.js";
+import type { Fields } from "./messages-request.js";
 import type { ModelCatalog } from "./model-catalog.js";
 
 /** The `max_uses` a web search tool without one is sent with, unless configured. */
@@ -9,10 +10,16 @@ export const DEFAULT_WEB_SEARCH_MAX_USES = 5;
 /** What a request switches on that the provider bills beyond its four token counts. */
 export type BillableFeatures = Omit<TextCallSpec, "kind" | "model" | "inputTokens" | "maxTokens">;
 
-/** The features, and whether reading them changed the body (a model name or an inserted cap). */
+/** The features, and the fields as they go to the provider. */
 export interface ReadFeatures {
   readonly features: BillableFeatures;
-  readonly changed: boolean;
+  /**
+   * The request's other fields for the provider: the input object itself when nothing changed,
+   * else a copy with new `tools` / `fallbacks` arrays (a model name or an inserted cap).
+   */
+  readonly rest: Fields;
+  /** Each cap inserted (`tools.N.max_uses`), in order. */
+  readonly repaired: readonly string[];
 }
 
 /** How the gateway treats a tool, by its `type`. */
@@ -49,65 +56,73 @@ const CODE_EXECUTION_REFUSED =
   "Tollgate cannot price it or bound its hold";
 
 /**
- * Reads the billable features of a validated create request and prepares it for the provider,
- * in place: a web search tool without `max_uses` gets `webSearchMaxUses` (listed in
- * `repaired`); the advisor's and fallbacks' model names become the provider's. Refuses, with
- * InvalidArgument naming the field and nothing forwarded, what cannot be priced per call: code
- * execution tools, `container`, a tool type it does not know, and malformed feature fields.
+ * Reads the billable features of a validated request's other fields and prepares them for the
+ * provider, writing to nothing it was given: a web search tool without `max_uses` gets
+ * `webSearchMaxUses` (listed in `repaired`); the advisor's and fallbacks' model names become the
+ * provider's. Refuses, with InvalidArgument naming the field and nothing forwarded, what cannot be
+ * priced per call: code execution tools, `container`, a tool type it does not know, and malformed
+ * feature fields.
  */
 export function readBillableFeatures(
-  json: Record<string, unknown>,
+  json: Fields,
   models: ModelCatalog,
   webSearchMaxUses: number,
-  repaired: string[],
 ): ReadFeatures {
-  const renamed = { count: 0 };
-  const repairedBefore = repaired.length;
+  const repaired: string[] = [];
   if (json.container !== undefined && json.container !== null) {
     throw invalidField("container", `container: ${CODE_EXECUTION_REFUSED}.`);
   }
   let serverToolLoop = Array.isArray(json.mcp_servers) && json.mcp_servers.length > 0;
   let webSearchUses = 0n;
   let advisor: AdvisorSpec | undefined;
-  const tools = Array.isArray(json.tools) ? (json.tools as Record<string, unknown>[]) : [];
-  tools.forEach((tool, i) => {
+  const tools = Array.isArray(json.tools) ? (json.tools as readonly Fields[]) : [];
+  const sentTools = tools.map((tool, i) => {
     const kind = toolKind(tool.type, `tools.${i}.type`);
     if (kind !== "client") serverToolLoop = true;
     if (kind === "web_search") {
+      let sent = tool;
       if (tool.max_uses === undefined || tool.max_uses === null) {
-        tool.max_uses = webSearchMaxUses;
+        sent = { ...tool, max_uses: webSearchMaxUses };
         repaired.push(`tools.${i}.max_uses`);
       }
-      webSearchUses += count(tool.max_uses, `tools.${i}.max_uses`, 1n, MAX_TOOL_USES);
-    } else if (kind === "advisor") {
+      webSearchUses += count(sent.max_uses, `tools.${i}.max_uses`, 1n, MAX_TOOL_USES);
+      return sent;
+    }
+    if (kind === "advisor") {
       if (advisor !== undefined) throw invalidField(`tools.${i}`, `tools.${i}: at most one advisor tool.`);
+      const { id, sent } = providerModel(tool, models, `tools.${i}.model`);
       advisor = {
-        model: providerModel(tool, models, `tools.${i}.model`, renamed),
+        model: id,
         maxTokens: optionalCount(tool.max_tokens, `tools.${i}.max_tokens`, 1n),
         maxUses: optionalCount(tool.max_uses, `tools.${i}.max_uses`, 1n),
       };
+      return sent;
     }
+    return tool;
   });
   const fallbacks = json.fallbacks;
   let defaultFallback = false;
   const fallbackSpecs: FallbackSpec[] = [];
+  let sentFallbacks: readonly unknown[] | undefined;
   if (fallbacks === "default") {
     defaultFallback = true;
   } else if (fallbacks !== undefined && fallbacks !== null) {
     if (!Array.isArray(fallbacks) || fallbacks.length === 0 || fallbacks.length > MAX_FALLBACKS) {
       throw invalidField("fallbacks", `fallbacks: must be "default" or a list of 1–${MAX_FALLBACKS} models.`);
     }
-    fallbacks.forEach((entry: unknown, i) => {
+    sentFallbacks = fallbacks.map((entry: unknown, i) => {
       const path = `fallbacks.${i}`;
       if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
         throw invalidField(path, `${path}: must be an object with a model.`);
       }
-      const fallback = entry as Record<string, unknown>;
+      const fallback = entry as Fields;
+      const { id, sent } = providerModel(fallback, models, `${path}.model`);
       fallbackSpecs.push({
-        model: providerModel(fallback, models, `${path}.model`, renamed),
+        model: id,
         maxTokens: optionalCount(fallback.max_tokens, `${path}.max_tokens`, 1n),
         speed: speedOf(fallback.speed, `${path}.speed`),
       });
+      return sent;
     });
   }
   const geo = json.inference_geo;
@@ -124,7 +139,16 @@ export function readBillableFeatures(
     fallbacks: fallbackSpecs,
     defaultFallback,
   };
-  return { features, changed: renamed.count > 0 || repaired.length > repairedBefore };
+  const toolsChanged = sentTools.some((tool, i) => tool !== tools[i]);
+  const fallbacksChanged =
+    sentFallbacks?.some((entry, i) => entry !== (fallbacks as readonly unknown[])[i]) === true;
+  if (!toolsChanged && !fallbacksChanged) return { features, rest: json, repaired };
+  const rest = {
+    ...json,
+    ...(toolsChanged ? { tools: sentTools } : {}),
+    ...(fallbacksChanged ? { fallbacks: sentFallbacks } : {}),
+  };
+  return { features, rest, repaired };
 }
 
 function toolKind(type: unknown, field: string): ToolKind {
@@ -144,15 +168,14 @@ function toolKind(type: unknown, field: string): ToolKind {
 }
 
 /**
- * The gateway model an entry names (its `model`), rewritten to the provider's name (counted in
- * `renamed` when that changes it); its gateway id is returned.
+ * The gateway model an entry names (its `model`), and the entry as sent: the same object when
+ * it already names the provider's model, else a copy that does.
  */
 function providerModel(
-  entry: Record<string, unknown>,
+  entry: Fields,
   models: ModelCatalog,
   field: string,
-  renamed: { count: number },
-): string {
+): { readonly id: string; readonly sent: Fields } {
   const name = entry.model;
   if (typeof name !== "string" || name === "") throw invalidField(field, `${field}: Field required`);
   const model = models.resolve(name);
@@ -162,11 +185,7 @@ function providerModel(
       `${field}: unknown model ${JSON.stringify(name)}; one of ${models.models.map((m) => m.id).join(", ")}.`,
     );
   }
-  if (name !== model.upstreamId) {
-    entry.model = model.upstreamId;
-    renamed.count++;
-  }
-  return model.id;
+  return { id: model.id, sent: name === model.upstreamId ? entry : { ...entry, model: model.upstreamId } };
 }
 
 function hasCompaction(value: unknown): boolean {

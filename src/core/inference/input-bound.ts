@@ -21,7 +21,11 @@ export const DOCUMENT_BLOCK_TOKENS = 100_000;
  * content of nested blocks such as `tool_result`. The total is capped at the model's context
  * window, since the provider refuses larger inputs before charging for them.
  */
-export function inputTokenBound(bodyBytes: number, json: Record<string, unknown>, model: TextModel): bigint {
+export function inputTokenBound(
+  bodyBytes: number,
+  json: Readonly<Record<string, unknown>>,
+  model: TextModel,
+): bigint {
   let tokens = bodyBytes + PROVIDER_OVERHEAD_TOKENS;
   const messages = json.messages;
   if (Array.isArray(messages)) {

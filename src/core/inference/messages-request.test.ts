@@ -1,7 +1,13 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { errorInfo } from "../errors.js";
-import { MAX_MESSAGES, type MessagesCall, parseMessagesRequest } from "./messages-request.js";
+import {
+  encodeMessagesRequest,
+  MAX_MESSAGES,
+  type MessagesCall,
+  messagesBody,
+  parseMessagesRequest,
+} from "./messages-request.js";
 
 const MINIMAL = { model: "model-opus-4-8", max_tokens: 1024, messages: [{ role: "user", content: "Hi" }] };
 
@@ -23,6 +29,11 @@ function refusal(body: unknown, field: string, call: MessagesCall = "create"): s
 
 function withField(field: string, value: unknown): Record<string, unknown> {
   return { ...MINIMAL, [field]: value };
+}
+
+/** Parses a create body given as an object and encodes it back, unrepaired, as an object. */
+function roundTrip(body: unknown, call: MessagesCall = "create"): Record<string, unknown> {
+  return messagesBody(parseMessagesRequest(JSON.stringify(body), call));
 }
 
 /** A body shaped like Claude Code's: system-role messages, 24 tools, metadata, beta fields. */
@@ -99,7 +110,20 @@ describe("parseMessagesRequest", () => {
     const text = JSON.stringify(MINIMAL);
     for (const body of [text, new TextEncoder().encode(text)]) {
       const request = parseMessagesRequest(body, "create");
-      expect(request).toEqual({ json: MINIMAL, model: "model-opus-4-8", maxTokens: 1024, stream: false });
+      expect(request).toEqual({
+        call: "create",
+        view: {
+          model: "model-opus-4-8",
+          maxTokens: 1024,
+          stream: false,
+          thinking: undefined,
+          effort: undefined,
+          outputConfig: undefined,
+          sampling: { temperature: undefined, topP: undefined, topK: undefined },
+        },
+        rest: { messages: MINIMAL.messages },
+        keys: ["model", "max_tokens", "messages"],
+      });
     }
   });
 
@@ -107,28 +131,32 @@ describe("parseMessagesRequest", () => {
     const body = JSON.stringify(claudeCodeBody());
     expect(body.length).toBeGreaterThan(75_000);
     const request = parseMessagesRequest(body, "create");
-    expect(request.json).toEqual(claudeCodeBody());
-    expect(request.model).toBe("claude-opus-4-8");
-    expect(request.maxTokens).toBe(64_000);
-    expect(request.stream).toBe(true);
+    expect(messagesBody(request)).toEqual(claudeCodeBody());
+    expect(encodeMessagesRequest(request)).toBe(body);
+    expect(request.view).toMatchObject({ model: "claude-opus-4-8", maxTokens: 64_000, stream: true });
   });
 
   it("reads stream only when it is true", () => {
-    expect(parseMessagesRequest(JSON.stringify(withField("stream", false)), "create").stream).toBe(false);
-    expect(parseMessagesRequest(JSON.stringify(withField("stream", true)), "create").stream).toBe(true);
+    expect(parseMessagesRequest(JSON.stringify(withField("stream", false)), "create").view.stream).toBe(
+      false,
+    );
+    expect(parseMessagesRequest(JSON.stringify(withField("stream", true)), "create").view.stream).toBe(true);
   });
 
   it("accepts max_tokens 0 (a cache pre-warm)", () => {
-    expect(parseMessagesRequest(JSON.stringify(withField("max_tokens", 0)), "create").maxTokens).toBe(0);
+    expect(parseMessagesRequest(JSON.stringify(withField("max_tokens", 0)), "create").view.maxTokens).toBe(0);
   });
 
   it("needs no max_tokens for count_tokens and reports 0 and no stream", () => {
     const { max_tokens: _, ...body } = MINIMAL;
     const request = parseMessagesRequest(JSON.stringify({ ...body, stream: "ignored" }), "count_tokens");
-    expect(request.maxTokens).toBe(0);
-    expect(request.stream).toBe(false);
+    expect(request.view.maxTokens).toBe(0);
+    expect(request.view.stream).toBe(false);
+    // Unread there, so passed through as sent.
+    expect(request.rest.stream).toBe("ignored");
     const odd = parseMessagesRequest(JSON.stringify({ ...body, max_tokens: "x" }), "count_tokens");
-    expect(odd.maxTokens).toBe(0);
+    expect(odd.view.maxTokens).toBe(0);
+    expect(messagesBody(odd)).toEqual({ ...body, max_tokens: "x" });
   });
 
   it("accepts the nulls the API types as nullable", () => {
@@ -138,7 +166,7 @@ describe("parseMessagesRequest", () => {
       output_config: { effort: null, format: null },
       thinking: { type: "adaptive", display: null },
     };
-    expect(parseMessagesRequest(JSON.stringify(body), "create").json).toEqual(body);
+    expect(roundTrip(body)).toEqual(body);
   });
 
   it("accepts every documented value", () => {
@@ -155,7 +183,7 @@ describe("parseMessagesRequest", () => {
       metadata: {},
       output_config: { effort: "max", format: { type: "json_schema", schema: {} } },
     };
-    expect(parseMessagesRequest(JSON.stringify(body), "create").json).toEqual(body);
+    expect(roundTrip(body)).toEqual(body);
     for (const type of ["auto", "any", "none"]) {
       parseMessagesRequest(JSON.stringify(withField("tool_choice", { type })), "create");
     }
@@ -204,7 +232,7 @@ describe("parseMessagesRequest", () => {
     const one = { role: "user", content: "x" };
     const ok = Array.from({ length: MAX_MESSAGES }, () => one);
     expect(
-      parseMessagesRequest(JSON.stringify(withField("messages", ok)), "create").json.messages,
+      parseMessagesRequest(JSON.stringify(withField("messages", ok)), "create").rest.messages,
     ).toHaveLength(MAX_MESSAGES);
     expect(refusal(withField("messages", [...ok, one]), "messages")).toMatch(/^messages: at most 100000/);
   });
@@ -339,5 +367,83 @@ describe("parseMessagesRequest", () => {
     expect(refusal({ ...body, thinking: { type: "x" } }, "thinking.type", "count_tokens")).toMatch(
       /^thinking\.type: /,
     );
+  });
+});
+
+describe("the typed view", () => {
+  it("types what the gateway reads and keeps the nested fields it does not", () => {
+    const { view } = parseMessagesRequest(
+      JSON.stringify({
+        ...MINIMAL,
+        stream: true,
+        temperature: 0.5,
+        top_p: 0.9,
+        top_k: 7,
+        thinking: { type: "enabled", budget_tokens: 2048, display: "omitted", future: [1] },
+        output_config: { effort: "high", format: null, future: "x" },
+      }),
+      "create",
+    );
+    expect(view).toEqual({
+      model: "model-opus-4-8",
+      maxTokens: 1024,
+      stream: true,
+      thinking: { type: "enabled", budgetTokens: 2048, display: "omitted", extra: { future: [1] } },
+      effort: "high",
+      outputConfig: { format: null, future: "x" },
+      sampling: { temperature: 0.5, topP: 0.9, topK: 7 },
+    });
+  });
+
+  it("keeps a budget_tokens sent with another thinking type as one of its other fields", () => {
+    const { view } = parseMessagesRequest(
+      JSON.stringify(withField("thinking", { type: "adaptive", budget_tokens: 5 })),
+      "create",
+    );
+    expect(view.thinking).toEqual({ type: "adaptive", display: undefined, extra: { budget_tokens: 5 } });
+  });
+
+  it("passes every other top-level field through untouched, unknown ones included", () => {
+    const body = claudeCodeBody();
+    const request = parseMessagesRequest(JSON.stringify(body), "create");
+    const typed = ["model", "max_tokens", "stream", "thinking", "output_config"];
+    expect(Object.keys(request.rest)).toEqual(Object.keys(body).filter((key) => !typed.includes(key)));
+    expect(request.rest).toMatchObject({
+      some_future_field: { anything: [1, 2, 3] },
+      diagnostics: { cache: true },
+      service_tier: "auto",
+      container: null,
+      metadata: body.metadata,
+    });
+    expect(request.rest.messages).toEqual(body.messages);
+  });
+
+  it("encodes in the caller's key order, fields added by repair last", () => {
+    const text =
+      '{"messages":[{"role":"user","content":"x"}],"top_k":3,"x_new":{"a":1},"max_tokens":5,"model":"m"}';
+    const request = parseMessagesRequest(text, "create");
+    expect(encodeMessagesRequest(request)).toBe(text);
+    const view = {
+      ...request.view,
+      model: "upstream",
+      sampling: { ...request.view.sampling, topK: undefined },
+      effort: "low" as const,
+    };
+    expect(encodeMessagesRequest({ ...request, view })).toBe(
+      '{"messages":[{"role":"user","content":"x"}],"x_new":{"a":1},"max_tokens":5,"model":"upstream",' +
+        '"output_config":{"effort":"low"}}',
+    );
+  });
+
+  it("writes an explicit stream: false back, and no stream when none was sent", () => {
+    expect(roundTrip(withField("stream", false))).toEqual(withField("stream", false));
+    expect(roundTrip(MINIMAL)).not.toHaveProperty("stream");
+  });
+
+  it("keeps a __proto__ field a field", () => {
+    const text = '{"model":"m","max_tokens":1,"messages":[],"__proto__":{"x":1}}';
+    const request = parseMessagesRequest(text, "create");
+    expect(Object.hasOwn(request.rest, "__proto__")).toBe(true);
+    expect(encodeMessagesRequest(request)).toBe(text);
   });
 });

@@ -1,18 +1,67 @@
 import type { ConnectError } from "@connectrpc/connect";
 import { invalidField } from "../errors.js";
+import { EFFORTS, type Effort, type ThinkingType } from "./model-catalog.js";
 
 /** Which Messages API endpoint a body was sent to. */
 export type MessagesCall = "create" | "count_tokens";
 
-/** A validated request body. `json` is the parsed body; repair mutates it; unknown fields are passed through untouched. */
-export interface MessagesRequest {
-  readonly json: Record<string, unknown>;
-  /** The model as the client named it. */
+/** JSON object fields as parsed, never written to. */
+export type Fields = Readonly<Record<string, unknown>>;
+
+/** `thinking.display`; null is the API's explicit "model default". */
+export type ThinkingDisplay = "summarized" | "omitted";
+
+/**
+ * The request's `thinking`, typed. `extra` holds its other fields as sent, passed through
+ * while the type stays the same (a budget_tokens on a non-"enabled" type is one of them).
+ */
+export type Thinking =
+  | {
+      readonly type: "enabled";
+      readonly budgetTokens: number;
+      readonly display: ThinkingDisplay | null | undefined;
+      readonly extra: Fields;
+    }
+  | {
+      readonly type: Exclude<ThinkingType, "enabled">;
+      readonly display: ThinkingDisplay | null | undefined;
+      readonly extra: Fields;
+    };
+
+/** The sampling knobs; undefined = not sent. */
+export interface Sampling {
+  readonly temperature: number | undefined;
+  readonly topP: number | undefined;
+  readonly topK: number | undefined;
+}
+
+/** What the gateway reads of a request, typed: repair works on this and nothing else. */
+export interface MessagesView {
+  /** The model as named in the body (the client's name until repair sets the provider's). */
   readonly model: string;
-  /** create: the client's max_tokens; count_tokens: 0. */
+  /** create: max_tokens; count_tokens: 0 (a max_tokens sent there is unread and stays in rest). */
   readonly maxTokens: number;
-  /** create: stream === true; count_tokens: false. */
+  /** create: stream === true; count_tokens: false (a stream sent there stays in rest). */
   readonly stream: boolean;
+  /** undefined = no thinking field. */
+  readonly thinking: Thinking | undefined;
+  /** output_config.effort; null is the API's explicit "default", undefined = not sent. */
+  readonly effort: Effort | null | undefined;
+  /** output_config's other fields (format, …) as sent; undefined = no output_config. */
+  readonly outputConfig: Fields | undefined;
+  readonly sampling: Sampling;
+}
+
+/**
+ * A validated request body: the typed view, and every other top-level field untouched (messages,
+ * system, tools, metadata, and fields the gateway has never heard of).
+ */
+export interface MessagesRequest {
+  readonly call: MessagesCall;
+  readonly view: MessagesView;
+  readonly rest: Fields;
+  /** The body's top-level keys in the caller's order, which the encoder keeps. */
+  readonly keys: readonly string[];
 }
 
 /** More entries than any real conversation: a bound on the work one request can cause. */
@@ -20,17 +69,31 @@ export const MAX_MESSAGES = 100_000;
 
 const ROLES = ["user", "assistant", "system"];
 const TOOL_CHOICE_TYPES = ["auto", "any", "tool", "none"];
-const THINKING_TYPES = ["enabled", "adaptive", "disabled"];
-const THINKING_DISPLAYS = ["summarized", "omitted"];
-const EFFORT_VALUES = ["low", "medium", "high", "xhigh", "max"];
+const THINKING_TYPES: readonly ThinkingType[] = ["enabled", "adaptive", "disabled"];
+const THINKING_DISPLAYS: readonly ThinkingDisplay[] = ["summarized", "omitted"];
+
+/** The top-level fields the view holds, per call; the rest are passed through. */
+const VIEW_FIELDS: Readonly<Record<MessagesCall, ReadonlySet<string>>> = {
+  create: new Set([
+    "model",
+    "max_tokens",
+    "stream",
+    "thinking",
+    "output_config",
+    "temperature",
+    "top_p",
+    "top_k",
+  ]),
+  count_tokens: new Set(["model", "thinking", "output_config", "temperature", "top_p", "top_k"]),
+};
 
 // Fatal: a body that is not UTF-8 is refused rather than forwarded with replacement characters.
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Parses and validates a Messages API body (bytes or text); throws invalidField naming the field.
- * Only what the gateway relies on is checked (the provider validates the rest), so every field
- * a real client sends, known or not, passes through untouched.
+ * Parses and validates a Messages API body (bytes or text) into its typed view and the untouched
+ * rest; throws invalidField naming the field. Only what the gateway relies on is checked (the
+ * provider validates the rest), so every field a real client sends, known or not, passes through.
  */
 export function parseMessagesRequest(body: Uint8Array | string, call: MessagesCall): MessagesRequest {
   const json = parseBody(body);
@@ -58,18 +121,96 @@ export function parseMessagesRequest(body: Uint8Array | string, call: MessagesCa
   if (json.system !== undefined && typeof json.system !== "string") {
     checkBlocks(json.system, "system", "system: must be a string or an array of content blocks");
   }
-  checkUnitInterval(json, "temperature");
-  checkUnitInterval(json, "top_p");
+  const temperature = unitInterval(json, "temperature");
+  const topP = unitInterval(json, "top_p");
   if (json.top_k !== undefined && !isCount(json.top_k, 0)) {
     throw invalidField("top_k", "top_k: must be an integer >= 0");
   }
   checkStopSequences(json.stop_sequences);
   checkTools(json.tools);
   checkToolChoice(json.tool_choice);
-  checkThinking(json.thinking);
+  const thinking = readThinking(json.thinking);
   checkMetadata(json.metadata);
-  checkOutputConfig(json.output_config);
-  return { json, model, maxTokens, stream };
+  const outputConfig = readOutputConfig(json.output_config);
+
+  const keys = Object.keys(json);
+  const viewFields = VIEW_FIELDS[call];
+  // fromEntries defines properties: a "__proto__" key stays a field, as JSON.parse made it.
+  const rest = Object.fromEntries(Object.entries(json).filter(([key]) => !viewFields.has(key)));
+  const view: MessagesView = {
+    model,
+    maxTokens,
+    stream,
+    thinking,
+    effort: outputConfig?.effort,
+    outputConfig: outputConfig?.other,
+    sampling: { temperature, topP, topK: json.top_k as number | undefined },
+  };
+  return { call, view, rest, keys };
+}
+
+/**
+ * The body a request goes upstream as, as an object: the view's fields where the caller had
+ * them (new ones after), the rest as sent. Shallow: the rest's values are shared, not copied.
+ */
+export function messagesBody(request: MessagesRequest): Record<string, unknown> {
+  const { call, view, rest, keys } = request;
+  const viewFields = VIEW_FIELDS[call];
+  const sent = new Set(keys);
+  const written = viewEntries(view, call, sent);
+  const entries: (readonly [string, unknown])[] = [];
+  for (const key of sent) {
+    if (!viewFields.has(key)) {
+      if (Object.hasOwn(rest, key)) entries.push([key, rest[key]]);
+    } else if (written.has(key)) {
+      entries.push([key, written.get(key)]);
+      written.delete(key);
+    }
+  }
+  // Fields the caller did not send: what repair added, then whatever the rest gained.
+  for (const entry of written) entries.push(entry);
+  for (const key of Object.keys(rest)) if (!sent.has(key)) entries.push([key, rest[key]]);
+  return Object.fromEntries(entries);
+}
+
+/** The body a request goes upstream as: {@link messagesBody}, serialised. */
+export function encodeMessagesRequest(request: MessagesRequest): string {
+  return JSON.stringify(messagesBody(request));
+}
+
+/** The view's top-level fields as JSON values, absent ones left out. */
+function viewEntries(
+  view: MessagesView,
+  call: MessagesCall,
+  sent: ReadonlySet<string>,
+): Map<string, unknown> {
+  const entries = new Map<string, unknown>([["model", view.model]]);
+  if (call === "create") {
+    entries.set("max_tokens", view.maxTokens);
+    // An explicit `stream: false` is written back as sent; an absent one stays absent.
+    if (view.stream || sent.has("stream")) entries.set("stream", view.stream);
+  }
+  if (view.thinking !== undefined) entries.set("thinking", thinkingJson(view.thinking));
+  if (view.effort !== undefined || view.outputConfig !== undefined) {
+    entries.set("output_config", {
+      ...(view.effort === undefined ? {} : { effort: view.effort }),
+      ...view.outputConfig,
+    });
+  }
+  const { temperature, topP, topK } = view.sampling;
+  if (temperature !== undefined) entries.set("temperature", temperature);
+  if (topP !== undefined) entries.set("top_p", topP);
+  if (topK !== undefined) entries.set("top_k", topK);
+  return entries;
+}
+
+function thinkingJson(thinking: Thinking): Record<string, unknown> {
+  return {
+    type: thinking.type,
+    ...(thinking.type === "enabled" ? { budget_tokens: thinking.budgetTokens } : {}),
+    ...(thinking.display === undefined ? {} : { display: thinking.display }),
+    ...thinking.extra,
+  };
 }
 
 function parseBody(body: Uint8Array | string): Record<string, unknown> {
@@ -122,12 +263,13 @@ function checkBlocks(value: unknown, path: string, message: string): void {
   }
 }
 
-function checkUnitInterval(json: Record<string, unknown>, field: "temperature" | "top_p"): void {
+function unitInterval(json: Record<string, unknown>, field: "temperature" | "top_p"): number | undefined {
   const value = json[field];
-  if (value === undefined) return;
+  if (value === undefined) return undefined;
   if (typeof value !== "number" || !(value >= 0 && value <= 1)) {
     throw invalidField(field, `${field}: must be a number between 0 and 1`);
   }
+  return value;
 }
 
 function checkStopSequences(value: unknown): void {
@@ -164,15 +306,15 @@ function checkToolChoice(value: unknown): void {
   }
 }
 
-function checkThinking(value: unknown): void {
-  if (value === undefined) return;
+function readThinking(value: unknown): Thinking | undefined {
+  if (value === undefined) return undefined;
   if (!isObject(value)) throw invalidField("thinking", "thinking: must be an object");
   const type = value.type;
   if (type === undefined) throw required("thinking.type");
-  if (typeof type !== "string" || !THINKING_TYPES.includes(type))
-    throw notOneOf("thinking.type", THINKING_TYPES);
+  if (!isOneOf(type, THINKING_TYPES)) throw notOneOf("thinking.type", THINKING_TYPES);
+  let budget: unknown;
   if (type === "enabled") {
-    const budget = value.budget_tokens;
+    budget = value.budget_tokens;
     if (budget === undefined) throw required("thinking.budget_tokens");
     if (!isCount(budget, 1)) {
       throw invalidField("thinking.budget_tokens", "thinking.budget_tokens: must be an integer >= 1");
@@ -180,11 +322,14 @@ function checkThinking(value: unknown): void {
   }
   // null is the API's explicit "model default" (the SDK types it `| null`).
   const display = value.display;
-  if (display !== undefined && display !== null) {
-    if (typeof display !== "string" || !THINKING_DISPLAYS.includes(display)) {
-      throw notOneOf("thinking.display", THINKING_DISPLAYS);
-    }
+  if (display !== undefined && display !== null && !isOneOf(display, THINKING_DISPLAYS)) {
+    throw notOneOf("thinking.display", THINKING_DISPLAYS);
   }
+  const read = type === "enabled" ? ["type", "budget_tokens", "display"] : ["type", "display"];
+  const extra = Object.fromEntries(Object.entries(value).filter(([key]) => !read.includes(key)));
+  return type === "enabled"
+    ? { type, budgetTokens: budget as number, display, extra }
+    : { type, display, extra };
 }
 
 function checkMetadata(value: unknown): void {
@@ -197,25 +342,32 @@ function checkMetadata(value: unknown): void {
   }
 }
 
-function checkOutputConfig(value: unknown): void {
-  if (value === undefined) return;
+/** output_config split into its effort and its other fields (passed through). */
+function readOutputConfig(
+  value: unknown,
+): { readonly effort: Effort | null | undefined; readonly other: Fields } | undefined {
+  if (value === undefined) return undefined;
   if (!isObject(value)) throw invalidField("output_config", "output_config: must be an object");
   // effort and format are both typed `| null` by the API: null means the default.
   const effort = value.effort;
-  if (effort !== undefined && effort !== null) {
-    if (typeof effort !== "string" || !EFFORT_VALUES.includes(effort)) {
-      throw notOneOf("output_config.effort", EFFORT_VALUES);
-    }
+  if (effort !== undefined && effort !== null && !isOneOf(effort, EFFORTS)) {
+    throw notOneOf("output_config.effort", EFFORTS);
   }
   const format = value.format;
   if (format !== undefined && format !== null && !isObject(format)) {
     throw invalidField("output_config.format", "output_config.format: must be an object");
   }
+  const other = Object.fromEntries(Object.entries(value).filter(([key]) => key !== "effort"));
+  return { effort, other };
 }
 
 /** A plain JSON object (not null, not an array). */
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isOneOf<T extends string>(value: unknown, allowed: readonly T[]): value is T {
+  return typeof value === "string" && (allowed as readonly string[]).includes(value);
 }
 
 function isCount(value: unknown, min: number): value is number {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { defaultPriceCatalog } from "../billing/default-catalog.js";
-import { type MessagesCall, parseMessagesRequest } from "./messages-request.js";
+import { type MessagesCall, messagesBody, parseMessagesRequest } from "./messages-request.js";
 import { buildModelCatalog, type TextModel, type TextModelCapabilities } from "./model-catalog.js";
-import { budgetForEffort, effortForBudget, repairRequest } from "./repair.js";
+import { budgetForEffort, effortForBudget, repairView } from "./repair.js";
 
 const catalog = buildModelCatalog(defaultPriceCatalog());
 const MESSAGES = [{ role: "user", content: "Hi" }];
@@ -21,16 +21,28 @@ function customModel(capabilities: Partial<TextModelCapabilities>): TextModel {
   };
 }
 
-/** Parses `fields` (plus model and messages, and max_tokens unless given) and repairs it. */
+/**
+ * Parses `fields` (plus model and messages, and max_tokens unless given) and repairs it; `json`
+ * is the body as it would go upstream.
+ */
 function repair(target: string | TextModel, fields: Record<string, unknown>, call: MessagesCall = "create") {
   const base = call === "create" ? { max_tokens: 4096 } : {};
   const body = { model: "client-name", messages: MESSAGES, ...base, ...fields };
   const request = parseMessagesRequest(JSON.stringify(body), call);
-  const result = repairRequest(request, typeof target === "string" ? model(target) : target, call);
-  return { ...result, json: request.json };
+  const result = repairView(request.view, typeof target === "string" ? model(target) : target, call);
+  return { ...result, json: messagesBody({ ...request, view: result.view }) };
 }
 
-describe("repairRequest: model and max_tokens", () => {
+/** Freezes a value and everything it holds. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+describe("repairView: model and max_tokens", () => {
   it("sends the provider's model id, without recording it", () => {
     const { json, repaired } = repair("model-haiku-4-5", {});
     expect(json.model).toBe("claude-haiku-4-5-20251001");
@@ -51,9 +63,11 @@ describe("repairRequest: model and max_tokens", () => {
       unknown_field: [1, null],
     };
     const request = parseMessagesRequest(JSON.stringify(body), "create");
-    const result = repairRequest(request, model("model-opus-4-8"), "create");
+    const { view, ...result } = repairView(request.view, model("model-opus-4-8"), "create");
     expect(result).toEqual({ repaired: [], clampedFrom: undefined, maxTokens: 128_000 });
-    expect(request.json).toEqual(body);
+    // Nothing changed: the very view it was given, so the caller can send the bytes it received.
+    expect(view).toBe(request.view);
+    expect(messagesBody({ ...request, view })).toEqual(body);
   });
 
   it("clamps max_tokens to the model's ceiling, reporting the original apart", () => {
@@ -87,7 +101,7 @@ describe("repairRequest: model and max_tokens", () => {
   });
 });
 
-describe("repairRequest: thinking", () => {
+describe("repairView: thinking", () => {
   it("(a) turns a budget into adaptive thinking and an effort for models without budgets", () => {
     const { json, repaired } = repair("model-opus-4-8", {
       thinking: { type: "enabled", budget_tokens: 10_000, display: "summarized" },
@@ -274,7 +288,7 @@ describe("effort and budget mappings", () => {
   });
 });
 
-describe("repairRequest: effort", () => {
+describe("repairView: effort", () => {
   it("removes an effort from a model without efforts, and an output_config left empty", () => {
     const { json, repaired } = repair("model-haiku-4-5", { output_config: { effort: "medium" } });
     expect(json.output_config).toBeUndefined();
@@ -326,7 +340,7 @@ describe("repairRequest: effort", () => {
   });
 });
 
-describe("repairRequest: sampling", () => {
+describe("repairView: sampling", () => {
   it("drops non-default sampling on strict models", () => {
     const { json, repaired } = repair("model-opus-4-8", { temperature: 0.5, top_p: 0.9, top_k: 40 });
     expect(json).not.toHaveProperty("temperature");
@@ -412,7 +426,7 @@ describe("repairRequest: sampling", () => {
   });
 });
 
-describe("repairRequest: a Claude Code body", () => {
+describe("repairView: a Claude Code body", () => {
   const body = () => ({
     max_tokens: 64_000,
     stream: true,
@@ -436,5 +450,35 @@ describe("repairRequest: a Claude Code body", () => {
     const { json, repaired } = repair("model-opus-4-8", body());
     expect(repaired).toEqual([]);
     expect(json).toEqual({ ...body(), model: "claude-opus-4-8", messages: MESSAGES });
+  });
+});
+
+describe("repairView: purity", () => {
+  /** Requests that make every rule fire, on the models that fire them. */
+  const CASES: readonly [string, Record<string, unknown>][] = [
+    ["model-opus-4-8", { thinking: { type: "enabled", budget_tokens: 9_000, display: "omitted", x: 1 } }],
+    [
+      "model-haiku-4-5",
+      { max_tokens: 99_000, thinking: { type: "adaptive" }, output_config: { effort: "low" } },
+    ],
+    [
+      "model-sonnet-4-6",
+      { max_tokens: 5_000, thinking: { type: "enabled", budget_tokens: 9_000 }, top_k: 3 },
+    ],
+    ["model-opus-5", { thinking: { type: "disabled" }, output_config: { effort: "max", format: null } }],
+    ["model-fable-5", { thinking: { type: "disabled" }, temperature: 0.2, top_p: 0.5 }],
+    ["model-opus-4-6", { output_config: { effort: "xhigh" }, temperature: 0.5, top_p: 0.5 }],
+  ];
+
+  it.each(CASES)("never writes to the view it is given (%s)", (id, fields) => {
+    const body = { model: "client-name", messages: MESSAGES, max_tokens: 4096, ...fields };
+    const request = parseMessagesRequest(JSON.stringify(body), "create");
+    const before = structuredClone(request.view);
+    const view = deepFreeze(request.view);
+    // Strict mode: a write to a frozen object would throw.
+    const result = repairView(view, model(id), "create");
+    expect(result.repaired.length + (result.clampedFrom === undefined ? 0 : 1)).toBeGreaterThan(0);
+    expect(result.view).not.toBe(view);
+    expect(view).toEqual(before);
   });
 });

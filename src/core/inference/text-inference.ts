@@ -16,10 +16,15 @@ import {
 } from "./inference-errors.js";
 import { inputTokenBound } from "./input-bound.js";
 import { withKeepAlive } from "./keep-alive.js";
-import { parseMessagesRequest } from "./messages-request.js";
+import {
+  encodeMessagesRequest,
+  type MessagesRequest,
+  messagesBody,
+  parseMessagesRequest,
+} from "./messages-request.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { readBody } from "./read-body.js";
-import { repairRequest } from "./repair.js";
+import { repairView } from "./repair.js";
 import { type SseFrame, sseFrames } from "./sse.js";
 import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
@@ -132,26 +137,12 @@ export class TextInference {
     this.checkClient(call.userAgent);
     const rateLimit = await this.admit(this.deps.messagesLimit, call.keyId);
     const request = parseMessagesRequest(call.body, "create");
-    const model = this.model(request.model);
-    const repair = repairRequest(request, model, "create");
-    const repaired = [...repair.repaired];
-    const { features, changed } = readBillableFeatures(
-      request.json,
-      this.deps.models,
-      this.deps.webSearchMaxUses,
-      repaired,
-    );
-    // Nothing the gateway must change: the caller's bytes go to the provider as they came (no
-    // re-serialisation of what can be a 100 KB body; what the client sent is what is billed).
-    const untouched =
-      !changed &&
-      repaired.length === 0 &&
-      repair.clampedFrom === undefined &&
-      request.model === model.upstreamId;
+    const model = this.model(request.view.model);
+    const { sent, repaired, repair, features } = this.prepare(request, model);
     const spec: TextCallSpec = {
       kind: "text",
       model: model.id,
-      inputTokens: inputTokenBound(call.body.byteLength, request.json, model),
+      inputTokens: inputTokenBound(call.body.byteLength, request.rest, model),
       // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
       maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
       ...features,
@@ -167,7 +158,7 @@ export class TextInference {
       const response = await this.send(
         {
           path: "/v1/messages",
-          body: untouched ? call.body : JSON.stringify(request.json),
+          body: this.outgoingBody(request, sent, call.body),
           anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
           anthropicBeta: call.anthropicBeta,
           signal: upstreamAbort.signal,
@@ -183,18 +174,18 @@ export class TextInference {
           repairedParams: repaired,
           clampedFrom: repair.clampedFrom,
           rateLimit,
-          stream: request.stream,
+          stream: request.view.stream,
           upstreamRequestId: headerValue(response.headers["request-id"]),
         },
       };
-      if (!request.stream) {
+      if (!request.view.stream) {
         const text = await readBody(response.body, MESSAGE_BODY_LIMIT).catch((error: unknown) => {
           throw this.failure(error, signal);
         });
         const message = readMessage(text);
         const usage = hasUsage(message.usage)
           ? billedUsage(message.usage, message.model, this.resolveModel)
-          : await this.measured(call, request.json, contentTexts(message.content), model);
+          : await this.measured(call, sent, contentTexts(message.content), model);
         await this.settle(holdId, usage, call.requestId);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
@@ -206,7 +197,7 @@ export class TextInference {
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
-      if (outcome === "pending") await this.finish(holdId, meter, model, call, request.json);
+      if (outcome === "pending") await this.finish(holdId, meter, model, call, sent);
     }
   }
 
@@ -248,15 +239,39 @@ export class TextInference {
     this.checkClient(call.userAgent);
     const rateLimit = await this.admit(this.deps.countTokensLimit, call.keyId);
     const request = parseMessagesRequest(call.body, "count_tokens");
-    const model = this.model(request.model);
-    const repair = repairRequest(request, model, "count_tokens");
-    // The same tool checks and model names as a call: what can be counted can be sent.
-    const repaired = [...repair.repaired];
-    readBillableFeatures(request.json, this.deps.models, this.deps.webSearchMaxUses, repaired);
-    const text = await this.count(JSON.stringify(request.json), call);
+    const model = this.model(request.view.model);
+    // The same repair, tool checks and model names as a call: what can be counted can be sent.
+    const { sent, repaired } = this.prepare(request, model);
+    const text = await this.count(this.outgoingBody(request, sent, call.body), call);
     const inputTokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
     if (typeof inputTokens !== "number") throw upstreamError("a count without input_tokens");
     return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repaired };
+  }
+
+  /**
+   * Repairs a parsed request for its model and reads its billable features: the request as it
+   * goes upstream, and every change made (the x-gateway-repaired-params list).
+   */
+  private prepare(request: MessagesRequest, model: TextModel) {
+    const repair = repairView(request.view, model, request.call);
+    const billable = readBillableFeatures(request.rest, this.deps.models, this.deps.webSearchMaxUses);
+    const sent: MessagesRequest = { ...request, view: repair.view, rest: billable.rest };
+    const repaired = [...repair.repaired, ...billable.repaired];
+    return { sent, repaired, repair, features: billable.features };
+  }
+
+  /**
+   * The body the provider gets. When repair and the feature reader changed nothing (they hand
+   * back their very inputs), the caller's bytes go as they came: no re-serialisation of what can
+   * be a 100 KB body, and what the client sent is what is billed.
+   */
+  private outgoingBody(
+    request: MessagesRequest,
+    sent: MessagesRequest,
+    body: Uint8Array,
+  ): string | Uint8Array {
+    const untouched = sent.view === request.view && sent.rest === request.rest;
+    return untouched ? body : encodeMessagesRequest(sent);
   }
 
   /** Relays events as they arrive, recording each one the consumer took. */
@@ -306,7 +321,7 @@ export class TextInference {
     meter: StreamMeter,
     model: TextModel,
     call: TextCall,
-    request: Record<string, unknown>,
+    request: MessagesRequest,
   ): Promise<void> {
     try {
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
@@ -336,7 +351,7 @@ export class TextInference {
    */
   private async measured(
     call: TextCall,
-    request: Record<string, unknown>,
+    request: MessagesRequest,
     delivered: string[],
     model: TextModel,
   ): Promise<DeliveredUsage> {
@@ -345,8 +360,9 @@ export class TextInference {
       new Error("the provider answered 200 without usage; charging the gateway's own count"),
       `request ${call.requestId}`,
     );
+    const sent = messagesBody(request);
     const countBody: Record<string, unknown> = {};
-    for (const field of COUNT_FIELDS) if (request[field] !== undefined) countBody[field] = request[field];
+    for (const field of COUNT_FIELDS) if (sent[field] !== undefined) countBody[field] = sent[field];
     let inputTokens: bigint;
     try {
       inputTokens = BigInt(inputTokensOf(await this.count(JSON.stringify(countBody), call)));
@@ -391,7 +407,7 @@ export class TextInference {
   }
 
   /** Calls the provider's count endpoint; returns its JSON text. */
-  private async count(body: string, call: { anthropicVersion: string; anthropicBeta: string }) {
+  private async count(body: string | Uint8Array, call: { anthropicVersion: string; anthropicBeta: string }) {
     const response = await this.send({
       path: "/v1/messages/count_tokens",
       body,

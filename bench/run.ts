@@ -19,6 +19,9 @@
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
+ *
+ * Only a full run with the defaults writes bench/results/latest.json and docs/benchmarks.md; any
+ * of the options above makes a partial run, written to bench/results/partial/ (not committed).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -455,19 +458,29 @@ async function main(): Promise<void> {
 
   results.machine.loadAfter = loadavg();
   results.finishedAt = new Date().toISOString();
-  const dir = join(ROOT, "bench/results");
+  // Only a full run of Tollgate itself is what docs/benchmarks.md shows (latest.json) and is kept
+  // in bench/results/; a partial run (a phase, target or scenario subset, a profile, --quick) or
+  // another --target goes to bench/results/partial/ (not committed) with a report of its own.
+  const partial =
+    quick ||
+    [values.target, values.profile, values.only, values.targets, values.scenarios, values.rates].some(
+      (option) => option !== undefined,
+    ) ||
+    [values.seconds, values.streams].some((option) => option !== undefined);
+  const dir = join(ROOT, partial ? "bench/results/partial" : "bench/results");
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;
   const stamp = startedAt.toISOString().replace(/[:.]/g, "-");
   writeFileSync(join(dir, `${stamp}.json`), text);
-  // latest.json is what docs/benchmarks.md shows: Tollgate's own runs only.
-  if (values.target === undefined) writeFileSync(join(dir, "latest.json"), text);
-  if (values.target === undefined) {
+  if (!partial) {
+    writeFileSync(join(dir, "latest.json"), text);
     writeReport(results, join(ROOT, "docs"));
     log("wrote bench/results/latest.json, docs/benchmarks.md and docs/benchmarks.svg");
   } else {
     writeReport(results, dir, `${stamp}-report`);
-    log(`wrote bench/results/${stamp}.json and its report (docs/ is kept for Tollgate's own figures)`);
+    log(
+      `wrote bench/results/partial/${stamp}.json and its report (a partial run: docs/ keeps the last full run)`,
+    );
   }
   if (dataDir !== undefined) cleanup.push(dataDir);
 }

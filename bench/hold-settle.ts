@@ -74,7 +74,7 @@ for (let i = 0; performance.now() < until; i++) {
     call: { kind: "text", model: "model-haiku-4-5", inputTokens: 100n, maxTokens: 64n },
   });
   const t1 = performance.now();
-  await billing.settleDelivered(state.hold.id, {
+  await billing.settleDelivered(state.hold, {
     inputTokens: 12n,
     outputTokens: 9n,
     cacheWrite5mTokens: 0n,

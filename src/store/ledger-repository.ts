@@ -45,6 +45,10 @@ export class LedgerRepository {
       db.prepare<T, Raw>(sql).safeIntegers(true);
     this.s = {
       accountExists: db.prepare<[string], Raw>("SELECT 1 FROM accounts WHERE id = ?"),
+      billingAccount: db.prepare<[string], { default_chain: string | null }>(
+        `SELECT b.default_chain FROM accounts a
+         LEFT JOIN billing_accounts b ON b.account_id = a.id WHERE a.id = ?`,
+      ),
       getDefaultChain: db.prepare<[string], { default_chain: string }>(
         "SELECT default_chain FROM billing_accounts WHERE account_id = ?",
       ),
@@ -133,6 +137,12 @@ export class LedgerRepository {
   /** Whether an account with this id exists. */
   accountExists(accountId: string): boolean {
     return this.s.accountExists.get(accountId) !== undefined;
+  }
+
+  /** Undefined when there is no such account, else the chain it picked, if any. */
+  billingAccount(accountId: string): { defaultChain: string | undefined } | undefined {
+    const row = this.s.billingAccount.get(accountId);
+    return row === undefined ? undefined : { defaultChain: row.default_chain ?? undefined };
   }
 
   /** The chain the account picked, or undefined when it never picked one. */

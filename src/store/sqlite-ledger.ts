@@ -93,6 +93,10 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
     return this.#ledger.accountExists(accountId);
   }
 
+  async billingAccount(accountId: string): Promise<{ defaultChain: string | undefined } | undefined> {
+    return this.#ledger.billingAccount(accountId);
+  }
+
   async defaultChain(accountId: string): Promise<string | undefined> {
     return this.#ledger.defaultChain(accountId);
   }

@@ -124,7 +124,7 @@ describe("group commit of the ledger's writes", () => {
     const ends = await Promise.all(
       holds.map((state, i) =>
         i % 2 === 0
-          ? f.billing.settleDelivered(state.hold.id, { ...NO_USAGE, inputTokens: 10n, outputTokens: 5n })
+          ? f.billing.settleDelivered(state.hold, { ...NO_USAGE, inputTokens: 10n, outputTokens: 5n })
           : f.billing.release(state.hold.id).then((s) => ({ state: s, capped: false })),
       ),
     );

@@ -281,6 +281,28 @@ describe("hold → settle", () => {
     }
   });
 
+  it("a call settling the hold it placed, after the sweeper expired it, is refused and changes nothing", async () => {
+    const account = await funded(f);
+    const placed = await billing.holdNewCall({
+      accountId: account,
+      requestId: "swept",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    clock += 20 * 60_000;
+    expect(await billing.expireHolds(15 * 60_000)).toBe(1);
+    // The call settles from the hold it was given (no read): the write itself refuses it.
+    const error = await failsWithoutWriting(f.db, () =>
+      billing.settleDelivered(placed.hold, usage({ outputTokens: 10n })),
+    );
+    expect(errorInfo(error)).toMatchObject({
+      reason: "HOLD_ALREADY_RESOLVED",
+      metadata: { hold_id: placed.hold.id, status: "expired", chain: "base" },
+    });
+    expect(await billing.available(account, "base")).toBe(1_000_000n);
+  });
+
   it("settle after release, and release after settle, are deterministic errors that change nothing", async () => {
     const account = await funded(f);
     const a = await billing.hold({

@@ -3,6 +3,7 @@ import { newId } from "../ids.js";
 import {
   availableOf,
   type BalanceRow,
+  type HoldRow,
   type HoldState,
   type LedgerStore,
   type ResolveResult,
@@ -155,12 +156,14 @@ export class Billing implements CallBilling {
    * limits, so a cap means the provider went beyond them: the caller never pays more than the
    * worst case it was checked against, `capped` says the gateway absorbed the difference, and
    * `priced` is the full price (with what could not be priced) for the caller to report.
+   * `placed` is the hold as {@link holdNewCall} returned it: its terms never change, so it is not
+   * read again (the settlement itself still refuses a hold resolved meanwhile, by the sweeper).
    */
   settleDelivered(
-    holdId: string,
+    placed: HoldRow,
     usage: DeliveredUsage,
   ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }> {
-    return this.settleWith(holdId, usage, true);
+    return this.settleWith(placed.id, usage, true, placed);
   }
 
   /** Voids a pending hold: nothing is charged. Fails, changing nothing, if already resolved. */
@@ -256,9 +259,12 @@ export class Billing implements CallBilling {
     if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
       throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
     }
-    await this.requireAccount(input.accountId);
-    const { chain, amount } = await this.quote(input.accountId, input.chain, input.call);
+    // One read for the account and its default chain: this runs before every call.
+    const account = await this.deps.ledger.billingAccount(input.accountId);
+    if (account === undefined) throw accountNotFound(input.accountId);
     const { call } = input;
+    const chain = selectChain(this.deps.chains, input.chain, account.defaultChain);
+    const amount = this.quoteOn(chain, call);
     const result = await this.deps.ledger.placeHold({
       id: holdIdFor(input.accountId, requestId),
       accountId: input.accountId,
@@ -289,13 +295,17 @@ export class Billing implements CallBilling {
     holdId: string,
     usage: DeliveredUsage,
     cap: boolean,
+    placed?: HoldRow,
   ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }> {
     checkUsage(usage);
-    const state = await this.deps.ledger.getHold(holdId);
-    if (state === undefined) throw holdNotFound(holdId);
-    const { hold } = state;
-    if (state.resolution !== undefined)
-      throw holdAlreadyResolved(holdId, state.resolution.status, hold.chain);
+    let hold = placed;
+    if (hold === undefined) {
+      const state = await this.deps.ledger.getHold(holdId);
+      if (state === undefined) throw holdNotFound(holdId);
+      if (state.resolution !== undefined)
+        throw holdAlreadyResolved(holdId, state.resolution.status, state.hold.chain);
+      hold = state.hold;
+    }
     // The charge depends on what was delivered, not on the request's features: only the model
     // (and an image call's size) comes from the hold.
     const call: CallSpec =

@@ -1,4 +1,4 @@
-import type { HoldState } from "../ports/ledger.js";
+import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { HoldInput } from "./billing.js";
 import type { ChainConfig } from "./chain-registry.js";
 import type { CallSpec, DeliveredUsage, PricedUsage } from "./pricing.js";
@@ -19,9 +19,9 @@ export interface CallBilling {
   quoteOn(chain: ChainConfig, call: CallSpec): bigint;
   /** Reserves the worst case; a request id seen before is refused (REQUEST_ID_REUSED). */
   holdNewCall(input: HoldInput): Promise<HoldState>;
-  /** Charges what was delivered (capped at the hold) and releases the rest. */
+  /** Charges what was delivered (capped at the hold) and releases the rest of the hold it placed. */
   settleDelivered(
-    holdId: string,
+    placed: HoldRow,
     usage: DeliveredUsage,
   ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }>;
   /** Voids the hold: nothing is charged. */

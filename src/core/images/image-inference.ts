@@ -96,7 +96,7 @@ export class ImageInference {
       const delivered = await this.deliver(image.image, call.responseFormat);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
-      await this.deps.billing.settleDelivered(holdId, { ...NO_USAGE, images: 1 });
+      await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
       charged = true;
       return {
         requestId: call.requestId,

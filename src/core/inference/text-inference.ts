@@ -3,6 +3,7 @@ import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
+import type { HoldRow } from "../ports/ledger.js";
 import type { TextUpstream, UpstreamCall, UpstreamResponse } from "../ports/providers.js";
 import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
 import { readBillableFeatures } from "./billable-features.js";
@@ -148,7 +149,7 @@ export class TextInference {
       ...features,
     };
     const hold = await this.hold(call, spec);
-    const holdId = hold.hold.id;
+    const placed = hold.hold;
     const upstreamAbort = new AbortController();
     const onAbort = () => upstreamAbort.abort();
     signal.addEventListener("abort", onAbort, { once: true });
@@ -186,7 +187,7 @@ export class TextInference {
         const usage = hasUsage(message.usage)
           ? billedUsage(message.usage, message.model, this.resolveModel)
           : await this.measured(call, sent, contentTexts(message.content), model);
-        await this.settle(holdId, usage, call.requestId);
+        await this.settle(placed, usage, call.requestId);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
         return;
@@ -197,7 +198,7 @@ export class TextInference {
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
-      if (outcome === "pending") await this.finish(holdId, meter, model, call, sent);
+      if (outcome === "pending") await this.finish(placed, meter, model, call, sent);
     }
   }
 
@@ -317,7 +318,7 @@ export class TextInference {
    * delivered content without any usage is measured the same way (never a silent $0).
    */
   private async finish(
-    holdId: string,
+    placed: HoldRow,
     meter: StreamMeter,
     model: TextModel,
     call: TextCall,
@@ -325,21 +326,21 @@ export class TextInference {
   ): Promise<void> {
     try {
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
-        await this.deps.billing.release(holdId);
+        await this.deps.billing.release(placed.id);
         return;
       }
       if (!meter.reportedAny) {
         return await this.settle(
-          holdId,
+          placed,
           await this.measured(call, request, meter.deliveredBlocks(), model),
           call.requestId,
         );
       }
-      if (meter.finished) return await this.settle(holdId, meter.reported(this.resolveModel), call.requestId);
+      if (meter.finished) return await this.settle(placed, meter.reported(this.resolveModel), call.requestId);
       const outputTokens = await this.countDelivered(meter.deliveredBlocks(), model, call);
-      await this.settle(holdId, { ...meter.reported(this.resolveModel), outputTokens }, call.requestId);
+      await this.settle(placed, { ...meter.reported(this.resolveModel), outputTokens }, call.requestId);
     } catch (error) {
-      this.deps.onError(error, `request ${call.requestId}: settling ${holdId}`);
+      this.deps.onError(error, `request ${call.requestId}: settling ${placed.id}`);
     }
   }
 
@@ -443,20 +444,20 @@ export class TextInference {
   }
 
   /** Settles what was delivered; anything the price could not account for is counted and logged. */
-  private async settle(holdId: string, usage: DeliveredUsage, requestId: string): Promise<void> {
-    const { capped, priced } = await this.deps.billing.settleDelivered(holdId, usage);
+  private async settle(placed: HoldRow, usage: DeliveredUsage, requestId: string): Promise<void> {
+    const { capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
     if (priced.unpriced.length > 0) {
       this.deps.counters.add("unpriced_usage");
       this.deps.onError(
         new Error(`usage the gateway cannot price: ${priced.unpriced.join(", ")}; charged what it knows`),
-        `request ${requestId}: settling ${holdId}`,
+        `request ${requestId}: settling ${placed.id}`,
       );
     }
     if (capped) {
       this.deps.counters.add("capped_charge");
       this.deps.onError(
         new Error("the delivered usage exceeded the call's hold; the charge was capped at the hold"),
-        `request ${requestId}: settling ${holdId}`,
+        `request ${requestId}: settling ${placed.id}`,
       );
     }
   }

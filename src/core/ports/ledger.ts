@@ -132,6 +132,11 @@ export function availableOf(balance: BalanceRow): bigint {
 export interface LedgerStore {
   /** Whether an account with this id exists. */
   accountExists(accountId: string): Promise<boolean>;
+  /**
+   * An account as a new hold needs it, in one read: undefined when there is no such account,
+   * else the chain it picked (undefined when it never picked one).
+   */
+  billingAccount(accountId: string): Promise<{ readonly defaultChain: string | undefined } | undefined>;
   /** The chain the account picked, or undefined when it never picked one. */
   defaultChain(accountId: string): Promise<string | undefined>;
   /** Records the chain `auto` bills for this account. */

@@ -13,7 +13,18 @@ if (port === null) throw new Error("ledger-writer-thread.ts runs only as a worke
 const db = openDatabase((workerData as { dataDir: string }).dataDir);
 const writes = groupCommittedWrites(db);
 
-const reply = (message: WriteReply) => port.postMessage(message);
+// The answers of one group commit arrive together (its writes settle in one microtask run):
+// they cross back in one message.
+let answers: WriteReply[] = [];
+const reply = (message: WriteReply) => {
+  if (answers.length === 0) setImmediate(sendAnswers);
+  answers.push(message);
+};
+function sendAnswers(): void {
+  const batch = answers;
+  answers = [];
+  port!.postMessage(batch);
+}
 
 /** What crosses back for a failed write: enough to rebuild the error (structured clone drops `code`). */
 function describe(error: unknown): { name: string; message: string; code: string | undefined } {
@@ -29,6 +40,7 @@ port.on("message", (batch: readonly WriteRequest[]) => {
         () => {
           db.close();
           reply({ id, ok: true, value: undefined });
+          sendAnswers();
           port.close();
         },
         (error: unknown) => reply({ id, ok: false, error: describe(error) }),

@@ -49,17 +49,23 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     for (const p of pending.values()) p.reject(failure);
     pending.clear();
   };
-  worker.on("message", (reply: WriteReply) => {
-    if (reply.id === 0) return ready();
-    const p = pending.get(reply.id);
-    if (p === undefined) return;
-    pending.delete(reply.id);
+  // Answers come in batches: one message per group commit, not one per write.
+  worker.on("message", (replies: readonly WriteReply[]) => {
+    for (const reply of replies) {
+      if (reply.id === 0) {
+        ready();
+        continue;
+      }
+      const p = pending.get(reply.id);
+      if (p === undefined) continue;
+      pending.delete(reply.id);
+      if (reply.ok) p.resolve(reply.value);
+      else
+        p.reject(
+          Object.assign(new Error(reply.error.message), { name: reply.error.name, code: reply.error.code }),
+        );
+    }
     if (pending.size === 0) worker.unref();
-    if (reply.ok) p.resolve(reply.value);
-    else
-      p.reject(
-        Object.assign(new Error(reply.error.message), { name: reply.error.name, code: reply.error.code }),
-      );
   });
   worker.on("error", (error) =>
     fail(new Error(`the ledger writer failed: ${error.message}`, { cause: error })),
@@ -69,13 +75,22 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   await started;
   worker.unref();
 
+  // Writes asked for during one turn of the event loop cross in one message: each message
+  // costs both threads a wake-up, and they would share one group commit anyway.
+  let outbox: WriteRequest[] = [];
+  const post = () => {
+    const batch = outbox;
+    outbox = [];
+    if (failure === undefined) worker.postMessage(batch);
+  };
   const call = (op: WriteRequest["op"], args: readonly unknown[]): Promise<never> => {
     if (failure !== undefined) return Promise.reject(failure);
     const id = nextId++;
     if (pending.size === 0) worker.ref();
     return new Promise((resolve, reject) => {
       pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      worker.postMessage([{ id, op, args } satisfies WriteRequest]);
+      if (outbox.length === 0) setImmediate(post);
+      outbox.push({ id, op, args });
     });
   };
   let closed: Promise<void> | undefined;

@@ -1,5 +1,4 @@
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";

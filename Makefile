@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build dashboard browser generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
+.PHONY: help install build dashboard browser services generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ dashboard: install ## Bundle the dashboard page into dist/dashboard (esbuild; no
 browser: ## Install Debian's chromium for the browser tests when it is missing (needs root and apt)
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+services: ## Install Debian's redis-server for the shared rate-limit tests when it is missing (needs root and apt; the tests start their own)
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
 generate: install ## Regenerate src/gen from proto/ with buf + protoc-gen-es
 	buf generate
 
@@ -47,10 +50,10 @@ typecheck: install ## tsc --noEmit over src, test and bench, and the dashboard w
 	tsc --noEmit
 	tsc -p src/dashboard
 
-test: install checkgenerate lint typecheck build browser ## Everything CI checks: generation, lint, types, then all tests
+test: install checkgenerate lint typecheck build browser services ## Everything CI checks: generation, lint, types, then all tests
 	vitest run
 
-test-only: build browser ## Only the tests (skips generation and lint checks)
+test-only: build browser services ## Only the tests (skips generation and lint checks)
 	vitest run
 
 run: build ## Run the gateway on its embedded defaults and local stand-ins (tollgate dev: facade :8787, core :8788, ./data)

@@ -34,6 +34,8 @@ export interface Config {
   readonly coreUrl: string | undefined;
   /** Operator bearer token for account management over the network; unset disables it. */
   readonly adminToken: string | undefined;
+  /** Redis for rate limits shared by every gateway host; unset: each process counts in memory. */
+  readonly redisUrl: string | undefined;
   /** How long SIGTERM waits for in-flight requests before closing connections. */
   readonly shutdownTimeoutMs: number;
   /** Fastify/pino log level. */
@@ -150,6 +152,18 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
       throw new ConfigError("TOLLGATE_CORE_URL", "must be an http:// or https:// URL");
     }
   }
+  const redisUrl = optional(env, "TOLLGATE_REDIS_URL");
+  if (redisUrl !== undefined) {
+    let protocol: string;
+    try {
+      protocol = new URL(redisUrl).protocol;
+    } catch {
+      throw new ConfigError("TOLLGATE_REDIS_URL", "not a URL (redis://[:password@]host:port[/db])");
+    }
+    if (protocol !== "redis:" && protocol !== "rediss:") {
+      throw new ConfigError("TOLLGATE_REDIS_URL", "must be a redis:// or rediss:// URL");
+    }
+  }
   const adminToken = optional(env, "TOLLGATE_ADMIN_TOKEN");
   if (adminToken !== undefined && adminToken.length < 32) {
     throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
@@ -162,6 +176,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     dataDir: resolve(cwd, optional(env, "TOLLGATE_DATA_DIR") ?? "data"),
     coreUrl,
     adminToken,
+    redisUrl,
     shutdownTimeoutMs: integer(env, "TOLLGATE_SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     logLevel: oneOf(env, "TOLLGATE_LOG_LEVEL", LOG_LEVELS, "info"),
     chains: jsonFile(env, cwd, "TOLLGATE_CHAINS", parseChainRegistry) ?? defaultChainRegistry(),

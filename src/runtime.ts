@@ -12,6 +12,7 @@ import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
 import { createInProcessTransport } from "./core/in-process-transport.js";
+import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import type { DevUpstream } from "./dev/provider/dev-upstream.js";
@@ -339,6 +340,21 @@ async function assemble(
   }
 
   const probes: HealthProbe[] = [databaseProbe(db), ...(chains?.probes() ?? [])];
+  // Per-key limits: in this process's memory, or in Redis, shared by every host.
+  let rateLimiter: RateLimiterFactory = memoryRateLimiter;
+  if (mode !== "operator" && config.redisUrl !== undefined) {
+    const { connectRedis, redisRateLimiter } = await import("./limits/redis.js");
+    const redis = await connectRedis(config.redisUrl);
+    stack.defer(async () => {
+      await redis.quit().catch(() => redis.disconnect());
+    });
+    rateLimiter = redisRateLimiter(redis, (reason) => console.error(`rate limits: ${reason}`));
+    probes.push({
+      name: "redis",
+      required: false,
+      check: async () => `${await redis.ping()} (rate limits)`,
+    });
+  }
   const core = createCore({
     accounts: new AuthRepository(db),
     sessions: new SessionRepository(db),
@@ -356,7 +372,7 @@ async function assemble(
         ? undefined
         : {
             textUpstream,
-            rateLimiter: memoryRateLimiter,
+            rateLimiter,
             clientPolicy: config.clientPolicy,
             messagesPerMinute: config.rateLimitPerMinute,
             countTokensPerMinute: config.countTokensPerMinute,

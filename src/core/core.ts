@@ -75,7 +75,7 @@ export interface CoreDeps {
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
 export interface InferenceDeps {
   readonly textUpstream: TextUpstream;
-  /** Builds the per-key limits (messages, count_tokens, images); src/limits/memory.ts in one process. */
+  /** Builds the per-key limits (messages, count_tokens, images): in memory, or in Redis across hosts. */
   readonly rateLimiter: RateLimiterFactory;
   readonly clientPolicy: ClientPolicy;
   readonly messagesPerMinute: number;
@@ -152,8 +152,12 @@ export function createCore(deps: CoreDeps): Core {
           billing,
           models: buildModelCatalog(billing.catalog),
           upstream: deps.inference.textUpstream,
-          messagesLimit: deps.inference.rateLimiter(deps.inference.messagesPerMinute, 60_000),
-          countTokensLimit: deps.inference.rateLimiter(deps.inference.countTokensPerMinute, 60_000),
+          messagesLimit: deps.inference.rateLimiter("messages", deps.inference.messagesPerMinute, 60_000),
+          countTokensLimit: deps.inference.rateLimiter(
+            "count_tokens",
+            deps.inference.countTokensPerMinute,
+            60_000,
+          ),
           clientPolicy: deps.inference.clientPolicy,
           streamPingMs: deps.inference.streamPingMs,
           webSearchMaxUses,
@@ -170,7 +174,7 @@ export function createCore(deps: CoreDeps): Core {
           upstreams: deps.inference.images.upstreams,
           store: deps.inference.images.store,
           urlTtlMs: deps.inference.images.urlTtlMs,
-          limit: deps.inference.rateLimiter(deps.inference.images.perMinute, 60_000),
+          limit: deps.inference.rateLimiter("images", deps.inference.images.perMinute, 60_000),
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });

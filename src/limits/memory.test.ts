@@ -3,7 +3,7 @@ import { memoryRateLimiter } from "./memory.js";
 
 describe("memoryRateLimiter", () => {
   it("allows `limit` requests per key and window, then refuses with the time to reset", async () => {
-    const limiter = memoryRateLimiter(2, 60_000);
+    const limiter = memoryRateLimiter("test", 2, 60_000);
     const first = await limiter.consume("key_a");
     const second = await limiter.consume("key_a");
     const third = await limiter.consume("key_a");
@@ -15,14 +15,14 @@ describe("memoryRateLimiter", () => {
   });
 
   it("counts each key on its own", async () => {
-    const limiter = memoryRateLimiter(1, 60_000);
+    const limiter = memoryRateLimiter("test", 1, 60_000);
     expect((await limiter.consume("key_a")).allowed).toBe(true);
     expect((await limiter.consume("key_a")).allowed).toBe(false);
     expect((await limiter.consume("key_b")).allowed).toBe(true);
   });
 
   it("refills once the window has passed", async () => {
-    const limiter = memoryRateLimiter(1, 200);
+    const limiter = memoryRateLimiter("test", 1, 200);
     expect((await limiter.consume("k")).allowed).toBe(true);
     expect((await limiter.consume("k")).allowed).toBe(false);
     await new Promise((r) => setTimeout(r, 250));

@@ -3,15 +3,19 @@
  * gateway process counts on its own. `memoryRateLimiter` is a `RateLimiterFactory` of the core's
  * port (src/core/ports/rate-limits.ts).
  */
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import type { RateLimiter } from "../core/ports/rate-limits.js";
 
 /**
  * A fixed-window limit of `limit` requests per `windowMs` per key, in this process's memory
  * (rate-limiter-flexible's RateLimiterMemory, whose Redis sibling shares the same interface).
  */
-export function memoryRateLimiter(limit: number, windowMs: number): RateLimiter {
-  const limiter = new RateLimiterMemory({ points: limit, duration: windowMs / 1000 });
+export function memoryRateLimiter(_name: string, limit: number, windowMs: number): RateLimiter {
+  return rateLimiterOver(new RateLimiterMemory({ points: limit, duration: windowMs / 1000 }), limit);
+}
+
+/** The core's RateLimiter over one of rate-limiter-flexible's limiters (memory or Redis). */
+export function rateLimiterOver(limiter: RateLimiterAbstract, limit: number): RateLimiter {
   return {
     limit,
     consume: async (key) => {

@@ -1,7 +1,7 @@
 /**
  * The rate-limit port: per-key counters the core consults before it admits a call. The stores
- * live in src/limits/: in this process's memory by default (src/limits/memory.ts); a shared
- * store (Redis) can implement the same port for several gateway processes.
+ * live in src/limits/: in this process's memory by default (src/limits/memory.ts), or in Redis
+ * (src/limits/redis.ts, TOLLGATE_REDIS_URL) so that a limit holds across gateway hosts.
  */
 
 /** A rate limit as it stands after one request was counted. */
@@ -24,5 +24,8 @@ export interface RateLimiter {
   consume(key: string): Promise<RateLimitDecision>;
 }
 
-/** Builds a limit of `limit` requests per `windowMs` per key, in the store it belongs to. */
-export type RateLimiterFactory = (limit: number, windowMs: number) => RateLimiter;
+/**
+ * Builds a limit of `limit` requests per `windowMs` per key, in the store it belongs to. `name`
+ * keeps the limits apart in a shared store (`messages`, `count_tokens`, `images`).
+ */
+export type RateLimiterFactory = (name: string, limit: number, windowMs: number) => RateLimiter;

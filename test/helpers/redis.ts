@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer } from "node:net";
+import { freePort } from "./ports.js";
 
 /** A real redis-server (Debian's package; `make test` installs it) on a free loopback port. */
 export interface RedisServer {
@@ -8,16 +8,6 @@ export interface RedisServer {
   readonly port: number;
   /** Stops the server (SIGTERM) and waits for it to exit. */
   stop(): Promise<void>;
-}
-
-/** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, "close");
-  return port;
 }
 
 /**

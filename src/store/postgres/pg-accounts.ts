@@ -1,0 +1,225 @@
+import type pg from "pg";
+import type {
+  AccountPage,
+  AccountRow,
+  AccountStatusText,
+  AccountStore,
+  IdentityRow,
+  KeyLookupRow,
+  KeyRow,
+  NewAccount,
+  SessionRow,
+  SessionStore,
+  WalletFamilyText,
+} from "../../core/ports/accounts.js";
+import { inTransaction } from "./pg-database.js";
+
+const ACCOUNT_COLUMNS = "id, name, status, suspended_reason, created_at";
+const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, revoked_at";
+const INSERT_ACCOUNT =
+  "INSERT INTO accounts (id, name, status, created_at) VALUES ($1, $2, 'active', $3) RETURNING " +
+  ACCOUNT_COLUMNS;
+
+/** Accounts and API keys in PostgreSQL, the core's {@link AccountStore}. */
+export class PgAccountStore implements AccountStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async insertAccount(id: string, name: string, now: number): Promise<AccountRow> {
+    return (await this.pool.query<AccountRow>(INSERT_ACCOUNT, [id, name, now])).rows[0]!;
+  }
+
+  async getAccount(id: string): Promise<AccountRow | undefined> {
+    return (await this.pool.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [id]))
+      .rows[0];
+  }
+
+  async listAccounts(afterSeq: number, limit: number): Promise<AccountPage> {
+    const { rows } = await this.pool.query<AccountRow & { seq: number }>(
+      `SELECT seq, ${ACCOUNT_COLUMNS} FROM accounts WHERE seq > $1 ORDER BY seq LIMIT $2`,
+      [afterSeq, limit],
+    );
+    return { rows: rows.map(({ seq: _, ...row }) => row), lastSeq: rows.at(-1)?.seq };
+  }
+
+  async setAccountStatus(id: string, status: AccountStatusText, reason: string): Promise<void> {
+    await this.pool.query("UPDATE accounts SET status = $1, suspended_reason = $2 WHERE id = $3", [
+      status,
+      reason,
+      id,
+    ]);
+  }
+
+  async insertKey(
+    id: string,
+    accountId: string,
+    name: string,
+    prefix: string,
+    digest: Buffer,
+    now: number,
+  ): Promise<KeyRow> {
+    const { rows } = await this.pool.query<KeyRow>(
+      `INSERT INTO api_keys (id, account_id, name, prefix, digest, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+       RETURNING ${KEY_COLUMNS}`,
+      [id, accountId, name, prefix, digest, now],
+    );
+    return rows[0]!;
+  }
+
+  async getKey(id: string): Promise<KeyRow | undefined> {
+    return (await this.pool.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1`, [id])).rows[0];
+  }
+
+  async listKeys(accountId: string): Promise<KeyRow[]> {
+    return (
+      await this.pool.query<KeyRow>(
+        `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, seq DESC`,
+        [accountId],
+      )
+    ).rows;
+  }
+
+  async revokeKey(id: string, now: number): Promise<void> {
+    await this.pool.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", [
+      now,
+      id,
+    ]);
+  }
+
+  async findKeyByDigest(digest: Buffer): Promise<KeyLookupRow | undefined> {
+    const { rows } = await this.pool.query<KeyLookupRow>(
+      `SELECT k.id, k.account_id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.digest,
+              a.status AS account_status
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id
+        WHERE k.digest = $1`,
+      [digest],
+    );
+    return rows[0];
+  }
+
+  async touchKey(id: string, now: number, staleBefore: number): Promise<void> {
+    await this.pool.query(
+      "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)",
+      [now, id, staleBefore],
+    );
+  }
+
+  /** The `auth_version` counter, bumped by triggers on every host's changes (migration 1). */
+  async changeStamp(): Promise<number> {
+    return (await this.pool.query<{ n: number }>("SELECT n FROM auth_version WHERE id = 1")).rows[0]!.n;
+  }
+}
+
+/** Sign-in nonces, wallet identities and dashboard sessions in PostgreSQL, the core's {@link SessionStore}. */
+export class PgSessionStore implements SessionStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async insertNonce(nonce: string, expiresAt: number): Promise<void> {
+    await this.pool.query("INSERT INTO sign_in_nonces (nonce, expires_at) VALUES ($1, $2)", [
+      nonce,
+      expiresAt,
+    ]);
+  }
+
+  /** One UPDATE: of two hosts using one nonce at once, exactly one sees a row changed. */
+  async useNonce(nonce: string, now: number): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      "UPDATE sign_in_nonces SET used_at = $1 WHERE nonce = $2 AND used_at IS NULL AND expires_at > $1",
+      [now, nonce],
+    );
+    return rowCount === 1;
+  }
+
+  async purgeNonces(now: number): Promise<void> {
+    await this.pool.query("DELETE FROM sign_in_nonces WHERE expires_at <= $1", [now]);
+  }
+
+  /**
+   * The identity's account, creating both in one transaction if the identity is new. Two first
+   * sign-ins at once: the second's identity insert conflicts on the primary key and does nothing,
+   * its transaction rolls back (its account too), and it answers with the first one's account.
+   */
+  async accountForIdentity(
+    family: WalletFamilyText,
+    address: string,
+    account: NewAccount,
+    now: number,
+  ): Promise<{ accountId: string; created: boolean }> {
+    const known = await this.identityAccount(family, address);
+    if (known !== undefined) return { accountId: known, created: false };
+    const created = await inTransaction(this.pool, async (client) => {
+      await client.query(INSERT_ACCOUNT, [account.id, account.name, now]);
+      const inserted = await client.query(
+        `INSERT INTO wallet_identities (family, address, account_id, linked_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (family, address) DO NOTHING`,
+        [family, address, account.id, now],
+      );
+      if (inserted.rowCount !== 1) throw new IdentityTaken();
+      return true;
+    }).catch((error: unknown) => {
+      if (error instanceof IdentityTaken) return false;
+      throw error;
+    });
+    if (created) return { accountId: account.id, created: true };
+    return { accountId: (await this.identityAccount(family, address))!, created: false };
+  }
+
+  async linkIdentity(
+    family: WalletFamilyText,
+    address: string,
+    accountId: string,
+    now: number,
+  ): Promise<string> {
+    await this.pool.query(
+      `INSERT INTO wallet_identities (family, address, account_id, linked_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (family, address) DO NOTHING`,
+      [family, address, accountId, now],
+    );
+    return (await this.identityAccount(family, address))!;
+  }
+
+  async listIdentities(accountId: string): Promise<IdentityRow[]> {
+    return (
+      await this.pool.query<IdentityRow>(
+        "SELECT family, address, account_id, linked_at FROM wallet_identities WHERE account_id = $1 ORDER BY linked_at, family",
+        [accountId],
+      )
+    ).rows;
+  }
+
+  async insertSession(
+    id: string,
+    digest: Buffer,
+    accountId: string,
+    now: number,
+    expiresAt: number,
+  ): Promise<void> {
+    await this.pool.query(
+      "INSERT INTO sessions (id, digest, account_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+      [id, digest, accountId, now, expiresAt],
+    );
+  }
+
+  async findSession(digest: Buffer): Promise<SessionRow | undefined> {
+    return (
+      await this.pool.query<SessionRow>(
+        "SELECT id, account_id, created_at, expires_at, ended_at FROM sessions WHERE digest = $1",
+        [digest],
+      )
+    ).rows[0];
+  }
+
+  async endSession(id: string, now: number): Promise<void> {
+    await this.pool.query("UPDATE sessions SET ended_at = $1 WHERE id = $2 AND ended_at IS NULL", [now, id]);
+  }
+
+  private async identityAccount(family: WalletFamilyText, address: string): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ account_id: string }>(
+      "SELECT account_id FROM wallet_identities WHERE family = $1 AND address = $2",
+      [family, address],
+    );
+    return rows[0]?.account_id;
+  }
+}
+
+/** Another sign-in linked the identity first (its transaction rolls back). */
+class IdentityTaken extends Error {}

@@ -1,0 +1,96 @@
+/**
+ * The PostgreSQL store's connection pool and its numbered migrations (`pg`, pooled). Chosen by
+ * TOLLGATE_DATABASE_URL once every port has a PostgreSQL implementation; today: accounts, keys
+ * and sign-in (see docs/store.md).
+ */
+import pg from "pg";
+import { PG_MIGRATIONS } from "./pg-migrations.js";
+
+/** int8 (BIGINT) columns come back as JS numbers: every one here is a millisecond time or a count. */
+const INT8_OID = 20;
+
+/** The advisory lock key under which a host migrates: hosts that start together take turns. */
+const MIGRATION_LOCK = 7_450_001;
+
+/** Opens a pool on `url` and brings its schema up to date. */
+export async function openPostgres(url: string, poolSize = 10): Promise<pg.Pool> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    types: {
+      getTypeParser: (oid: number, format?: "text" | "binary") =>
+        oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format),
+    },
+  });
+  // An idle connection's failure (the server restarting) drops that connection; the next query
+  // opens another. Without a listener it would crash the process.
+  pool.on("error", () => {});
+  try {
+    await migratePostgres(pool);
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+  return pool;
+}
+
+/**
+ * Applies the migrations not applied yet, each in its own transaction with its version recorded,
+ * holding a session advisory lock throughout: hosts that start at once migrate one at a time
+ * (even `CREATE TABLE IF NOT EXISTS` races without it).
+ */
+export async function migratePostgres(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+    try {
+      await client.query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+      );
+      const applied = new Set(
+        (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map(
+          (r) => r.version,
+        ),
+      );
+      for (const migration of PG_MIGRATIONS) {
+        if (applied.has(migration.version)) continue;
+        await client.query("BEGIN");
+        try {
+          await client.query(migration.sql);
+          await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+            migration.version,
+            migration.name,
+          ]);
+          await client.query("COMMIT");
+        } catch (error) {
+          await client.query("ROLLBACK");
+          throw error;
+        }
+      }
+    } finally {
+      await client.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/** Runs `work` in one transaction on one pooled connection; rolls back if it throws. */
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  isolation: "READ COMMITTED" | "SERIALIZABLE" = "READ COMMITTED",
+): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query(`BEGIN ISOLATION LEVEL ${isolation}`);
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

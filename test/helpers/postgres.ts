@@ -1,0 +1,102 @@
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "./ports.js";
+
+/** Debian's PostgreSQL 15 (`make test` installs it when missing). */
+const BIN = "/usr/lib/postgresql/15/bin";
+
+/** A real PostgreSQL server on a temporary directory and a free loopback port. */
+export interface PostgresServer {
+  /** `postgres://tollgate:<password>@127.0.0.1:<port>/tollgate`: password-checked (SCRAM). */
+  readonly url: string;
+  readonly port: number;
+  /** The same server with a wrong password, to see it refused. */
+  readonly wrongPasswordUrl: string;
+  /** Stops the server (`pg_ctl stop -m fast`) and removes its directory. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts PostgreSQL the way ENVIRONMENT-bound tests must: PostgreSQL refuses to run as root, so
+ * the cluster belongs to the `postgres` user and every command runs through `runuser`; the
+ * postmaster leaves the caller's process group, so it is stopped with `pg_ctl stop`.
+ */
+export async function startPostgres(): Promise<PostgresServer> {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-pg-"));
+  chmodSync(dir, 0o700);
+  const data = join(dir, "data");
+  const password = randomBytes(12).toString("hex");
+  const pwfile = join(dir, "pw");
+  writeFileSync(pwfile, `${password}\n`);
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    const { uid, gid } = postgresUser();
+    chownSync(dir, uid, gid);
+    chownSync(pwfile, uid, gid);
+  }
+  const run = (cmd: string, args: string[]) =>
+    execFileSync(
+      asRoot ? "runuser" : join(BIN, cmd),
+      asRoot ? ["-u", "postgres", "--", join(BIN, cmd), ...args] : args,
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+        encoding: "utf8",
+      },
+    );
+  run("initdb", [
+    "-D",
+    data,
+    "-U",
+    "tollgate",
+    `--pwfile=${pwfile}`,
+    "--auth-host=scram-sha-256",
+    "--auth-local=scram-sha-256",
+    "-E",
+    "UTF8",
+    "--no-instructions",
+  ]);
+  const port = await freePort();
+  run("pg_ctl", [
+    "-D",
+    data,
+    "-l",
+    join(dir, "log"),
+    "-w",
+    "-o",
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on`,
+    "start",
+  ]);
+  const stop = async () => {
+    try {
+      run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  try {
+    const { Client } = await import("pg");
+    const admin = new Client({
+      connectionString: `postgres://tollgate:${password}@127.0.0.1:${port}/postgres`,
+    });
+    await admin.connect();
+    await admin.query("CREATE DATABASE tollgate");
+    await admin.end();
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return {
+    url: `postgres://tollgate:${password}@127.0.0.1:${port}/tollgate`,
+    wrongPasswordUrl: `postgres://tollgate:not-${password}@127.0.0.1:${port}/tollgate`,
+    port,
+    stop,
+  };
+}
+
+function postgresUser(): { uid: number; gid: number } {
+  const line = execFileSync("getent", ["passwd", "postgres"], { encoding: "utf8" }).split(":");
+  return { uid: Number(line[2]), gid: Number(line[3]) };
+}

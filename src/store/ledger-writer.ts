@@ -1,6 +1,40 @@
 import { Worker } from "node:worker_threads";
+import type {
+  CreditResult,
+  NewCredit,
+  NewHold,
+  NewWithdrawal,
+  PlaceHoldResult,
+  ResolveResult,
+  UsageCounts,
+  WithdrawResult,
+} from "../core/ports/ledger.js";
 import { threadEntry } from "../thread-entry.js";
-import type { LedgerWriteOp, LedgerWrites } from "./sqlite-ledger.js";
+
+/**
+ * The ledger's writes, as the SQLite ledger hands them to whichever thread holds its write
+ * connection. Each answers once its transaction has committed.
+ */
+export interface LedgerWrites {
+  placeHold(hold: NewHold): Promise<PlaceHoldResult>;
+  settle(
+    holdId: string,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+    charges: string,
+  ): Promise<ResolveResult>;
+  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult>;
+  expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
+  credit(credit: NewCredit): Promise<CreditResult>;
+  setDefaultChain(accountId: string, chain: string, now: number): Promise<void>;
+  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult>;
+  /** Finishes the writes already asked for, then lets the connection go. */
+  close(): Promise<void>;
+}
+
+/** The name of one write, as it crosses to a worker thread. */
+export type LedgerWriteOp = Exclude<keyof LedgerWrites, "close">;
 
 /** One write sent to the writer thread. */
 export interface WriteRequest {

@@ -19,32 +19,8 @@ import type {
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
 import { LedgerRepository } from "./ledger-repository.js";
+import type { LedgerWrites } from "./ledger-writer.js";
 import { OnchainRepository } from "./onchain-repository.js";
-
-/**
- * The ledger's writes, as the SQLite ledger hands them to whichever thread holds its write
- * connection. Each answers once its transaction has committed.
- */
-export interface LedgerWrites {
-  placeHold(hold: NewHold): Promise<PlaceHoldResult>;
-  settle(
-    holdId: string,
-    charge: bigint,
-    usage: UsageCounts,
-    now: number,
-    charges: string,
-  ): Promise<ResolveResult>;
-  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult>;
-  expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
-  credit(credit: NewCredit): Promise<CreditResult>;
-  setDefaultChain(accountId: string, chain: string, now: number): Promise<void>;
-  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult>;
-  /** Finishes the writes already asked for, then lets the connection go. */
-  close(): Promise<void>;
-}
-
-/** The name of one write, as it crosses to a worker thread. */
-export type LedgerWriteOp = Exclude<keyof LedgerWrites, "close">;
 
 /**
  * The writes on a connection of this thread, group-committed: the writes asked for in one turn

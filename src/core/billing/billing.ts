@@ -18,7 +18,7 @@ import {
   requestIdReused,
   settleExceedsHold,
 } from "./billing-errors.js";
-import type { CallBilling } from "./call-billing.js";
+import type { CallBilling, HoldInput } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { encodeCharges } from "./charge-record.js";
@@ -42,18 +42,6 @@ export interface BillingDeps {
   readonly chains: ChainRegistry;
   readonly catalog: PriceCatalog;
   readonly now: () => number;
-}
-
-/** A call to reserve funds for. */
-export interface HoldInput {
-  readonly accountId: string;
-  /** The gateway's request id; the hold id is derived from it. */
-  readonly requestId: string;
-  /** The API key making the call, for usage rows; "" when none. */
-  readonly keyId: string;
-  /** The `x-gateway-billing-chain` value: a chain id, `auto`, or empty. */
-  readonly chain: string | undefined;
-  readonly call: CallSpec;
 }
 
 /** An operator credit. */

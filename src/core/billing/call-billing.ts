@@ -1,7 +1,18 @@
 import type { HoldRow, HoldState } from "../ports/ledger.js";
-import type { HoldInput } from "./billing.js";
 import type { ChainConfig } from "./chain-registry.js";
 import type { CallSpec, DeliveredUsage, PricedUsage } from "./pricing.js";
+
+/** A call to reserve funds for. */
+export interface HoldInput {
+  readonly accountId: string;
+  /** The gateway's request id; the hold id is derived from it. */
+  readonly requestId: string;
+  /** The API key making the call, for usage rows; "" when none. */
+  readonly keyId: string;
+  /** The `x-gateway-billing-chain` value: a chain id, `auto`, or empty. */
+  readonly chain: string | undefined;
+  readonly call: CallSpec;
+}
 
 /**
  * The billing a model call needs on its hot path: hold before the provider call, settle or

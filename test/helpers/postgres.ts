@@ -15,6 +15,8 @@ export interface PostgresServer {
   readonly port: number;
   /** The same server with a wrong password, to see it refused. */
   readonly wrongPasswordUrl: string;
+  /** Creates an empty database on this server and returns its URL (one per test that migrates). */
+  freshDatabase(): Promise<string>;
   /** Stops the server (`pg_ctl stop -m fast`) and removes its directory. */
   stop(): Promise<void>;
 }
@@ -88,7 +90,23 @@ export async function startPostgres(): Promise<PostgresServer> {
     await stop();
     throw error;
   }
+  let databases = 0;
+  const freshDatabase = async () => {
+    const name = `tollgate_${++databases}`;
+    const { Client } = await import("pg");
+    const admin = new Client({
+      connectionString: `postgres://tollgate:${password}@127.0.0.1:${port}/postgres`,
+    });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.end();
+    }
+    return `postgres://tollgate:${password}@127.0.0.1:${port}/${name}`;
+  };
   return {
+    freshDatabase,
     url: `postgres://tollgate:${password}@127.0.0.1:${port}/tollgate`,
     wrongPasswordUrl: `postgres://tollgate:not-${password}@127.0.0.1:${port}/tollgate`,
     port,

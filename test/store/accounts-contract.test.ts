@@ -6,6 +6,7 @@ import { AuthRepository } from "../../src/store/auth-repository.js";
 import { openDatabase } from "../../src/store/database.js";
 import { PgAccountStore, PgSessionStore } from "../../src/store/postgres/pg-accounts.js";
 import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { PG_MIGRATIONS } from "../../src/store/postgres/pg-migrations.js";
 import { SessionRepository } from "../../src/store/session-repository.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
@@ -40,11 +41,8 @@ const stores: Record<string, () => Promise<Stores>> = {
     };
   },
   postgres: async () => {
-    const pool: pg.Pool = await openPostgres(server.url);
-    // Each run starts from an empty schema of its own making.
-    await pool.query(
-      "TRUNCATE sessions, wallet_identities, sign_in_nonces, api_keys, accounts; UPDATE auth_version SET n = 0",
-    );
+    // Each run migrates a database of its own.
+    const pool: pg.Pool = await openPostgres(await server.freshDatabase());
     return {
       accounts: new PgAccountStore(pool),
       sessions: new PgSessionStore(pool),
@@ -193,16 +191,13 @@ describe.each(Object.keys(stores))("the account and session ports on %s", (name)
 describe("the PostgreSQL schema", () => {
   it("migrates once when two hosts start together, and reopens without change", async () => {
     // A database no host has migrated yet.
-    const admin = await openPostgres(server.url, 1);
-    await admin.query("CREATE DATABASE tollgate_fresh");
-    await admin.end();
-    const fresh = server.url.replace(/\/tollgate$/, "/tollgate_fresh");
+    const fresh = await server.freshDatabase();
     const pools = await Promise.all([openPostgres(fresh, 2), openPostgres(fresh, 2)]);
     try {
       const { rows } = await pools[0]!.query<{ version: number }>(
         "SELECT version FROM schema_migrations ORDER BY version",
       );
-      expect(rows.map((r) => r.version)).toEqual([1, 2]);
+      expect(rows.map((r) => r.version)).toEqual(PG_MIGRATIONS.map((m) => m.version));
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }

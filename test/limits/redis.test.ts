@@ -72,6 +72,8 @@ describe("rate limits in Redis", () => {
       }
     } finally {
       client.disconnect();
+      // Already stopped on the way through, unless an assertion failed before that.
+      await own.stop();
     }
   });
 

@@ -1,34 +1,14 @@
 import { Worker } from "node:worker_threads";
-import type {
-  CreditResult,
-  NewCredit,
-  NewHold,
-  NewWithdrawal,
-  PlaceHoldResult,
-  ResolveResult,
-  UsageCounts,
-  WithdrawResult,
-} from "../core/ports/ledger.js";
+import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
 import { threadEntry } from "../thread-entry.js";
 
 /**
- * The ledger's writes, as the SQLite ledger hands them to whichever thread holds its write
- * connection. Each answers once its transaction has committed.
+ * The ledger's writes (the ports' write methods), as the SQLite ledger hands them to whichever
+ * thread holds its write connection. Each answers once its transaction has committed.
  */
-export interface LedgerWrites {
-  placeHold(hold: NewHold): Promise<PlaceHoldResult>;
-  settle(
-    holdId: string,
-    charge: bigint,
-    usage: UsageCounts,
-    now: number,
-    charges: string,
-  ): Promise<ResolveResult>;
-  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult>;
-  expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
-  credit(credit: NewCredit): Promise<CreditResult>;
-  setDefaultChain(accountId: string, chain: string, now: number): Promise<void>;
-  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult>;
+export interface LedgerWrites
+  extends Pick<LedgerStore, "placeHold" | "settle" | "void" | "expireHolds" | "credit" | "setDefaultChain">,
+    Pick<OnchainStore, "withdraw"> {
   /** Finishes the writes already asked for, then lets the connection go. */
   close(): Promise<void>;
 }

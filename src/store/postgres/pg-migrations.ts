@@ -198,4 +198,146 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         FOR EACH STATEMENT EXECUTE FUNCTION refuse_change();
     `,
   },
+  {
+    version: 4,
+    name: "onchain deposits, settlement outbox and withdrawals; system balances in shards",
+    sql: `
+      -- A system account (system:revenue, …) is the counterpart of every call on its chain: one
+      -- running-total row for it would be a lock every hold on every host waits for until the
+      -- previous one commits. Its totals are spread over 16 rows (shard 0..15, picked per
+      -- transaction) and read as their sum; a user account keeps exactly one row (shard 0),
+      -- which stays the lock its holds serialise on.
+      ALTER TABLE ledger_balances ADD COLUMN shard SMALLINT NOT NULL DEFAULT 0
+        CHECK (shard >= 0 AND shard < 16);
+      ALTER TABLE ledger_balances DROP CONSTRAINT ledger_balances_pkey;
+      ALTER TABLE ledger_balances ADD PRIMARY KEY (account, chain, shard);
+      ALTER TABLE ledger_balances ADD CONSTRAINT one_row_per_user_account CHECK (may_overdraw OR shard = 0);
+
+      -- Deposit addresses (never keys: those are re-derived from the master secret), so the
+      -- watcher can map a recipient back to its account. seq lets it load only new rows.
+      CREATE TABLE deposit_addresses (
+        seq        BIGSERIAL PRIMARY KEY,
+        family     TEXT NOT NULL CHECK (family IN ('evm', 'solana')),
+        address    TEXT NOT NULL,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        created_at BIGINT NOT NULL,
+        UNIQUE (family, address),
+        UNIQUE (account_id, family)
+      );
+
+      -- The deposit watcher's position per chain: every position below next_position has been
+      -- scanned and its deposits credited, in the same transaction that moved the cursor.
+      CREATE TABLE chain_cursors (
+        chain         TEXT PRIMARY KEY,
+        next_position BIGINT NOT NULL CHECK (next_position >= 0),
+        updated_at    BIGINT NOT NULL
+      );
+
+      -- Deposits credited at finality, once per (chain, transaction, log or instruction index).
+      -- onchain_amount is the asset's smallest unit as decimal text (it may exceed int64 for an
+      -- 18-decimal asset); amount is what the ledger credited (0 for dust below its scale).
+      CREATE TABLE deposits (
+        chain          TEXT NOT NULL,
+        tx_hash        TEXT NOT NULL,
+        log_index      INTEGER NOT NULL,
+        position       BIGINT NOT NULL,
+        from_address   TEXT NOT NULL,
+        to_address     TEXT NOT NULL,
+        account_id     TEXT NOT NULL REFERENCES accounts (id),
+        onchain_amount TEXT NOT NULL,
+        amount         BIGINT NOT NULL CHECK (amount >= 0),
+        entry_id       TEXT,
+        credited_at    BIGINT NOT NULL,
+        PRIMARY KEY (chain, tx_hash, log_index)
+      );
+      CREATE INDEX deposits_by_account ON deposits (account_id, credited_at);
+
+      -- Deposits seen above the finality line, shown as pending; rewritten on every scan and
+      -- never credited from (a reorg simply removes them).
+      CREATE TABLE pending_deposits (
+        chain          TEXT NOT NULL,
+        tx_hash        TEXT NOT NULL,
+        log_index      INTEGER NOT NULL,
+        position       BIGINT NOT NULL,
+        from_address   TEXT NOT NULL,
+        to_address     TEXT NOT NULL,
+        account_id     TEXT NOT NULL,
+        onchain_amount TEXT NOT NULL,
+        seen_at        BIGINT NOT NULL,
+        PRIMARY KEY (chain, tx_hash, log_index)
+      );
+      CREATE INDEX pending_deposits_by_account ON pending_deposits (account_id);
+
+      -- How much of an account's money on a chain is backed by tokens on its deposit address:
+      -- deposited (credited deposits) and committed (assigned to settlements or withdrawals).
+      -- Charges beyond the backing (operator credits) settle off-chain.
+      CREATE TABLE onchain_backing (
+        account_id TEXT NOT NULL,
+        chain      TEXT NOT NULL,
+        deposited  BIGINT NOT NULL DEFAULT 0 CHECK (deposited >= 0),
+        committed  BIGINT NOT NULL DEFAULT 0 CHECK (committed >= 0),
+        PRIMARY KEY (account_id, chain),
+        CONSTRAINT committed_within_deposited CHECK (committed <= deposited)
+      );
+
+      -- Transfers out of deposit addresses: settlements (to the treasury, covering the intents
+      -- that link to them) and withdrawals. The signed transaction is stored (status
+      -- 'prepared') before it is broadcast, so whichever host runs the chain next asks the chain
+      -- about it instead of paying again. amount is in ledger units.
+      CREATE TABLE chain_transfers (
+        seq             BIGSERIAL UNIQUE,
+        id              TEXT PRIMARY KEY,
+        kind            TEXT NOT NULL CHECK (kind IN ('settlement', 'withdrawal')),
+        account_id      TEXT NOT NULL REFERENCES accounts (id),
+        chain           TEXT NOT NULL,
+        to_address      TEXT NOT NULL,
+        amount          BIGINT NOT NULL CHECK (amount > 0),
+        status          TEXT NOT NULL CHECK (status IN ('queued', 'prepared', 'sent', 'confirmed')),
+        tx_hash         TEXT,
+        raw             TEXT,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        last_error      TEXT NOT NULL DEFAULT '',
+        created_at      BIGINT NOT NULL,
+        updated_at      BIGINT NOT NULL,
+        confirmed_at    BIGINT
+      );
+      CREATE INDEX chain_transfers_open ON chain_transfers (chain, next_attempt_at) WHERE status <> 'confirmed';
+      CREATE INDEX chain_transfers_by_account ON chain_transfers (account_id, kind, seq);
+
+      -- The outbox: one row per charged call, written in the transaction that settles its hold.
+      -- onchain_amount moves to the treasury in a chain transfer; offchain_amount was backed by
+      -- operator credit only and has nothing onchain to move.
+      CREATE TABLE settlement_intents (
+        hold_id         TEXT PRIMARY KEY REFERENCES holds (id),
+        account_id      TEXT NOT NULL,
+        chain           TEXT NOT NULL,
+        amount          BIGINT NOT NULL CHECK (amount > 0),
+        onchain_amount  BIGINT NOT NULL CHECK (onchain_amount >= 0),
+        offchain_amount BIGINT NOT NULL CHECK (offchain_amount >= 0),
+        transfer_id     TEXT REFERENCES chain_transfers (id),
+        created_at      BIGINT NOT NULL,
+        CHECK (onchain_amount + offchain_amount = amount)
+      );
+      CREATE INDEX settlement_intents_unbatched ON settlement_intents (chain, account_id, created_at)
+        WHERE transfer_id IS NULL AND onchain_amount > 0;
+      CREATE INDEX settlement_intents_by_transfer ON settlement_intents (transfer_id) WHERE transfer_id IS NOT NULL;
+
+      -- An intent is linked to one transfer once, and never moved to another.
+      CREATE FUNCTION intent_linked_once() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF OLD.transfer_id IS NOT NULL OR NEW.hold_id <> OLD.hold_id OR NEW.amount <> OLD.amount
+             OR NEW.onchain_amount <> OLD.onchain_amount OR NEW.offchain_amount <> OLD.offchain_amount
+             OR NEW.account_id <> OLD.account_id OR NEW.chain <> OLD.chain THEN
+            RAISE EXCEPTION 'settlement intent % is already linked or would change', OLD.hold_id
+              USING ERRCODE = 'restrict_violation';
+          END IF;
+          RETURN NEW;
+        END $$;
+      CREATE TRIGGER settlement_intents_linked_once BEFORE UPDATE ON settlement_intents
+        FOR EACH ROW EXECUTE FUNCTION intent_linked_once();
+      CREATE TRIGGER settlement_intents_no_delete BEFORE DELETE ON settlement_intents
+        FOR EACH ROW EXECUTE FUNCTION refuse_change();
+    `,
+  },
 ];

@@ -1,6 +1,9 @@
 import type { Db } from "./database.js";
 import { isSystem } from "./ledger-repository.js";
-import { auditOnchain } from "./onchain-audit.js";
+import { checkOnchain, ONCHAIN_AUDIT_QUERIES } from "./onchain-audit.js";
+
+/** Rows as the audit reads them: every integer a bigint, whichever store answered. */
+export type AuditRows = Record<string, unknown>[];
 
 interface Totals {
   debitsPending: bigint;
@@ -20,10 +23,41 @@ const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPendin
  * Reads in one transaction, so it sees a consistent snapshot.
  */
 export function auditLedger(db: Db): string[] {
-  return db.transaction(() => audit(db))();
+  const read = db.transaction(() => {
+    const rows: Record<string, AuditRows> = {};
+    for (const [name, sql] of Object.entries(AUDIT_QUERIES))
+      rows[name] = db.prepare(sql).safeIntegers(true).all() as AuditRows;
+    return rows as AuditResults;
+  });
+  return checkLedger(read());
 }
 
-function audit(db: Db): string[] {
+/**
+ * What the audit reads, in SQL both stores speak (SQLite and PostgreSQL): integers come back as
+ * bigints (a PostgreSQL reader parses int8 and numeric so), booleans as 0/1 via CASE.
+ */
+export const AUDIT_QUERIES = {
+  entries: `SELECT e.id, e.chain, e.debit_account, e.credit_account, e.amount,
+                   CAST(CASE WHEN e.pending THEN 1 ELSE 0 END AS BIGINT) AS pending, e.kind, e.hold_id,
+                   r.status AS resolution
+              FROM ledger_entries e LEFT JOIN hold_resolutions r ON r.hold_id = e.hold_id`,
+  // PostgreSQL spreads a system account over shard rows: the balance is their sum.
+  balances: `SELECT account, chain, SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
+                    SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
+               FROM ledger_balances GROUP BY account, chain`,
+  holds: `SELECT h.id, h.amount, r.status, r.amount AS charged,
+                 (SELECT amount FROM ledger_entries WHERE id = h.id || '/hold') AS held_entry,
+                 (SELECT amount FROM ledger_entries WHERE id = h.id || '/charge') AS charge_entry,
+                 (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open
+            FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`,
+  ...ONCHAIN_AUDIT_QUERIES,
+} as const;
+
+/** The audit's reads, one row list per query. */
+export type AuditResults = { readonly [K in keyof typeof AUDIT_QUERIES]: AuditRows };
+
+/** The audit's checks over rows read in one consistent snapshot (see {@link AUDIT_QUERIES}). */
+export function checkLedger(rows: AuditResults): string[] {
   const problems: string[] = [];
   const replay = new Map<string, Totals>();
   const at = (account: string, chain: string): Totals => {
@@ -32,14 +66,7 @@ function audit(db: Db): string[] {
     replay.set(key, totals);
     return totals;
   };
-  const entries = db
-    .prepare(
-      `SELECT e.id, e.chain, e.debit_account, e.credit_account, e.amount, e.pending, e.kind, e.hold_id,
-              r.status AS resolution
-         FROM ledger_entries e LEFT JOIN hold_resolutions r ON r.hold_id = e.hold_id`,
-    )
-    .safeIntegers(true)
-    .all() as {
+  const entries = rows.entries as unknown as {
     id: string;
     chain: string;
     debit_account: string;
@@ -62,7 +89,7 @@ function audit(db: Db): string[] {
     }
   }
 
-  const stored = db.prepare("SELECT * FROM ledger_balances").safeIntegers(true).all() as {
+  const stored = rows.balances as unknown as {
     account: string;
     chain: string;
     debits_pending: bigint;
@@ -113,16 +140,7 @@ function audit(db: Db): string[] {
     }
   }
 
-  const holds = db
-    .prepare(
-      `SELECT h.id, h.amount, r.status, r.amount AS charged,
-              (SELECT amount FROM ledger_entries WHERE id = h.id || '/hold') AS held_entry,
-              (SELECT amount FROM ledger_entries WHERE id = h.id || '/charge') AS charge_entry,
-              (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open
-         FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`,
-    )
-    .safeIntegers(true)
-    .all() as {
+  const holds = rows.holds as unknown as {
     id: string;
     amount: bigint;
     status: string | null;
@@ -146,6 +164,6 @@ function audit(db: Db): string[] {
     if ((h.charge_entry ?? 0n) !== charged)
       problems.push(`hold ${h.id}: charge entry ${h.charge_entry} ≠ ${charged}`);
   }
-  problems.push(...auditOnchain(db));
+  problems.push(...checkOnchain(rows));
   return problems;
 }

@@ -1,59 +1,64 @@
-import type { Db } from "./database.js";
-
 type Row = Record<string, unknown>;
 
 /**
- * The onchain tables' invariants (part of `auditLedger`): every charged call has exactly one
- * settlement intent for its whole charge; each settlement transfer moves exactly the onchain
- * part of the intents it covers; each withdrawal transfer has its ledger debit; each credited
- * deposit has its ledger credit; and per (account, chain) the backing counters replay from
- * deposits, intents and withdrawals, never committing more than was deposited.
- * Runs inside the audit's read transaction.
+ * The reads of the onchain checks, in SQL both stores speak (part of the ledger audit's
+ * snapshot; see ledger-audit.ts).
  */
-export function auditOnchain(db: Db): string[] {
-  const problems: string[] = [];
-  const all = (sql: string) => db.prepare(sql).safeIntegers(true).all() as Row[];
-
-  for (const r of all(
-    `SELECT r.hold_id, r.amount AS charged, i.amount AS intent
+export const ONCHAIN_AUDIT_QUERIES = {
+  chargedWithoutIntent: `SELECT r.hold_id, r.amount AS charged, i.amount AS intent
        FROM hold_resolutions r LEFT JOIN settlement_intents i ON i.hold_id = r.hold_id
       WHERE r.status = 'settled' AND r.amount > 0 AND (i.amount IS NULL OR i.amount <> r.amount)`,
-  )) {
-    problems.push(
-      `hold ${r.hold_id}: charged ${r.charged} but its settlement intent is ${r.intent ?? "missing"}`,
-    );
-  }
-  for (const r of all(
-    `SELECT i.hold_id FROM settlement_intents i LEFT JOIN hold_resolutions r ON r.hold_id = i.hold_id
-      WHERE r.status IS NOT 'settled'`,
-  )) {
-    problems.push(`settlement intent ${r.hold_id} has no settled hold`);
-  }
-  for (const r of all(
-    `SELECT t.id, t.amount, t.account_id, t.chain,
+  intentWithoutCharge: `SELECT i.hold_id FROM settlement_intents i LEFT JOIN hold_resolutions r ON r.hold_id = i.hold_id
+      WHERE r.status IS NULL OR r.status <> 'settled'`,
+  settlementTransfers: `SELECT t.id, t.amount, t.account_id, t.chain,
             (SELECT COALESCE(SUM(onchain_amount), 0) FROM settlement_intents i WHERE i.transfer_id = t.id) AS covered,
             (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id
                 AND (i.account_id <> t.account_id OR i.chain <> t.chain)) AS foreign_intents
        FROM chain_transfers t WHERE t.kind = 'settlement'`,
-  )) {
+  withdrawalsWithoutDebit: `SELECT t.id, t.amount, e.amount AS entry FROM chain_transfers t
+       LEFT JOIN ledger_entries e ON e.id = t.id || '/withdrawal'
+          AND e.kind = 'withdrawal' AND e.debit_account = t.account_id AND e.chain = t.chain
+      WHERE t.kind = 'withdrawal' AND (e.amount IS NULL OR e.amount <> t.amount)`,
+  depositsWithoutCredit: `SELECT d.chain, d.tx_hash, d.log_index, d.amount, e.amount AS entry FROM deposits d
+       LEFT JOIN ledger_entries e ON e.id = d.entry_id AND e.kind = 'deposit' AND e.credit_account = d.account_id
+      WHERE d.amount > 0 AND (e.amount IS NULL OR e.amount <> d.amount)`,
+  depositedTotals: "SELECT account_id, chain, SUM(amount) AS s FROM deposits GROUP BY account_id, chain",
+  committedByIntents:
+    "SELECT account_id, chain, SUM(onchain_amount) AS s FROM settlement_intents GROUP BY account_id, chain",
+  committedByWithdrawals:
+    "SELECT account_id, chain, SUM(amount) AS s FROM chain_transfers WHERE kind = 'withdrawal' GROUP BY account_id, chain",
+  backing: "SELECT account_id, chain, deposited, committed FROM onchain_backing",
+} as const;
+
+/**
+ * The onchain tables' invariants (part of the ledger audit): every charged call has exactly one
+ * settlement intent for its whole charge; each settlement transfer moves exactly the onchain
+ * part of the intents it covers; each withdrawal transfer has its ledger debit; each credited
+ * deposit has its ledger credit; and per (account, chain) the backing counters replay from
+ * deposits, intents and withdrawals, never committing more than was deposited.
+ */
+export function checkOnchain(
+  rows: { readonly [K in keyof typeof ONCHAIN_AUDIT_QUERIES]: readonly Row[] },
+): string[] {
+  const problems: string[] = [];
+  for (const r of rows.chargedWithoutIntent) {
+    problems.push(
+      `hold ${r.hold_id}: charged ${r.charged} but its settlement intent is ${r.intent ?? "missing"}`,
+    );
+  }
+  for (const r of rows.intentWithoutCharge) {
+    problems.push(`settlement intent ${r.hold_id} has no settled hold`);
+  }
+  for (const r of rows.settlementTransfers) {
     if (r.amount !== r.covered)
       problems.push(`settlement ${r.id}: moves ${r.amount}, its calls total ${r.covered}`);
     if (r.foreign_intents !== 0n)
       problems.push(`settlement ${r.id}: covers another account's or chain's calls`);
   }
-  for (const r of all(
-    `SELECT t.id, t.amount, e.amount AS entry FROM chain_transfers t
-       LEFT JOIN ledger_entries e ON e.id = t.id || '/withdrawal'
-          AND e.kind = 'withdrawal' AND e.debit_account = t.account_id AND e.chain = t.chain
-      WHERE t.kind = 'withdrawal' AND (e.amount IS NULL OR e.amount <> t.amount)`,
-  )) {
+  for (const r of rows.withdrawalsWithoutDebit) {
     problems.push(`withdrawal ${r.id}: moves ${r.amount}, its ledger debit is ${r.entry ?? "missing"}`);
   }
-  for (const r of all(
-    `SELECT d.chain, d.tx_hash, d.log_index, d.amount, e.amount AS entry FROM deposits d
-       LEFT JOIN ledger_entries e ON e.id = d.entry_id AND e.kind = 'deposit' AND e.credit_account = d.account_id
-      WHERE d.amount > 0 AND (e.amount IS NULL OR e.amount <> d.amount)`,
-  )) {
+  for (const r of rows.depositsWithoutCredit) {
     problems.push(
       `deposit ${r.chain} ${r.tx_hash}#${r.log_index}: credited ${r.amount}, ledger has ${r.entry ?? "nothing"}`,
     );
@@ -65,18 +70,14 @@ export function auditOnchain(db: Db): string[] {
     expected.set(key, v);
     return v;
   };
-  for (const r of all("SELECT account_id, chain, SUM(amount) AS s FROM deposits GROUP BY account_id, chain"))
+  for (const r of rows.depositedTotals)
     slot(r.account_id as string, r.chain as string).deposited += r.s as bigint;
-  for (const r of all(
-    "SELECT account_id, chain, SUM(onchain_amount) AS s FROM settlement_intents GROUP BY account_id, chain",
-  ))
+  for (const r of rows.committedByIntents)
     slot(r.account_id as string, r.chain as string).committed += r.s as bigint;
-  for (const r of all(
-    "SELECT account_id, chain, SUM(amount) AS s FROM chain_transfers WHERE kind = 'withdrawal' GROUP BY account_id, chain",
-  ))
+  for (const r of rows.committedByWithdrawals)
     slot(r.account_id as string, r.chain as string).committed += r.s as bigint;
   const stored = new Map<string, Row>();
-  for (const r of all("SELECT * FROM onchain_backing")) stored.set(`${r.account_id}\u0000${r.chain}`, r);
+  for (const r of rows.backing) stored.set(`${r.account_id}\u0000${r.chain}`, r);
   for (const [key, want] of expected) {
     const have = stored.get(key);
     const where = key.replace("\u0000", " on ");

@@ -22,6 +22,7 @@ import { memoryRateLimiter } from "./limits/memory.js";
 import { AuthRepository } from "./store/auth-repository.js";
 import { type Db, openDatabase } from "./store/database.js";
 import { SessionRepository } from "./store/session-repository.js";
+import { SqliteChainWork } from "./store/sqlite-chain-work.js";
 import { openSqliteLedger, type SqliteLedger } from "./store/sqlite-ledger.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
@@ -305,7 +306,7 @@ async function assemble(
     const { ChainsRuntime } = await import("./chains/chains-runtime.js");
     chains = await ChainsRuntime.create({
       ...chainsSettings(config, onchain),
-      db,
+      store: new SqliteChainWork(db),
       now,
       log: (line) => console.error(line),
       onError: (error, context) =>

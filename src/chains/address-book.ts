@@ -1,5 +1,5 @@
+import type { ChainWorkStore } from "../core/ports/chain-work.js";
 import type { ChainAdapter } from "../core/ports/chains.js";
-import type { OnchainRepository } from "../store/onchain-repository.js";
 
 /**
  * The deposit addresses of one chain family, in memory, for the watchers: address → account.
@@ -14,7 +14,7 @@ export class AddressBook {
   private lastSeq = 0;
 
   constructor(
-    private readonly repo: OnchainRepository,
+    private readonly repo: ChainWorkStore,
     /** Any adapter of the family: every chain of one family gives an account the same address. */
     private readonly adapter: ChainAdapter,
     private readonly now: () => number,
@@ -25,17 +25,17 @@ export class AddressBook {
   }
 
   /** The account's address, stored so the watchers see it from their next scan. */
-  addressOf(accountId: string): string {
-    const stored = this.repo.depositAddressOf(accountId, this.family);
+  async addressOf(accountId: string): Promise<string> {
+    const stored = await this.repo.depositAddressOf(accountId, this.family);
     if (stored !== undefined) return stored;
     const address = this.adapter.depositAddress(accountId);
-    this.repo.saveDepositAddress(this.family, accountId, address, this.now());
+    await this.repo.saveDepositAddress(this.family, accountId, address, this.now());
     return address;
   }
 
   /** Loads addresses stored since the last refresh (by this or another process). */
-  refresh(): void {
-    for (const row of this.repo.addressesSince(this.family, this.lastSeq)) {
+  async refresh(): Promise<void> {
+    for (const row of await this.repo.addressesSince(this.family, this.lastSeq)) {
       this.byAddress.set(row.address, row.accountId);
       this.all.add(row.address);
       this.lastSeq = row.seq;

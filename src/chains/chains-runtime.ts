@@ -4,10 +4,8 @@ import type { ChainConfig, ChainRegistry } from "../core/billing/chain-registry.
 import type { ChainDirectory } from "../core/billing/onchain-billing.js";
 import type { HealthProbe } from "../core/health-service.js";
 import { newId } from "../core/ids.js";
+import { type ChainRoles, type ChainWorkStore, SOLE_PROCESS_ROLES } from "../core/ports/chain-work.js";
 import type { ChainAdapter } from "../core/ports/chains.js";
-import type { Db } from "../store/database.js";
-import { LedgerRepository } from "../store/ledger-repository.js";
-import { OnchainRepository } from "../store/onchain-repository.js";
 import { type AdapterOptions, createChainAdapter } from "./adapter-factory.js";
 import { AddressBook } from "./address-book.js";
 import { DepositWatcher } from "./deposit-watcher.js";
@@ -15,7 +13,13 @@ import { SettlementWorker } from "./settlement-worker.js";
 
 /** How the runtime watches, settles and retries. */
 export interface ChainsRuntimeOptions {
-  readonly db: Db;
+  /** The store the watchers credit and the settlement workers move money through. */
+  readonly store: ChainWorkStore;
+  /**
+   * Who runs each chain's loops: every process on a PostgreSQL store competes for each chain's
+   * role and only its holder ticks; on SQLite (one host) this process always holds them.
+   */
+  readonly roles?: ChainRoles;
   readonly registry: ChainRegistry;
   readonly masterSecret: Uint8Array;
   readonly settlement: { readonly mode: "per-call" | "batch"; readonly batchWindowMs: number };
@@ -62,7 +66,7 @@ export class ChainsRuntime implements ChainDirectory {
     private readonly chains: ReadonlyMap<string, ChainRuntime>,
     /** Chains without an adapter, and why. */
     private readonly missing: ReadonlyMap<string, string>,
-    private readonly repo: OnchainRepository,
+    private readonly repo: ChainWorkStore,
   ) {}
 
   /**
@@ -71,7 +75,7 @@ export class ChainsRuntime implements ChainDirectory {
    */
   static async create(options: ChainsRuntimeOptions): Promise<ChainsRuntime> {
     const now = options.now ?? Date.now;
-    const repo = new OnchainRepository(options.db, new LedgerRepository(options.db));
+    const repo = options.store;
     const create = options.createAdapter ?? createChainAdapter;
     const books = new Map<string, AddressBook>();
     const chains = new Map<string, ChainRuntime>();
@@ -118,10 +122,10 @@ export class ChainsRuntime implements ChainDirectory {
     return this.chains.has(chainId);
   }
 
-  depositAddress(chainId: string, accountId: string): string {
+  async depositAddress(chainId: string, accountId: string): Promise<string> {
     const runtime = this.chains.get(chainId);
     if (runtime === undefined) throw new Error(`chain ${chainId} has no adapter`);
-    return runtime.book.addressOf(accountId);
+    return await runtime.book.addressOf(accountId);
   }
 
   isValidAddress(chainId: string, address: string): boolean {
@@ -141,7 +145,7 @@ export class ChainsRuntime implements ChainDirectory {
     const runtime = this.chains.get(chainId);
     if (runtime?.adapter.fundingTransaction === undefined) return undefined;
     // Handing out the address is what makes the watcher look for deposits to it.
-    runtime.book.addressOf(accountId);
+    await runtime.book.addressOf(accountId);
     return await runtime.adapter.fundingTransaction(from, accountId, amount);
   }
 
@@ -150,7 +154,7 @@ export class ChainsRuntime implements ChainDirectory {
     return this.chains.get(chainId)?.adapter;
   }
 
-  /** Runs one watcher scan on every chain now (tests and the CLI's one-shot commands). */
+  /** Runs one watcher scan on every chain now (tests and the CLI's one-shot commands), role or not. */
   async scanOnce(): Promise<void> {
     for (const runtime of this.chains.values()) await runtime.watcher.tick();
   }
@@ -168,17 +172,18 @@ export class ChainsRuntime implements ChainDirectory {
     if (this.loops.length > 0) return;
     for (const [id, runtime] of this.chains) {
       this.loops.push(
-        this.loop(`deposit watcher on ${id}`, () => runtime.watcher.tick()),
-        this.loop(`settlement worker on ${id}`, () => runtime.worker.tick()),
+        this.loop(id, `deposit watcher on ${id}`, () => runtime.watcher.tick()),
+        this.loop(id, `settlement worker on ${id}`, () => runtime.worker.tick()),
       );
     }
   }
 
-  /** Stops the loops (finishing the tick in progress) and closes the adapters. */
+  /** Stops the loops (finishing the tick in progress), gives up the roles and closes the adapters. */
   async stop(): Promise<void> {
     this.abort.abort();
     await Promise.all(this.loops);
     this.loops = [];
+    await this.options.roles?.close();
     await Promise.all([...this.chains.values()].map((r) => r.adapter.close().catch(() => {})));
   }
 
@@ -216,10 +221,10 @@ export class ChainsRuntime implements ChainDirectory {
             );
           }
           // The watcher may run in another thread or process: its progress is the stored cursor.
-          const cursor = this.repo.cursor(chain.id);
+          const cursor = await this.repo.cursor(chain.id);
           const finalized = await runtime.adapter.finalizedPosition();
           const lag = cursor === undefined ? undefined : finalized >= cursor ? finalized - cursor + 1n : 0n;
-          const backlog = this.repo.backlog().find((b) => b.chain === chain.id);
+          const backlog = (await this.repo.backlog()).find((b) => b.chain === chain.id);
           const waiting =
             backlog === undefined
               ? 0
@@ -235,12 +240,14 @@ export class ChainsRuntime implements ChainDirectory {
     return probes;
   }
 
-  private async loop(name: string, tick: () => Promise<unknown>): Promise<void> {
+  private async loop(chain: string, name: string, tick: () => Promise<unknown>): Promise<void> {
     const { signal } = this.abort;
+    const roles = this.options.roles ?? SOLE_PROCESS_ROLES;
     let failures = 0;
     while (!signal.aborted) {
       try {
-        await tick();
+        // Another process runs this chain now: wait, and try for the role again next time.
+        if (await roles.hold(chain)) await tick();
         failures = 0;
       } catch (error) {
         failures += 1;

@@ -1,5 +1,6 @@
 import { Worker } from "node:worker_threads";
 import { openDatabase } from "../store/database.js";
+import { SqliteChainWork } from "../store/sqlite-chain-work.js";
 import { threadEntry } from "../thread-entry.js";
 import { ChainsRuntime, type ChainsRuntimeOptions } from "./chains-runtime.js";
 
@@ -34,7 +35,7 @@ export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWor
     const { dataDir: _, ...settings } = spec;
     const runtime = await ChainsRuntime.create({
       ...settings,
-      db,
+      store: new SqliteChainWork(db),
       log: (line) => process.stderr.write(`${line}\n`),
       onError: (error, context) =>
         process.stderr.write(

@@ -1,7 +1,7 @@
 import { onchainToLedger } from "../core/billing/money.js";
+import type { ChainWorkStore } from "../core/ports/chain-work.js";
 import type { ChainAdapter, ObservedDeposit } from "../core/ports/chains.js";
 import type { DepositToCredit } from "../core/ports/ledger.js";
-import type { OnchainRepository } from "../store/onchain-repository.js";
 import type { AddressBook } from "./address-book.js";
 
 /** How a watcher scans. */
@@ -52,7 +52,7 @@ export class DepositWatcher {
   constructor(
     private readonly adapter: ChainAdapter,
     private readonly addresses: AddressBook,
-    private readonly repo: OnchainRepository,
+    private readonly repo: ChainWorkStore,
     private readonly options: DepositWatcherOptions,
   ) {}
 
@@ -64,25 +64,25 @@ export class DepositWatcher {
   /** Scans up to the finality line and credits what it finds; returns how many deposits it credited. */
   async tick(): Promise<number> {
     const chain = this.adapter.chain;
-    this.addresses.refresh();
+    await this.addresses.refresh();
     const finalized = await this.adapter.finalizedPosition();
-    let cursor = this.repo.cursor(chain.id);
+    let cursor = await this.repo.cursor(chain.id);
     if (cursor === undefined) {
       const start = this.options.startAt === "genesis" ? 0n : finalized < 0n ? 0n : finalized + 1n;
-      this.repo.initCursor(chain.id, start, this.options.now());
-      cursor = this.repo.cursor(chain.id)!;
+      await this.repo.initCursor(chain.id, start, this.options.now());
+      cursor = (await this.repo.cursor(chain.id))!;
     }
     let credited = 0;
     while (cursor <= finalized) {
       const last = min(finalized, cursor + this.options.maxRange - 1n);
       const found = await this.adapter.scanDeposits(cursor, last, this.addresses.addresses());
       const deposits = this.toCredit(found);
-      if (this.repo.recordScan(chain.id, cursor, last + 1n, deposits, this.options.now())) {
+      if (await this.repo.recordScan(chain.id, cursor, last + 1n, deposits, this.options.now())) {
         credited += deposits.length;
         cursor = last + 1n;
       } else {
         // Another process moved the cursor: continue from where it is now.
-        cursor = this.repo.cursor(chain.id)!;
+        cursor = (await this.repo.cursor(chain.id))!;
       }
     }
     // Above the finality line: listed as pending so callers see their deposit coming.
@@ -93,7 +93,7 @@ export class DepositWatcher {
     );
     // Skip the write (and its fsync) when there was nothing pending and still is not.
     if (pending.length > 0 || this.pendingListed)
-      this.repo.replacePending(chain.id, pending, this.options.now());
+      await this.repo.replacePending(chain.id, pending, this.options.now());
     this.pendingListed = pending.length > 0;
     const lag = finalized - cursor + 1n;
     this.status = { head, finalized, cursor, lag: lag < 0n ? 0n : lag, lastScanAt: this.options.now() };

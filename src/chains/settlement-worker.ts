@@ -1,7 +1,7 @@
 import { ledgerToOnchain } from "../core/billing/money.js";
+import type { ChainWorkStore } from "../core/ports/chain-work.js";
 import type { ChainAdapter, PreparedTransfer } from "../core/ports/chains.js";
 import type { TransferRow } from "../core/ports/ledger.js";
-import type { OnchainRepository } from "../store/onchain-repository.js";
 
 /** How settlements are grouped and retried. */
 export interface SettlementWorkerOptions {
@@ -33,7 +33,7 @@ const TICK_LIMIT = 100;
 export class SettlementWorker {
   constructor(
     private readonly adapter: ChainAdapter,
-    private readonly repo: OnchainRepository,
+    private readonly repo: ChainWorkStore,
     private readonly options: SettlementWorkerOptions,
   ) {}
 
@@ -41,7 +41,7 @@ export class SettlementWorker {
   async tick(): Promise<number> {
     const { chain } = this.adapter;
     const now = this.options.now();
-    this.repo.batchIntents(
+    await this.repo.batchIntents(
       chain.id,
       this.options.mode === "per-call",
       now - this.options.batchWindowMs,
@@ -50,7 +50,7 @@ export class SettlementWorker {
       now,
     );
     let advanced = 0;
-    for (const transfer of this.repo.openTransfers(chain.id, now, TICK_LIMIT)) {
+    for (const transfer of await this.repo.openTransfers(chain.id, now, TICK_LIMIT)) {
       try {
         await this.advance(transfer);
         advanced += 1;
@@ -60,7 +60,7 @@ export class SettlementWorker {
           this.options.maxBackoffMs,
         );
         const at = this.options.now();
-        this.repo.markRetry(transfer.id, errorText(error), at + delay, at);
+        await this.repo.markRetry(transfer.id, errorText(error), at + delay, at);
         this.options.onError?.(error, transfer);
       }
     }
@@ -77,27 +77,27 @@ export class SettlementWorker {
         amount: ledgerToOnchain(t.amount, this.adapter.chain.asset.decimals),
       });
       // Durable before it can exist anywhere else: after a crash we ask about this transaction.
-      this.repo.markPrepared(t.id, prepared.txHash, prepared.raw, now());
+      await this.repo.markPrepared(t.id, prepared.txHash, prepared.raw, now());
       await this.adapter.broadcast(prepared);
-      this.repo.markSent(t.id, now() + recheckMs, now());
+      await this.repo.markSent(t.id, now() + recheckMs, now());
       return;
     }
     const prepared: PreparedTransfer = { orderId: t.id, txHash: t.txHash, raw: t.raw };
     const state = await this.adapter.transferState(prepared);
     switch (state) {
       case "confirmed":
-        this.repo.markConfirmed(t.id, now());
+        await this.repo.markConfirmed(t.id, now());
         return;
       case "pending":
         // Prepared but perhaps never sent (a crash after storing it): sending again is harmless.
         if (t.status === "prepared") await this.adapter.broadcast(prepared);
-        this.repo.markSent(t.id, now() + recheckMs, now());
+        await this.repo.markSent(t.id, now() + recheckMs, now());
         return;
       case "failed":
       case "dropped":
         // Nothing moved and it can no longer land: the same order (same EIP-3009 nonce) is
         // prepared anew.
-        this.repo.markRequeued(t.id, `transaction ${t.txHash} ${state}`, now(), now());
+        await this.repo.markRequeued(t.id, `transaction ${t.txHash} ${state}`, now(), now());
         return;
     }
   }

@@ -68,7 +68,7 @@ export function createFundingMethods({
         ledgerToOnchain(req.amount, chain.asset.decimals),
       );
       if (transaction === undefined) throw fundingUnavailable(chain.id);
-      return { transaction, depositAddress: directory.depositAddress(chain.id, accountId) };
+      return { transaction, depositAddress: await directory.depositAddress(chain.id, accountId) };
     },
 
     // getDepositAddresses sets DepositAddress.test_funds from the same set (see core.ts).
@@ -91,7 +91,7 @@ export function createFundingMethods({
           `amount must be positive and at most ${max} ledger units ($${MAX_DOLLARS}).`,
         );
       }
-      const address = directory.depositAddress(chain.id, accountId);
+      const address = await directory.depositAddress(chain.id, accountId);
       const txHash = await faucet.mint(chain.id, address, ledgerToOnchain(req.amount, chain.asset.decimals));
       return { address, txHash };
     },

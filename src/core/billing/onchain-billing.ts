@@ -26,7 +26,7 @@ export interface ChainDirectory {
   /** Whether `chainId` has an adapter on this gateway. */
   has(chainId: string): boolean;
   /** The account's deposit address on the chain; from now on the watcher credits it. */
-  depositAddress(chainId: string, accountId: string): string;
+  depositAddress(chainId: string, accountId: string): Promise<string>;
   isValidAddress(chainId: string, address: string): boolean;
   /** Where the chain's settlements go (and whose native balance pays the fees); undefined without an adapter. */
   treasuryAddress(chainId: string): string | undefined;
@@ -78,9 +78,11 @@ export class OnchainBilling {
   async depositAddresses(accountId: string): Promise<{ chain: ChainConfig; address: string }[]> {
     await this.requireAccount(accountId);
     const directory = this.requireDirectory("");
-    return this.deps.chains.chains
-      .filter((c) => directory.has(c.id))
-      .map((chain) => ({ chain, address: directory.depositAddress(chain.id, accountId) }));
+    return await Promise.all(
+      this.deps.chains.chains
+        .filter((c) => directory.has(c.id))
+        .map(async (chain) => ({ chain, address: await directory.depositAddress(chain.id, accountId) })),
+    );
   }
 
   /** Pending deposits, then the newest `limit` credited ones. */
@@ -107,7 +109,7 @@ export class OnchainBilling {
     }
     await this.requireAccount(input.accountId);
     // The deposit address must be known before money leaves it (the worker signs with its key).
-    directory.depositAddress(chain.id, input.accountId);
+    await directory.depositAddress(chain.id, input.accountId);
     const result = await this.deps.onchain.withdraw({
       id: key === "" ? newId("wd") : withdrawalIdFor(input.accountId, key),
       accountId: input.accountId,

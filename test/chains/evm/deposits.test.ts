@@ -60,7 +60,7 @@ describe("deposit watcher on real anvil", () => {
   it("never credits the same log twice: overlapping rescans and a restart", async () => {
     f = await onchainFixture({ confirmations: 1 });
     const account = f.account();
-    const address = f.runtime.depositAddress("base", account);
+    const address = await f.runtime.depositAddress("base", account);
     await f.dev.mintTo(address, 1_000_000n);
     await f.dev.mintTo(address, 234n);
     await f.dev.mine(1);
@@ -85,7 +85,7 @@ describe("deposit watcher on real anvil", () => {
   it("a reorg removes a deposit that was not yet final, and it is never credited", async () => {
     f = await onchainFixture({ confirmations: 3, manualMining: true });
     const account = f.account();
-    const address = f.runtime.depositAddress("base", account);
+    const address = await f.runtime.depositAddress("base", account);
     const snapshot = await f.dev.snapshot();
     await f.dev.mintTo(address, 7_000_000n);
     await f.dev.mine(2);
@@ -104,7 +104,7 @@ describe("deposit watcher on real anvil", () => {
   it("credits nothing for another token's transfer, or for an address that is not a deposit address", async () => {
     f = await onchainFixture({ confirmations: 0 });
     const account = f.account();
-    const address = f.runtime.depositAddress("base", account);
+    const address = await f.runtime.depositAddress("base", account);
     const other = await deployOtherToken(f.dev);
     await other.mintTo(address, 50_000_000n);
     await f.dev.mintTo("0x000000000000000000000000000000000000dEaD", 1_000_000n);

@@ -9,6 +9,7 @@ import { BillingService } from "../../../src/gen/tollgate/billing/v1/billing_pb.
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
+import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
 import { coreOver } from "../../helpers/core.js";
 import { devChainConfig, TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { tempDir } from "../../helpers/process.js";
@@ -54,7 +55,7 @@ export async function onchainFixture(options: OnchainFixtureOptions = {}): Promi
   const now = options.now ?? Date.now;
   const build = () =>
     ChainsRuntime.create({
-      db,
+      store: new SqliteChainWork(db),
       registry,
       masterSecret: TEST_MASTER_SECRET,
       settlement: { mode: options.mode ?? "per-call", batchWindowMs: options.batchWindowMs ?? 0 },

@@ -6,6 +6,7 @@ import { type EvmDevChain, startEvmDevChains } from "../../../src/dev/chains/evm
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
+import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
 import { rng } from "../../billing/prng.js";
 import { coreOver } from "../../helpers/core.js";
 import { devChainConfig, TEST_MASTER_SECRET } from "../../helpers/evm.js";
@@ -36,7 +37,7 @@ describe("reconciliation on two anvil chains", () => {
       "base",
     );
     runtime = await ChainsRuntime.create({
-      db,
+      store: new SqliteChainWork(db),
       registry,
       masterSecret: TEST_MASTER_SECRET,
       settlement: { mode: "batch", batchWindowMs: 30_000 },
@@ -67,7 +68,7 @@ describe("reconciliation on two anvil chains", () => {
     // r1: deposits only; r2: operator credit only; r3 and r4: both, on both chains.
     for (const c of chains) {
       for (const id of ["acct_r1", "acct_r3", "acct_r4"]) {
-        await c.mintTo(runtime.depositAddress(c.id, id), 200_000n + random.big(50_000n));
+        await c.mintTo(await runtime.depositAddress(c.id, id), 200_000n + random.big(50_000n));
       }
       for (const id of ["acct_r2", "acct_r3"]) {
         await core.billing.credit({
@@ -129,7 +130,7 @@ describe("reconciliation on two anvil chains", () => {
       expect(totals.offchain).toBeGreaterThan(0n);
       expect(await adapter.balanceOf(adapter.treasuryAddress())).toBe(ledgerToOnchain(totals.onchain, 6));
       // The operator-credit-only account never moved anything onchain.
-      expect(await adapter.balanceOf(runtime.depositAddress(c.id, "acct_r2"))).toBe(0n);
+      expect(await adapter.balanceOf(await runtime.depositAddress(c.id, "acct_r2"))).toBe(0n);
     }
     expect(auditLedger(db)).toEqual([]);
   });

@@ -5,12 +5,13 @@ import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { ledgerToOnchain } from "../../../src/core/billing/money.js";
 import { errorInfo } from "../../../src/core/errors.js";
 import { SettlementStatus, TransferStatus } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
 import { TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { ledgerSettled, type OnchainFixture, onchainFixture, settledOnchain } from "./onchain-fixture.js";
 
 /** Funds an account onchain and waits for the watcher to credit it. */
 async function fund(f: OnchainFixture, accountId: string, amount: bigint): Promise<string> {
-  const address = f.runtime.depositAddress("base", accountId);
+  const address = await f.runtime.depositAddress("base", accountId);
   await f.dev.mintTo(address, amount);
   await f.dev.mine(2);
   await f.runtime.scanOnce();
@@ -155,7 +156,7 @@ describe("settlement on real anvil", () => {
     const treasury = adapter.treasuryAddress();
     // The RPC goes away: a runtime pointed at a dead port stands in for the outage.
     const down = await ChainsRuntime.create({
-      db: f.db,
+      store: new SqliteChainWork(f.db),
       registry: {
         ...f.core.billing.chains,
         chains: [{ ...f.core.billing.chains.chains[0]!, rpcUrl: "http://127.0.0.1:1" }],

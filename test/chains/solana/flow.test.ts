@@ -23,6 +23,7 @@ import {
 import { AuthRepository } from "../../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../../src/store/database.js";
 import { auditLedger } from "../../../src/store/ledger-audit.js";
+import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
 import { rng } from "../../billing/prng.js";
 import { coreOver } from "../../helpers/core.js";
 import { TEST_MASTER_SECRET } from "../../helpers/evm.js";
@@ -66,7 +67,7 @@ async function startFlow(
   const registry = chainRegistry([{ ...solanaChainConfig(dev), id: CHAIN }], CHAIN);
   const build = () =>
     ChainsRuntime.create({
-      db,
+      store: new SqliteChainWork(db),
       registry,
       masterSecret: TEST_MASTER_SECRET,
       settlement,
@@ -114,7 +115,7 @@ async function startFlow(
       return settled.resolution!.amount;
     },
     async fund(accountId, amount) {
-      const address = flow.runtime.depositAddress(CHAIN, accountId);
+      const address = await flow.runtime.depositAddress(CHAIN, accountId);
       await dev.mintTo(address, amount);
       dev.advanceSlots(FINALIZED_LAG);
       await flow.runtime.scanOnce();
@@ -173,7 +174,7 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
   it("credits a deposit once, at finalized and not before, across overlapping scans and a restart", async () => {
     f = await startFlow({ mode: "per-call", batchWindowMs: 0 });
     const account = f.account("acct_sol_dep");
-    const address = f.runtime.depositAddress(CHAIN, account);
+    const address = await f.runtime.depositAddress(CHAIN, account);
     const signature = await f.dev.mintTo(address, 2_500_000n);
     f.dev.advanceSlots(FINALIZED_LAG - 1); // confirmed, not yet finalized
     await f.runtime.scanOnce();
@@ -292,7 +293,7 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
     const ids = ["acct_sr1", "acct_sr2", "acct_sr3"].map((id) => f!.account(id));
     // sr1: deposits only; sr2: operator credit only; sr3: both.
     for (const id of ["acct_sr1", "acct_sr3"]) {
-      await f.dev.mintTo(f.runtime.depositAddress(CHAIN, id), 200_000n + random.big(50_000n));
+      await f.dev.mintTo(await f.runtime.depositAddress(CHAIN, id), 200_000n + random.big(50_000n));
     }
     for (const id of ["acct_sr2", "acct_sr3"]) {
       await f.core.billing.credit({

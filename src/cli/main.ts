@@ -54,6 +54,7 @@ Commands:
   usage --account ID [--limit N]          an account's calls, each with its charge lines, and
                                           their onchain settlement
   settlement                              the settlement backlog of every chain
+  migrate-store --to POSTGRES_URL         copy the SQLite ledger to an empty PostgreSQL, verify it (gateway stopped)
   faucet --account ID --chain CHAIN --amount 100
                                           mint dev-chain test stablecoin to the account's deposit
                                           address (dev chains only)
@@ -122,6 +123,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       const { runDevChains } = await import("../dev/cli/dev-chains-command.js");
       await runDevChains(argv.slice(1), config);
       return -1;
+    }
+    if (group === "migrate-store") {
+      // On the database files themselves, with the gateway stopped: no runtime, no core.
+      const { runMigrateStore } = await import("./migrate-store-command.js");
+      return await runMigrateStore(argv.slice(1), config);
     }
     const topLevel = topLevelCommands[group];
     const command = topLevel ?? commands[group]?.[action ?? ""];

@@ -1,0 +1,910 @@
+import pg from "pg";
+import {
+  type BacklogRow,
+  type BalanceRow,
+  type CreditResult,
+  type DepositRow,
+  emptyBacklog,
+  type HoldRow,
+  type HoldState,
+  type LedgerStore,
+  type NewCredit,
+  type NewHold,
+  type NewWithdrawal,
+  type OnchainStore,
+  type PlaceHoldResult,
+  type ResolutionStatus,
+  type ResolveResult,
+  type SettlementStatus,
+  type SettlementView,
+  SYSTEM_REVENUE,
+  SYSTEM_WITHDRAWALS,
+  type TransferRow,
+  type TransferStatus,
+  type UsageCounts,
+  type WithdrawResult,
+} from "../../core/ports/ledger.js";
+import { isSystem } from "../ledger-repository.js";
+import { inTransaction } from "./pg-database.js";
+
+/** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
+export type Raw = Record<string, unknown>;
+
+const INT8_OID = 20;
+const NUMERIC_OID = 1700;
+
+/** The pool parses int8 as a JS number (times, counts); money needs every integer exact. */
+const EXACT_INTEGERS = {
+  getTypeParser: (oid: number, format?: "text" | "binary") =>
+    oid === INT8_OID || oid === NUMERIC_OID
+      ? (value: string) => BigInt(value)
+      : (pg.types.getTypeParser(oid, format) as (value: string) => unknown),
+};
+
+/** Where a query runs: the pool (one statement, its own transaction) or a transaction's client. */
+export type Queryable = pg.Pool | pg.PoolClient;
+
+/** Runs a query whose integers (int8, numeric: money, and SUMs of it) come back as bigints. */
+export async function exactRows(db: Queryable, text: string, values: readonly unknown[]): Promise<Raw[]> {
+  return (await db.query<Raw>({ text, values: [...values], types: EXACT_INTEGERS })).rows;
+}
+
+/** The SQLSTATE of a PostgreSQL error, if `error` is one. */
+export function sqlState(error: unknown): string | undefined {
+  return error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined;
+}
+
+/**
+ * Runs `work` again when PostgreSQL chose it as a deadlock victim or refused it as a
+ * serialization failure; `work` must be a whole transaction (or one statement), so nothing of
+ * the failed attempt remains. Rare by design: every writer locks the account's balance row
+ * before any shard or backing row, and the sweeper locks users' rows before system shards.
+ */
+export async function retrying<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      const state = sqlState(error);
+      if (attempt >= 5 || (state !== "40001" && state !== "40P01")) throw error;
+    }
+  }
+}
+
+/** How many rows a system account's totals are spread over (migration 4). */
+const SYSTEM_SHARDS = 16;
+
+/**
+ * The balance row a transaction adds to for `account`: a user's single row, or a random shard
+ * of a system account (only ever added to, never taken from, so any shard will do). A hold's
+ * pending amount goes to shard `seq % 16` instead, so that its release takes it from the row
+ * that holds it (each row's pending total is checked ≥ 0).
+ */
+export function shardFor(account: string): { shard: number; mayOverdraw: boolean } {
+  return isSystem(account)
+    ? { shard: Math.floor(Math.random() * SYSTEM_SHARDS), mayOverdraw: true }
+    : { shard: 0, mayOverdraw: false };
+}
+
+const INT64_MAX_SQL = "9223372036854775807";
+
+const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+  h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
+  r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+  r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+  r.images AS u_images, r.charges AS u_charges, r.resolved_at`;
+
+/**
+ * A hold in one statement (no transaction, one round trip): the funds check is the conditional
+ * UPDATE of the account's balance row (the lock every hold of the account waits on), and every
+ * other row is written only if it moved. No row updated: nothing is written. An id already
+ * taken fails the whole statement on the primary key.
+ */
+const PLACE_HOLD = `
+  WITH funds AS (
+    UPDATE ledger_balances SET debits_pending = debits_pending + $6::bigint
+     WHERE $6::bigint > 0 AND account = $2::text AND chain = $5::text AND shard = 0
+       AND credits_posted - debits_posted - debits_pending >= $6::bigint
+    RETURNING 1
+  ), hold AS (
+    INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                       max_tokens, image_size, image_count, created_at)
+    SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::text, $9::bigint,
+           $10::bigint, $11::text, $12::integer, $13::bigint
+     WHERE $6::bigint = 0 OR EXISTS (SELECT 1 FROM funds)
+    RETURNING seq
+  ), opened AS (
+    INSERT INTO open_holds (hold_id, created_at) SELECT $1::text, $13::bigint FROM hold
+  ), entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $1::text || '/hold', $5::text, $2::text, '${SYSTEM_REVENUE}', $6::bigint, true, 'hold', $1::text, '',
+           $13::bigint
+      FROM funds
+  ), revenue AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
+    SELECT '${SYSTEM_REVENUE}', $5::text, hold.seq % ${SYSTEM_SHARDS}, true, $6::bigint FROM hold, funds
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
+  )
+  SELECT seq FROM hold`;
+
+/** Why a hold was not placed: the hold already there, and what the account has available now. */
+const PLACE_HOLD_REFUSED = `
+  SELECT ${HOLD_COLUMNS},
+         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
+           WHERE account = $2::text AND chain = $3::text AND shard = 0) AS available
+    FROM (SELECT 1) AS one
+    LEFT JOIN holds h ON h.id = $1::text
+    LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
+
+/**
+ * Settles or voids a hold in one statement. The hold's open-list row is its lock: whoever
+ * deletes it resolves the hold (a sweeper holding it makes this wait, then find nothing), and
+ * the resolution's primary key still refuses a second outcome. Rows are then locked in the
+ * order every writer uses: the account's balance row, the revenue shard holding the hold's
+ * pending amount, and (settled with a charge) the account's onchain backing, read FOR UPDATE
+ * so that the intent's onchain part is computed from its newest version, as
+ * SettlementOutbox.record does.
+ */
+const RESOLVE = `
+  WITH hold AS (
+    SELECT ${HOLD_COLUMNS} FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
+  ), closed AS (
+    DELETE FROM open_holds o USING hold
+     WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount
+    RETURNING o.hold_id
+  ), resolved AS (
+    INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                  cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
+    SELECT hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::integer,
+           $10::text, $11::bigint
+      FROM closed
+    RETURNING hold_id
+  ), released AS (
+    UPDATE ledger_balances b
+       SET debits_pending = b.debits_pending - hold.amount, debits_posted = b.debits_posted + $3::bigint
+      FROM hold, resolved
+     WHERE hold.amount > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
+    RETURNING 1
+  ), revenue AS (
+    UPDATE ledger_balances b
+       SET credits_pending = b.credits_pending - hold.amount, credits_posted = b.credits_posted + $3::bigint
+      FROM hold, released
+     WHERE b.account = '${SYSTEM_REVENUE}' AND b.chain = hold.chain AND b.shard = hold.seq % ${SYSTEM_SHARDS}
+    RETURNING 1
+  ), charge AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT hold.id || '/charge', hold.chain, hold.account_id, '${SYSTEM_REVENUE}', $3::bigint, false, 'charge',
+           hold.id, '', $11::bigint
+      FROM hold, revenue
+     WHERE $3::bigint > 0
+  ), backing AS (
+    SELECT b.account_id, b.chain, LEAST($3::bigint, b.deposited - b.committed) AS onchain
+      FROM onchain_backing b, hold, revenue
+     WHERE $2::text = 'settled' AND $3::bigint > 0 AND b.account_id = hold.account_id AND b.chain = hold.chain
+       FOR UPDATE OF b
+  ), committed AS (
+    UPDATE onchain_backing b SET committed = b.committed + k.onchain
+      FROM backing k
+     WHERE k.onchain > 0 AND b.account_id = k.account_id AND b.chain = k.chain
+  ), intent AS (
+    INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount, created_at)
+    SELECT hold.id, hold.account_id, hold.chain, $3::bigint, COALESCE(k.onchain, 0),
+           $3::bigint - COALESCE(k.onchain, 0), $11::bigint
+      FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
+     WHERE $2::text = 'settled' AND $3::bigint > 0
+  )
+  SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now FROM hold`;
+
+/**
+ * The sweeper's claim: the oldest open holds before the cutoff that no other transaction has
+ * locked (SKIP LOCKED: two hosts' sweepers take disjoint sets, and never wait on a settle),
+ * taken off the open list and resolved as expired.
+ */
+const CLAIM_EXPIRED = `
+  WITH due AS (
+    SELECT hold_id FROM open_holds WHERE created_at < $1::bigint ORDER BY created_at LIMIT $2::integer
+       FOR UPDATE SKIP LOCKED
+  ), closed AS (
+    DELETE FROM open_holds o USING due WHERE o.hold_id = due.hold_id RETURNING o.hold_id
+  ), expired AS (
+    INSERT INTO hold_resolutions (hold_id, status, amount, resolved_at)
+    SELECT hold_id, 'expired', 0, $3::bigint FROM closed
+    RETURNING hold_id
+  )
+  SELECT h.seq, h.account_id, h.chain, h.amount FROM holds h JOIN expired ON expired.hold_id = h.id`;
+
+/** Users' rows before system rows, each in key order: the order every writer locks them in. */
+const LOCK_BALANCES = `
+  SELECT 1 FROM ledger_balances b
+    JOIN unnest($1::text[], $2::text[], $3::smallint[]) AS k (account, chain, shard)
+      ON b.account = k.account AND b.chain = k.chain AND b.shard = k.shard
+   ORDER BY b.account LIKE 'system:%', b.account, b.chain, b.shard
+     FOR UPDATE OF b`;
+
+const RELEASE_PENDING = `
+  UPDATE ledger_balances b
+     SET debits_pending = b.debits_pending - d.debits, credits_pending = b.credits_pending - d.credits
+    FROM unnest($1::text[], $2::text[], $3::smallint[], $4::bigint[], $5::bigint[])
+         AS d (account, chain, shard, debits, credits)
+   WHERE b.account = d.account AND b.chain = d.chain AND b.shard = d.shard`;
+
+/**
+ * A credit in one statement: the entry (its id is the idempotency key: a second credit with it
+ * inserts nothing), then the credited row, then the source's shard. Refused whole when either
+ * total would leave the int64 range.
+ */
+const CREDIT = `
+  WITH entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, false, 'credit', NULL, $6::text, $7::bigint
+     WHERE COALESCE((SELECT SUM(credits_posted) FROM ledger_balances WHERE account = $4::text AND chain = $2::text), 0)
+             + $5::bigint <= ${INT64_MAX_SQL}
+       AND COALESCE((SELECT SUM(debits_posted) FROM ledger_balances WHERE account = $3::text AND chain = $2::text), 0)
+             + $5::bigint <= ${INT64_MAX_SQL}
+    ON CONFLICT (id) DO NOTHING
+    RETURNING 1
+  ), credited AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
+    SELECT $4::text, $2::text, $8::smallint, $9::boolean, $5::bigint FROM entry
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
+    RETURNING b.account, b.chain, b.debits_pending, b.debits_posted, b.credits_pending, b.credits_posted
+  ), debited AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, debits_posted)
+    SELECT $3::text, $2::text, $10::smallint, $11::boolean, $5::bigint FROM credited
+    ON CONFLICT (account, chain, shard) DO UPDATE SET debits_posted = b.debits_posted + EXCLUDED.debits_posted
+  )
+  SELECT * FROM credited`;
+
+const BALANCE = `
+  SELECT COALESCE(SUM(debits_pending), 0) AS debits_pending, COALESCE(SUM(debits_posted), 0) AS debits_posted,
+         COALESCE(SUM(credits_pending), 0) AS credits_pending, COALESCE(SUM(credits_posted), 0) AS credits_posted
+    FROM ledger_balances WHERE account = $1::text AND chain = $2::text`;
+
+/**
+ * A withdrawal's writes, run in a transaction that rolls back unless all of them happened: the
+ * account's debit (its available funds checked on its locked balance row), the backing it
+ * commits (checked on the locked backing row), the queued transfer, the entry and the
+ * withdrawals shard.
+ */
+const WITHDRAW = `
+  WITH debited AS (
+    UPDATE ledger_balances SET debits_posted = debits_posted + $5::bigint
+     WHERE account = $2::text AND chain = $3::text AND shard = 0
+       AND credits_posted - debits_posted - debits_pending >= $5::bigint
+    RETURNING 1
+  ), backed AS (
+    UPDATE onchain_backing b SET committed = b.committed + $5::bigint
+      FROM debited
+     WHERE b.account_id = $2::text AND b.chain = $3::text AND b.deposited - b.committed >= $5::bigint
+    RETURNING 1
+  ), transfer AS (
+    INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, status, next_attempt_at,
+                                 created_at, updated_at)
+    SELECT $1::text, 'withdrawal', $2::text, $3::text, $4::text, $5::bigint, 'queued', $6::bigint, $6::bigint,
+           $6::bigint
+      FROM backed
+    RETURNING *
+  ), entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $1::text || '/withdrawal', $3::text, $2::text, '${SYSTEM_WITHDRAWALS}', $5::bigint, false, 'withdrawal',
+           NULL, $4::text, $6::bigint
+      FROM backed
+  ), paid AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
+    SELECT '${SYSTEM_WITHDRAWALS}', $3::text, $7::smallint, true, $5::bigint FROM backed
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
+  )
+  SELECT t.*, 0::bigint AS calls FROM transfer t`;
+
+/** Why a withdrawal was not written: the transfer already there, and what may be withdrawn now. */
+const WITHDRAW_REFUSED = `
+  SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls,
+         LEAST(COALESCE((SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
+                          WHERE account = $2::text AND chain = $3::text AND shard = 0), 0),
+               COALESCE((SELECT deposited - committed FROM onchain_backing
+                          WHERE account_id = $2::text AND chain = $3::text), 0)) AS withdrawable
+    FROM (SELECT 1) AS one LEFT JOIN chain_transfers t ON t.id = $1::text`;
+
+/** A transfer as listed, with the number of calls a settlement covers. */
+export const TRANSFER_WITH_CALLS = `
+  SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls
+    FROM chain_transfers t`;
+
+const ZERO_USAGE: UsageCounts = {
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cacheWrite5mTokens: 0n,
+  cacheWrite1hTokens: 0n,
+  cacheReadTokens: 0n,
+  images: 0,
+};
+
+/** How often a refused hold or withdrawal is tried again when the funds it lacked appeared meanwhile. */
+const REFUSAL_RETRIES = 3;
+
+/**
+ * The ledger and onchain ports over PostgreSQL, for several gateway hosts on one database. Every
+ * write is one statement or one READ COMMITTED transaction whose correctness rests on row locks
+ * and constraints, not on isolation: a hold's funds check is a conditional UPDATE of the
+ * account's balance row (the lock its holds serialise on, with the `available_never_negative`
+ * CHECK behind it), a hold resolves once (its open-list row, then the resolution's primary
+ * key), and a credit or withdrawal is idempotent by its entry or transfer id. The calls' path
+ * (placeHold, settle, void) is one statement each: one round trip. The pool belongs to whoever
+ * opened it; {@link close} leaves it open.
+ */
+export class PgLedger implements LedgerStore, OnchainStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async accountExists(accountId: string): Promise<boolean> {
+    return (await this.pool.query("SELECT 1 FROM accounts WHERE id = $1", [accountId])).rowCount === 1;
+  }
+
+  async billingAccount(accountId: string): Promise<{ defaultChain: string | undefined } | undefined> {
+    const { rows } = await this.pool.query<{ default_chain: string | null }>(
+      `SELECT b.default_chain FROM accounts a LEFT JOIN billing_accounts b ON b.account_id = a.id WHERE a.id = $1`,
+      [accountId],
+    );
+    const row = rows[0];
+    return row === undefined ? undefined : { defaultChain: row.default_chain ?? undefined };
+  }
+
+  async defaultChain(accountId: string): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ default_chain: string }>(
+      "SELECT default_chain FROM billing_accounts WHERE account_id = $1",
+      [accountId],
+    );
+    return rows[0]?.default_chain;
+  }
+
+  async setDefaultChain(accountId: string, chain: string, now: number): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO billing_accounts (account_id, default_chain, updated_at) VALUES ($1, $2, $3)
+       ON CONFLICT (account_id) DO UPDATE SET default_chain = EXCLUDED.default_chain, updated_at = EXCLUDED.updated_at`,
+      [accountId, chain, now],
+    );
+  }
+
+  /** A system account's totals are the sum of its shard rows; a user's, its one row. */
+  async balance(account: string, chain: string): Promise<BalanceRow> {
+    const [row] = await exactRows(this.pool, BALANCE, [account, chain]);
+    return toBalance({ ...row, account, chain });
+  }
+
+  async balances(account: string): Promise<BalanceRow[]> {
+    const rows = await exactRows(
+      this.pool,
+      // SQLite orders chains bytewise; so does the "C" collation.
+      `SELECT account, chain, SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
+              SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
+         FROM ledger_balances WHERE account = $1::text GROUP BY account, chain ORDER BY chain COLLATE "C"`,
+      [account],
+    );
+    return rows.map(toBalance);
+  }
+
+  async getHold(holdId: string): Promise<HoldState | undefined> {
+    const [row] = await exactRows(
+      this.pool,
+      `SELECT ${HOLD_COLUMNS} FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text`,
+      [holdId],
+    );
+    return row === undefined ? undefined : toHoldState(row);
+  }
+
+  async listHolds(accountId: string, beforeSeq: bigint, limit: number): Promise<HoldState[]> {
+    const rows = await exactRows(
+      this.pool,
+      `SELECT ${HOLD_COLUMNS} FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+        WHERE h.account_id = $1::text AND h.seq < $2::bigint ORDER BY h.seq DESC LIMIT $3::integer`,
+      [accountId, beforeSeq, limit],
+    );
+    return rows.map(toHoldState);
+  }
+
+  /**
+   * One statement when it places the hold (see PLACE_HOLD); a second read when it does not, to
+   * answer `existing`/`conflict` or `insufficient` from what is committed now. Funds that
+   * appeared between the two (a credit, a release) make it try again rather than answer
+   * `insufficient` with an available amount that would cover the hold.
+   */
+  async placeHold(hold: NewHold): Promise<PlaceHoldResult> {
+    const values = [
+      hold.id,
+      hold.accountId,
+      hold.requestId,
+      hold.keyId,
+      hold.chain,
+      hold.amount,
+      hold.callKind,
+      hold.model,
+      hold.inputTokens,
+      hold.maxTokens,
+      hold.imageSize,
+      hold.imageCount,
+      hold.createdAt,
+    ];
+    for (let attempt = 1; ; attempt++) {
+      let taken: unknown;
+      try {
+        const [placed] = await retrying(() => exactRows(this.pool, PLACE_HOLD, values));
+        // What was just written, without reading it back.
+        if (placed !== undefined) {
+          return {
+            kind: "placed",
+            state: { hold: { ...hold, seq: Number(placed.seq) }, resolution: undefined },
+          };
+        }
+      } catch (error) {
+        if (sqlState(error) !== "23505") throw error;
+        taken = error;
+      }
+      const [row] = await exactRows(this.pool, PLACE_HOLD_REFUSED, [hold.id, hold.accountId, hold.chain]);
+      if (row!.id !== null) {
+        const existing = toHoldState(row!);
+        return sameCall(existing.hold, hold) ? { kind: "existing", state: existing } : { kind: "conflict" };
+      }
+      if (taken !== undefined) throw taken;
+      const available = (row!.available as bigint | null) ?? 0n;
+      if (hold.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
+    }
+  }
+
+  settle(
+    holdId: string,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+    charges: string,
+  ): Promise<ResolveResult> {
+    return this.resolve(holdId, "settled", charge, usage, now, charges);
+  }
+
+  void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
+    return this.resolve(holdId, status, 0n, ZERO_USAGE, now, "");
+  }
+
+  /**
+   * One transaction, off the calls' path: claim the due holds (CLAIM_EXPIRED), then lock the
+   * balance rows they moved in the common order (users, then shards) and release their pending
+   * amounts. Two hosts' sweepers claim disjoint holds and never wait on each other in a cycle.
+   */
+  expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+    return retrying(() =>
+      inTransaction(this.pool, async (client) => {
+        const expired = await exactRows(client, CLAIM_EXPIRED, [cutoff, limit, now]);
+        const deltas = new Map<string, { key: [string, string, number]; debits: bigint; credits: bigint }>();
+        const add = (account: string, chain: string, shard: number, debits: bigint, credits: bigint) => {
+          const id = `${account}\u0000${chain}\u0000${shard}`;
+          const delta = deltas.get(id) ?? { key: [account, chain, shard], debits: 0n, credits: 0n };
+          delta.debits += debits;
+          delta.credits += credits;
+          deltas.set(id, delta);
+        };
+        for (const h of expired) {
+          const amount = h.amount as bigint;
+          if (amount === 0n) continue;
+          add(h.account_id as string, h.chain as string, 0, amount, 0n);
+          add(
+            SYSTEM_REVENUE,
+            h.chain as string,
+            Number((h.seq as bigint) % BigInt(SYSTEM_SHARDS)),
+            0n,
+            amount,
+          );
+        }
+        if (deltas.size > 0) {
+          const rows = [...deltas.values()];
+          const keys = [rows.map((d) => d.key[0]), rows.map((d) => d.key[1]), rows.map((d) => d.key[2])];
+          await client.query(LOCK_BALANCES, keys);
+          const released = await client.query(RELEASE_PENDING, [
+            ...keys,
+            rows.map((d) => d.debits.toString()),
+            rows.map((d) => d.credits.toString()),
+          ]);
+          // Every pending amount sits on a row its hold created: one missing is a broken ledger.
+          if (released.rowCount !== rows.length) throw new Error("expired holds without their balance rows");
+        }
+        return expired.length;
+      }),
+    );
+  }
+
+  /** One statement when it credits; a second read to answer `existing`, `conflict` or `overflow`. */
+  async credit(credit: NewCredit): Promise<CreditResult> {
+    const to = shardFor(credit.accountId);
+    const from = shardFor(credit.from);
+    let rows: Raw[];
+    try {
+      rows = await retrying(() =>
+        exactRows(this.pool, CREDIT, [
+          credit.entryId,
+          credit.chain,
+          credit.from,
+          credit.accountId,
+          credit.amount,
+          credit.memo,
+          credit.createdAt,
+          to.shard,
+          to.mayOverdraw,
+          from.shard,
+          from.mayOverdraw,
+        ]),
+      );
+    } catch (error) {
+      // A total that moved past the check meanwhile: BIGINT refuses it on the row itself.
+      if (sqlState(error) === "22003") return { kind: "overflow" };
+      throw error;
+    }
+    const [credited] = rows;
+    if (credited !== undefined) {
+      return {
+        kind: "credited",
+        balance: to.mayOverdraw ? await this.balance(credit.accountId, credit.chain) : toBalance(credited),
+      };
+    }
+    const [existing] = await exactRows(
+      this.pool,
+      "SELECT kind, credit_account, chain, amount FROM ledger_entries WHERE id = $1::text",
+      [credit.entryId],
+    );
+    if (existing === undefined) return { kind: "overflow" };
+    const same =
+      existing.kind === "credit" &&
+      existing.credit_account === credit.accountId &&
+      existing.chain === credit.chain &&
+      existing.amount === credit.amount;
+    return same
+      ? { kind: "existing", balance: await this.balance(credit.accountId, credit.chain) }
+      : { kind: "conflict" };
+  }
+
+  async settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>> {
+    const rows = await exactRows(
+      this.pool,
+      `SELECT i.hold_id, i.onchain_amount, i.offchain_amount, i.transfer_id, t.status, t.tx_hash
+         FROM settlement_intents i LEFT JOIN chain_transfers t ON t.id = i.transfer_id
+        WHERE i.hold_id = ANY($1::text[])`,
+      [holdIds],
+    );
+    const found = new Map(rows.map((r) => [r.hold_id as string, r]));
+    const out = new Map<string, SettlementView>();
+    for (const id of holdIds) {
+      const row = found.get(id);
+      if (row !== undefined) out.set(id, toSettlementView(row));
+    }
+    return out;
+  }
+
+  async listDeposits(accountId: string, limit: number): Promise<DepositRow[]> {
+    // SQLite lists pending rows as the watcher wrote them (in scan order); here by position.
+    const rows = await exactRows(
+      this.pool,
+      `SELECT * FROM (
+         SELECT chain, tx_hash, log_index, position, from_address, to_address, account_id, onchain_amount,
+                0::bigint AS amount, false AS credited, seen_at AS at, 0 AS part,
+                row_number() OVER (ORDER BY position, log_index) AS n
+           FROM pending_deposits WHERE account_id = $1::text
+         UNION ALL
+         (SELECT chain, tx_hash, log_index, position, from_address, to_address, account_id, onchain_amount,
+                 amount, true AS credited, credited_at AS at, 1 AS part,
+                 row_number() OVER (ORDER BY credited_at DESC, position DESC, log_index DESC) AS n
+            FROM deposits WHERE account_id = $1::text
+           ORDER BY credited_at DESC, position DESC, log_index DESC LIMIT $2::integer)
+       ) AS listed ORDER BY part, n`,
+      [accountId, limit],
+    );
+    return rows.map((r) => ({
+      chain: r.chain as string,
+      txHash: r.tx_hash as string,
+      index: Number(r.log_index),
+      position: r.position as bigint,
+      from: r.from_address as string,
+      to: r.to_address as string,
+      accountId: r.account_id as string,
+      onchainAmount: BigInt(r.onchain_amount as string),
+      amount: r.amount as bigint,
+      credited: r.credited === true,
+      at: Number(r.at),
+    }));
+  }
+
+  /**
+   * One transaction of one statement (WITHDRAW), committed only when every part of it was
+   * written; then a read to answer `existing`, `conflict` or `insufficient`. Three round trips:
+   * withdrawals are rare, and a rolled-back partial debit is simpler to trust than a statement
+   * that must fail on purpose.
+   */
+  async withdraw(w: NewWithdrawal): Promise<WithdrawResult> {
+    for (let attempt = 1; ; attempt++) {
+      let taken: unknown;
+      try {
+        const written = await retrying(() =>
+          inTransaction(this.pool, async (client) => {
+            const [row] = await exactRows(client, WITHDRAW, [
+              w.id,
+              w.accountId,
+              w.chain,
+              w.to,
+              w.amount,
+              w.now,
+              shardFor(SYSTEM_WITHDRAWALS).shard,
+            ]);
+            if (row === undefined) throw new NotWritten();
+            return toTransfer(row);
+          }),
+        );
+        return { kind: "written", transfer: written };
+      } catch (error) {
+        if (sqlState(error) === "23505") taken = error;
+        else if (!(error instanceof NotWritten)) throw error;
+      }
+      const [row] = await exactRows(this.pool, WITHDRAW_REFUSED, [w.id, w.accountId, w.chain]);
+      if (row!.id !== null) {
+        const existing = toTransfer(row!);
+        const same =
+          existing.kind === "withdrawal" &&
+          existing.accountId === w.accountId &&
+          existing.chain === w.chain &&
+          existing.to === w.to &&
+          existing.amount === w.amount;
+        return same ? { kind: "existing", transfer: existing } : { kind: "conflict" };
+      }
+      if (taken !== undefined) throw taken;
+      const available = row!.withdrawable as bigint;
+      if (w.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
+    }
+  }
+
+  async listTransfers(
+    accountId: string,
+    kind: "settlement" | "withdrawal",
+    beforeSeq: bigint,
+    limit: number,
+  ): Promise<TransferRow[]> {
+    const rows = await exactRows(
+      this.pool,
+      `${TRANSFER_WITH_CALLS} WHERE t.account_id = $1::text AND t.kind = $2::text AND t.seq < $3::bigint
+        ORDER BY t.seq DESC LIMIT $4::integer`,
+      [accountId, kind, beforeSeq, limit],
+    );
+    return rows.map(toTransfer);
+  }
+
+  backlog(): Promise<BacklogRow[]> {
+    return readBacklog(this.pool);
+  }
+
+  /** Nothing to finish: every write answered after its commit, and the pool is its opener's. */
+  async close(): Promise<void> {}
+
+  private async resolve(
+    holdId: string,
+    status: ResolutionStatus,
+    charge: bigint,
+    usage: UsageCounts,
+    now: number,
+    charges: string,
+  ): Promise<ResolveResult> {
+    const [row] = await retrying(() =>
+      exactRows(this.pool, RESOLVE, [
+        holdId,
+        status,
+        charge,
+        usage.inputTokens,
+        usage.outputTokens,
+        usage.cacheWrite5mTokens,
+        usage.cacheWrite1hTokens,
+        usage.cacheReadTokens,
+        usage.images,
+        charges,
+        now,
+      ]),
+    );
+    if (row === undefined) return { kind: "not-found" };
+    const state = toHoldState(row);
+    if (state.resolution !== undefined) return { kind: "already-resolved", state };
+    const { hold } = state;
+    if (charge < 0n || charge > hold.amount) return { kind: "exceeds", state };
+    if (row.resolved_now !== true) {
+      // Another host resolved it after this statement's snapshot was taken.
+      const current = await this.getHold(holdId);
+      if (current?.resolution === undefined) throw new Error(`hold ${holdId} is neither open nor resolved`);
+      return { kind: "already-resolved", state: current };
+    }
+    // What was just written, without reading it back.
+    return {
+      kind: "resolved",
+      state: {
+        hold,
+        resolution: {
+          holdId,
+          status,
+          amount: charge,
+          usage: {
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+            cacheWrite5mTokens: usage.cacheWrite5mTokens,
+            cacheWrite1hTokens: usage.cacheWrite1hTokens,
+            cacheReadTokens: usage.cacheReadTokens,
+            images: usage.images,
+          },
+          charges,
+          resolvedAt: now,
+        },
+      },
+    };
+  }
+}
+
+/** The settlement backlog and settled totals of every chain that has any (as OnchainRepository). */
+export async function readBacklog(db: Queryable): Promise<BacklogRow[]> {
+  const rows = new Map<string, { -readonly [K in keyof BacklogRow]: BacklogRow[K] }>();
+  const at = (chain: string) => {
+    let row = rows.get(chain);
+    if (row === undefined) {
+      row = emptyBacklog(chain);
+      rows.set(chain, row);
+    }
+    return row;
+  };
+  const older = (a: number, b: number) => (a === 0 ? b : Math.min(a, b));
+  const intents = await exactRows(
+    db,
+    `SELECT chain, COUNT(*) AS calls, COALESCE(SUM(onchain_amount), 0) AS amount, MIN(created_at) AS oldest
+       FROM settlement_intents WHERE transfer_id IS NULL AND onchain_amount > 0 GROUP BY chain`,
+    [],
+  );
+  for (const r of intents) {
+    const row = at(r.chain as string);
+    row.unbatchedCalls = Number(r.calls);
+    row.unbatchedAmount = r.amount as bigint;
+    row.oldestAt = older(row.oldestAt, Number(r.oldest));
+  }
+  const transfers = await exactRows(
+    db,
+    `SELECT chain, kind, COUNT(*) AS n, COALESCE(SUM(amount), 0) AS amount, MIN(created_at) AS oldest,
+            (SELECT last_error FROM chain_transfers e WHERE e.chain = t.chain AND e.status <> 'confirmed'
+               AND e.last_error <> '' ORDER BY e.updated_at DESC LIMIT 1) AS last_error
+       FROM chain_transfers t WHERE status <> 'confirmed' GROUP BY chain, kind`,
+    [],
+  );
+  for (const r of transfers) {
+    const row = at(r.chain as string);
+    if (r.kind === "settlement") {
+      row.openSettlements = Number(r.n);
+      row.openSettlementAmount = r.amount as bigint;
+    } else {
+      row.openWithdrawals = Number(r.n);
+      row.openWithdrawalAmount = r.amount as bigint;
+    }
+    row.oldestAt = older(row.oldestAt, Number(r.oldest));
+    if (typeof r.last_error === "string" && r.last_error !== "") row.lastError = r.last_error;
+  }
+  const confirmed = await exactRows(
+    db,
+    `SELECT chain, COALESCE(SUM(amount), 0) AS amount FROM chain_transfers
+      WHERE kind = 'settlement' AND status = 'confirmed' GROUP BY chain`,
+    [],
+  );
+  for (const r of confirmed) at(r.chain as string).confirmedSettlementAmount = r.amount as bigint;
+  const offchain = await exactRows(
+    db,
+    "SELECT chain, COALESCE(SUM(offchain_amount), 0) AS amount FROM settlement_intents GROUP BY chain",
+    [],
+  );
+  for (const r of offchain) at(r.chain as string).offchainAmount = r.amount as bigint;
+  return [...rows.values()].sort((a, b) => a.chain.localeCompare(b.chain));
+}
+
+/** A transfer row read with {@link exactRows} (and a `calls` column). */
+export function toTransfer(row: Raw): TransferRow {
+  return {
+    seq: Number(row.seq),
+    id: row.id as string,
+    kind: row.kind as "settlement" | "withdrawal",
+    accountId: row.account_id as string,
+    chain: row.chain as string,
+    to: row.to_address as string,
+    amount: row.amount as bigint,
+    status: row.status as TransferStatus,
+    txHash: (row.tx_hash as string | null) ?? "",
+    raw: (row.raw as string | null) ?? "",
+    attempts: Number(row.attempts),
+    nextAttemptAt: Number(row.next_attempt_at),
+    lastError: row.last_error as string,
+    createdAt: Number(row.created_at),
+    confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
+    calls: Number(row.calls),
+  };
+}
+
+/** The statement's answer when nothing was written (the transaction rolls back). */
+class NotWritten extends Error {}
+
+function sameCall(a: HoldRow, b: NewHold): boolean {
+  return (
+    a.accountId === b.accountId &&
+    a.chain === b.chain &&
+    a.amount === b.amount &&
+    a.callKind === b.callKind &&
+    a.model === b.model &&
+    a.inputTokens === b.inputTokens &&
+    a.maxTokens === b.maxTokens &&
+    a.imageSize === b.imageSize &&
+    a.imageCount === b.imageCount
+  );
+}
+
+function toBalance(row: Raw): BalanceRow {
+  return {
+    account: row.account as string,
+    chain: row.chain as string,
+    debitsPending: row.debits_pending as bigint,
+    debitsPosted: row.debits_posted as bigint,
+    creditsPending: row.credits_pending as bigint,
+    creditsPosted: row.credits_posted as bigint,
+  };
+}
+
+function toSettlementView(row: Raw): SettlementView {
+  const onchainAmount = row.onchain_amount as bigint;
+  const transferStatus = row.status as string | null;
+  const status: SettlementStatus =
+    onchainAmount === 0n
+      ? "offchain"
+      : transferStatus === "confirmed"
+        ? "confirmed"
+        : transferStatus === "prepared" || transferStatus === "sent"
+          ? "submitted"
+          : "queued";
+  return {
+    holdId: row.hold_id as string,
+    status,
+    onchainAmount,
+    offchainAmount: row.offchain_amount as bigint,
+    transferId: (row.transfer_id as string | null) ?? "",
+    txHash: (row.tx_hash as string | null) ?? "",
+  };
+}
+
+function toHoldState(row: Raw): HoldState {
+  const hold: HoldRow = {
+    seq: Number(row.seq),
+    id: row.id as string,
+    accountId: row.account_id as string,
+    requestId: row.request_id as string,
+    keyId: row.key_id as string,
+    chain: row.chain as string,
+    amount: row.amount as bigint,
+    callKind: row.call_kind as "text" | "image",
+    model: row.model as string,
+    inputTokens: row.input_tokens as bigint,
+    maxTokens: row.max_tokens as bigint,
+    imageSize: row.image_size as string,
+    imageCount: Number(row.image_count),
+    createdAt: Number(row.created_at),
+  };
+  if (row.status === null) return { hold, resolution: undefined };
+  return {
+    hold,
+    resolution: {
+      holdId: hold.id,
+      status: row.status as ResolutionStatus,
+      amount: row.settled_amount as bigint,
+      usage: {
+        inputTokens: row.u_input as bigint,
+        outputTokens: row.u_output as bigint,
+        cacheWrite5mTokens: row.u_cw5m as bigint,
+        cacheWrite1hTokens: row.u_cw1h as bigint,
+        cacheReadTokens: row.u_read as bigint,
+        images: Number(row.u_images),
+      },
+      charges: row.u_charges as string,
+      resolvedAt: Number(row.resolved_at),
+    },
+  };
+}

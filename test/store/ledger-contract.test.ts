@@ -1,0 +1,1061 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { INT64_MAX } from "../../src/core/billing/money.js";
+import type { AccountStore } from "../../src/core/ports/accounts.js";
+import type { ChainWorkStore } from "../../src/core/ports/chain-work.js";
+import {
+  availableOf,
+  type DepositToCredit,
+  type HoldState,
+  type LedgerStore,
+  type NewCredit,
+  type NewHold,
+  type OnchainStore,
+  SYSTEM_DEPOSITS,
+  SYSTEM_MANUAL_CREDIT,
+  SYSTEM_REVENUE,
+  SYSTEM_WITHDRAWALS,
+  type TransferRow,
+  type UsageCounts,
+} from "../../src/core/ports/ledger.js";
+import { AuthRepository } from "../../src/store/auth-repository.js";
+import { openDatabase } from "../../src/store/database.js";
+import { auditLedger } from "../../src/store/ledger-audit.js";
+import { PgAccountStore } from "../../src/store/postgres/pg-accounts.js";
+import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
+import { PgChainRoles, PgChainWork } from "../../src/store/postgres/pg-chain-work.js";
+import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { PgLedger } from "../../src/store/postgres/pg-ledger.js";
+import { SqliteChainWork } from "../../src/store/sqlite-chain-work.js";
+import { openSqliteLedger } from "../../src/store/sqlite-ledger.js";
+import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { tempDir } from "../helpers/process.js";
+
+// The ledger, onchain and chain-work ports, one suite run against SQLite (the reference) and a
+// real PostgreSQL 15; then what only PostgreSQL has to show: many connections writing at once,
+// and the chain roles held across processes. Every test ends with the store's ledger audit.
+
+/** One store under test: its ports, its audit, and how to let it go. */
+interface Stores {
+  readonly ledger: LedgerStore & OnchainStore;
+  readonly work: ChainWorkStore;
+  readonly accounts: AccountStore;
+  audit(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+let server: PostgresServer;
+beforeAll(async () => {
+  server = await startPostgres();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** A PostgreSQL store on a database of its own, and its pool (16 connections, as several hosts). */
+async function openPgStores(): Promise<Stores & { readonly pool: pg.Pool; readonly url: string }> {
+  const url = await server.freshDatabase();
+  const pool = await openPostgres(url, 16);
+  return {
+    url,
+    pool,
+    ledger: new PgLedger(pool),
+    work: new PgChainWork(pool),
+    accounts: new PgAccountStore(pool),
+    audit: () => auditPostgres(pool),
+    close: () => pool.end(),
+  };
+}
+
+/** The same suite, against each store the ports have. */
+const stores: Record<string, () => Promise<Stores>> = {
+  sqlite: async () => {
+    const dir = tempDir();
+    const db = openDatabase(dir.path);
+    const ledger = await openSqliteLedger(db, dir.path, { thread: false });
+    return {
+      ledger,
+      work: new SqliteChainWork(db),
+      accounts: new AuthRepository(db),
+      audit: async () => auditLedger(db),
+      close: async () => {
+        await ledger.close();
+        db.close();
+        dir.cleanup();
+      },
+    };
+  },
+  postgres: openPgStores,
+};
+
+const CHAIN = "base";
+const TREASURY = "0xtreasury";
+const FIRST_PAGE = INT64_MAX;
+
+const USAGE: UsageCounts = {
+  inputTokens: 1200n,
+  outputTokens: 345n,
+  cacheWrite5mTokens: 6n,
+  cacheWrite1hTokens: 7n,
+  cacheReadTokens: 89n,
+  images: 0,
+};
+
+function newHold(id: string, accountId: string, amount: bigint, createdAt = 1, chain = CHAIN): NewHold {
+  return {
+    id,
+    accountId,
+    requestId: `req_${id}`,
+    keyId: "key_1",
+    chain,
+    amount,
+    callKind: "text",
+    model: "claude-test",
+    inputTokens: 12n,
+    maxTokens: 1024n,
+    imageSize: "",
+    imageCount: 0,
+    createdAt,
+  };
+}
+
+function manualCredit(entryId: string, accountId: string, amount: bigint, chain = CHAIN): NewCredit {
+  return { entryId, accountId, chain, amount, from: SYSTEM_MANUAL_CREDIT, memo: "operator", createdAt: 1 };
+}
+
+function deposit(txHash: string, accountId: string, amount: bigint, position = 1n): DepositToCredit {
+  return {
+    txHash,
+    index: 0,
+    position,
+    from: "0xpayer",
+    to: `0xaddr_${accountId}`,
+    accountId,
+    onchainAmount: amount * 1000n,
+    amount,
+  };
+}
+
+const zeroBalance = (account: string, chain = CHAIN) => ({
+  account,
+  chain,
+  debitsPending: 0n,
+  debitsPosted: 0n,
+  creditsPending: 0n,
+  creditsPosted: 0n,
+});
+
+/** Ids a batch hands out: st1, st2, … */
+function ids(): () => string {
+  let n = 0;
+  return () => `st${++n}`;
+}
+
+/** Credits deposits in one scan of the next position on `chain`. */
+async function scan(s: Stores, deposits: DepositToCredit[], now = 1, chain = CHAIN): Promise<void> {
+  const from = (await s.work.cursor(chain)) ?? 0n;
+  expect(await s.work.recordScan(chain, from, from + 1n, deposits, now)).toBe(true);
+}
+
+/** A call: a hold of `held` (at least the charge) settled for `charge` at `at`. */
+async function call(
+  s: Stores,
+  id: string,
+  accountId: string,
+  charge: bigint,
+  at: number,
+  held = charge,
+  chain = CHAIN,
+) {
+  expect((await s.ledger.placeHold(newHold(id, accountId, held, at, chain))).kind).toBe("placed");
+  expect((await s.ledger.settle(id, charge, USAGE, at, "")).kind).toBe("resolved");
+}
+
+describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on %s", (name) => {
+  /** Runs `body` on a fresh store and ends with its audit: the ledger must replay clean. */
+  async function withStores(body: (s: Stores) => Promise<void>): Promise<void> {
+    const s = await stores[name]!();
+    try {
+      await body(s);
+      expect(await s.audit()).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  }
+
+  /** Creates the accounts (the ledger's rows reference them). */
+  async function accounts(s: Stores, ...ids: string[]): Promise<void> {
+    for (const id of ids) await s.accounts.insertAccount(id, "", 1);
+  }
+
+  it("holds: placed, existing for the same call, conflict for another, insufficient with nothing written", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      expect(await s.ledger.credit(manualCredit("c1", "acct_a", 1000n))).toEqual({
+        kind: "credited",
+        balance: { ...zeroBalance("acct_a"), creditsPosted: 1000n },
+      });
+      const placed = await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10));
+      expect(placed).toEqual({
+        kind: "placed",
+        state: {
+          hold: { ...newHold("h1", "acct_a", 300n, 10), seq: expect.any(Number) },
+          resolution: undefined,
+        },
+      });
+      const state = (placed as { state: HoldState }).state;
+      expect(await s.ledger.getHold("h1")).toEqual(state);
+      expect(await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10))).toEqual({
+        kind: "existing",
+        state,
+      });
+      expect(await s.ledger.placeHold({ ...newHold("h1", "acct_a", 300n, 10), model: "other" })).toEqual({
+        kind: "conflict",
+      });
+      expect(await s.ledger.placeHold(newHold("h1", "acct_a", 301n, 10))).toEqual({ kind: "conflict" });
+
+      expect(await s.ledger.placeHold(newHold("h2", "acct_a", 701n))).toEqual({
+        kind: "insufficient",
+        available: 700n,
+      });
+      expect(await s.ledger.getHold("h2")).toBeUndefined();
+      expect((await s.ledger.placeHold(newHold("h3", "acct_a", 700n))).kind).toBe("placed");
+      // Funds gone: the same call retried is still `existing`, not `insufficient`.
+      expect((await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10))).kind).toBe("existing");
+      expect(await s.ledger.placeHold(newHold("h4", "acct_a", 1n))).toEqual({
+        kind: "insufficient",
+        available: 0n,
+      });
+      // A zero hold needs no funds, not even a balance row.
+      expect((await s.ledger.placeHold(newHold("h5", "acct_a", 0n))).kind).toBe("placed");
+      expect((await s.ledger.placeHold(newHold("hb0", "acct_b", 0n))).kind).toBe("placed");
+      expect(await s.ledger.placeHold(newHold("hb1", "acct_b", 1n))).toEqual({
+        kind: "insufficient",
+        available: 0n,
+      });
+
+      const balance = await s.ledger.balance("acct_a", CHAIN);
+      expect(balance).toEqual({ ...zeroBalance("acct_a"), debitsPending: 1000n, creditsPosted: 1000n });
+      expect(availableOf(balance)).toBe(0n);
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPending: 1000n,
+      });
+      expect(await s.ledger.balance("acct_b", CHAIN)).toEqual(zeroBalance("acct_b"));
+    }));
+
+  it("settle: within the hold charges and releases the rest, above it exceeds; resolves once; unknown is not-found", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await s.ledger.placeHold(newHold("h1", "acct_a", 500n, 10));
+      const pending = await s.ledger.getHold("h1");
+      expect(await s.ledger.settle("h1", 501n, USAGE, 20, "")).toEqual({ kind: "exceeds", state: pending });
+      expect(await s.ledger.settle("h1", -1n, USAGE, 20, "")).toEqual({ kind: "exceeds", state: pending });
+
+      const settled = await s.ledger.settle("h1", 200n, USAGE, 20, '{"model":"claude-test"}');
+      expect(settled).toEqual({
+        kind: "resolved",
+        state: {
+          hold: pending!.hold,
+          resolution: {
+            holdId: "h1",
+            status: "settled",
+            amount: 200n,
+            usage: USAGE,
+            charges: '{"model":"claude-test"}',
+            resolvedAt: 20,
+          },
+        },
+      });
+      const state = (settled as { state: HoldState }).state;
+      expect(await s.ledger.getHold("h1")).toEqual(state);
+      expect(await s.ledger.settle("h1", 100n, USAGE, 30, "")).toEqual({ kind: "already-resolved", state });
+      expect(await s.ledger.void("h1", "released", 30)).toEqual({ kind: "already-resolved", state });
+      expect(await s.ledger.settle("missing", 1n, USAGE, 30, "")).toEqual({ kind: "not-found" });
+      expect(await s.ledger.void("missing", "expired", 30)).toEqual({ kind: "not-found" });
+
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPosted: 200n,
+        creditsPosted: 1000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: 200n,
+      });
+
+      // Settled for nothing: resolved, no charge and no settlement.
+      await s.ledger.placeHold(newHold("h2", "acct_a", 100n));
+      const free = await s.ledger.settle("h2", 0n, USAGE, 40, "");
+      expect(free.kind).toBe("resolved");
+      expect((free as { state: HoldState }).state.resolution).toMatchObject({
+        status: "settled",
+        amount: 0n,
+      });
+      expect([...(await s.ledger.settlements(["h1", "h2"])).keys()]).toEqual(["h1"]);
+
+      // Three outcomes asked for at once: exactly one lands, the others see it.
+      await s.ledger.placeHold(newHold("h3", "acct_a", 100n));
+      const outcomes = await Promise.all([
+        s.ledger.settle("h3", 50n, USAGE, 50, ""),
+        s.ledger.void("h3", "released", 50),
+        s.ledger.void("h3", "expired", 50),
+      ]);
+      expect(outcomes.map((o) => o.kind).sort()).toEqual([
+        "already-resolved",
+        "already-resolved",
+        "resolved",
+      ]);
+      const final = await s.ledger.getHold("h3");
+      for (const o of outcomes) expect(o).toMatchObject({ state: final });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n });
+    }));
+
+  it("void releases; expireHolds expires holds placed before the cutoff, oldest first, each once, up to the limit", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      for (const [id, at, amount] of [
+        ["e0", 5, 0n],
+        ["e1", 10, 100n],
+        ["e2", 20, 100n],
+        ["e3", 30, 100n],
+        ["e4", 40, 100n],
+      ] as const) {
+        await s.ledger.placeHold(newHold(id, "acct_a", amount, at));
+      }
+      expect(await s.ledger.void("e2", "released", 50)).toMatchObject({
+        kind: "resolved",
+        state: {
+          resolution: {
+            holdId: "e2",
+            status: "released",
+            amount: 0n,
+            usage: { inputTokens: 0n, outputTokens: 0n, images: 0 },
+            charges: "",
+            resolvedAt: 50,
+          },
+        },
+      });
+      expect(await s.ledger.expireHolds(35, 60, 2)).toBe(2);
+      expect((await s.ledger.getHold("e0"))!.resolution).toMatchObject({ status: "expired", resolvedAt: 60 });
+      expect((await s.ledger.getHold("e1"))!.resolution).toMatchObject({ status: "expired", amount: 0n });
+      expect((await s.ledger.getHold("e3"))!.resolution).toBeUndefined();
+      expect(await s.ledger.expireHolds(35, 61, 10)).toBe(1);
+      expect((await s.ledger.getHold("e3"))!.resolution).toMatchObject({ status: "expired", resolvedAt: 61 });
+      expect(await s.ledger.expireHolds(35, 62, 10)).toBe(0);
+      expect((await s.ledger.getHold("e4"))!.resolution).toBeUndefined();
+      expect((await s.ledger.void("e1", "released", 70)).kind).toBe("already-resolved");
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 100n,
+        debitsPosted: 0n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({ creditsPending: 100n });
+
+      // Three sweepers at once over 21 due holds: each expires exactly once.
+      for (let i = 0; i < 20; i++) await s.ledger.placeHold(newHold(`s${i}`, "acct_a", 10n, 100 + i));
+      const counts = await Promise.all([
+        s.ledger.expireHolds(1000, 200, 20),
+        s.ledger.expireHolds(1000, 200, 20),
+        s.ledger.expireHolds(1000, 200, 20),
+      ]);
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(21);
+      const holds = await s.ledger.listHolds("acct_a", FIRST_PAGE, 100);
+      expect(holds.filter((h) => h.resolution === undefined)).toEqual([]);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual(zeroBalance(SYSTEM_REVENUE));
+    }));
+
+  it("credits: idempotent by entry id, conflict when it differs, overflow past int64 on either side", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      const c1 = manualCredit("c1", "acct_a", 500n);
+      const after = { ...zeroBalance("acct_a"), creditsPosted: 500n };
+      expect(await s.ledger.credit(c1)).toEqual({ kind: "credited", balance: after });
+      expect(await s.ledger.credit(c1)).toEqual({ kind: "existing", balance: after });
+      expect(await s.ledger.credit({ ...c1, amount: 600n })).toEqual({ kind: "conflict" });
+      expect(await s.ledger.credit({ ...c1, accountId: "acct_b" })).toEqual({ kind: "conflict" });
+      expect(await s.ledger.credit({ ...c1, chain: "solana" })).toEqual({ kind: "conflict" });
+
+      const top = { ...zeroBalance("acct_a"), creditsPosted: INT64_MAX };
+      expect(await s.ledger.credit(manualCredit("c2", "acct_a", INT64_MAX - 500n))).toEqual({
+        kind: "credited",
+        balance: top,
+      });
+      expect(await s.ledger.credit(manualCredit("c3", "acct_a", 1n))).toEqual({ kind: "overflow" });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual(top);
+      // The source side is full too: a credit to another account overflows it.
+      expect(await s.ledger.credit(manualCredit("c4", "acct_b", 1n))).toEqual({ kind: "overflow" });
+      expect(await s.ledger.balance(SYSTEM_MANUAL_CREDIT, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_MANUAL_CREDIT),
+        debitsPosted: INT64_MAX,
+      });
+      expect(await s.ledger.balance("acct_b", CHAIN)).toEqual(zeroBalance("acct_b"));
+
+      // Another chain is another balance; balances() lists chains in order.
+      expect((await s.ledger.credit(manualCredit("c5", "acct_a", 7n, "solana"))).kind).toBe("credited");
+      expect((await s.ledger.credit(manualCredit("c6", "acct_a", 3n, "arbitrum"))).kind).toBe("credited");
+      expect(await s.ledger.balances("acct_a")).toEqual([
+        { ...zeroBalance("acct_a", "arbitrum"), creditsPosted: 3n },
+        top,
+        { ...zeroBalance("acct_a", "solana"), creditsPosted: 7n },
+      ]);
+      expect(await s.ledger.balances("nobody")).toEqual([]);
+      expect(await s.ledger.balance("nobody", CHAIN)).toEqual(zeroBalance("nobody"));
+    }));
+
+  it("accounts: exists, billing account in one read, default chain set and changed", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      expect(await s.ledger.accountExists("acct_a")).toBe(true);
+      expect(await s.ledger.accountExists("nobody")).toBe(false);
+      expect(await s.ledger.billingAccount("nobody")).toBeUndefined();
+      expect(await s.ledger.billingAccount("acct_a")).toEqual({ defaultChain: undefined });
+      expect(await s.ledger.defaultChain("acct_a")).toBeUndefined();
+      await s.ledger.setDefaultChain("acct_a", "base", 5);
+      expect(await s.ledger.defaultChain("acct_a")).toBe("base");
+      expect(await s.ledger.billingAccount("acct_a")).toEqual({ defaultChain: "base" });
+      await s.ledger.setDefaultChain("acct_a", "solana", 6);
+      expect(await s.ledger.defaultChain("acct_a")).toBe("solana");
+    }));
+
+  it("listHolds: an account's holds newest first, with their outcomes, paged by seq", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      await s.ledger.credit(manualCredit("ca", "acct_a", 1000n));
+      await s.ledger.credit(manualCredit("cb", "acct_b", 1000n));
+      for (let i = 1; i <= 5; i++) {
+        await s.ledger.placeHold(newHold(`a${i}`, "acct_a", 10n, i));
+        await s.ledger.placeHold(newHold(`b${i}`, "acct_b", 10n, i));
+      }
+      await s.ledger.settle("a2", 4n, USAGE, 9, "");
+      const all = await s.ledger.listHolds("acct_a", FIRST_PAGE, 10);
+      expect(all.map((h) => h.hold.id)).toEqual(["a5", "a4", "a3", "a2", "a1"]);
+      for (const h of all) expect(await s.ledger.getHold(h.hold.id)).toEqual(h);
+      expect(all[3]!.resolution).toMatchObject({ status: "settled", amount: 4n });
+      const pages: string[][] = [];
+      let before = FIRST_PAGE;
+      for (;;) {
+        const page = await s.ledger.listHolds("acct_a", before, 2);
+        if (page.length === 0) break;
+        pages.push(page.map((h) => h.hold.id));
+        before = BigInt(page.at(-1)!.hold.seq);
+      }
+      expect(pages).toEqual([["a5", "a4"], ["a3", "a2"], ["a1"]]);
+      expect(await s.ledger.listHolds("nobody", FIRST_PAGE, 10)).toEqual([]);
+    }));
+
+  it("settlements: off-chain when operator credit backs the charge, onchain for what deposits back; queued → submitted → confirmed", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await scan(s, [deposit("0xd1", "acct_a", 300n)]);
+      await call(s, "s1", "acct_a", 400n, 10, 500n);
+      await call(s, "s2", "acct_a", 100n, 20);
+      await s.ledger.placeHold(newHold("s3", "acct_a", 50n));
+      await s.ledger.void("s3", "released", 30);
+
+      const views = await s.ledger.settlements(["s1", "s2", "s3", "missing"]);
+      expect([...views.keys()]).toEqual(["s1", "s2"]);
+      expect(views.get("s1")).toEqual({
+        holdId: "s1",
+        status: "queued",
+        onchainAmount: 300n,
+        offchainAmount: 100n,
+        transferId: "",
+        txHash: "",
+      });
+      expect(views.get("s2")).toEqual({
+        holdId: "s2",
+        status: "offchain",
+        onchainAmount: 0n,
+        offchainAmount: 100n,
+        transferId: "",
+        txHash: "",
+      });
+
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, ids(), 100)).toBe(1);
+      expect((await s.ledger.settlements(["s1"])).get("s1")).toMatchObject({
+        status: "queued",
+        transferId: "st1",
+      });
+      expect(await s.work.transfer("st1")).toMatchObject({
+        kind: "settlement",
+        accountId: "acct_a",
+        to: TREASURY,
+        amount: 300n,
+        status: "queued",
+        calls: 1,
+      });
+      await s.work.markPrepared("st1", "0xabc", "signed", 110);
+      expect((await s.ledger.settlements(["s1"])).get("s1")).toMatchObject({
+        status: "submitted",
+        transferId: "st1",
+        txHash: "0xabc",
+      });
+      await s.work.markSent("st1", 200, 120);
+      expect((await s.ledger.settlements(["s1"])).get("s1")).toMatchObject({ status: "submitted" });
+      await s.work.markConfirmed("st1", 130);
+      expect((await s.ledger.settlements(["s1"])).get("s1")).toMatchObject({
+        status: "confirmed",
+        txHash: "0xabc",
+      });
+      expect((await s.ledger.settlements(["s2"])).get("s2")).toMatchObject({ status: "offchain" });
+    }));
+
+  it("withdraw: written against backed funds, existing or conflict by id, insufficient when not backed", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      const w = (id: string, amount: bigint, now = 10) => ({
+        id,
+        accountId: "acct_a",
+        chain: CHAIN,
+        to: "0xdest",
+        amount,
+        now,
+      });
+      // Operator credit is spendable but nothing onchain backs it.
+      expect(await s.ledger.withdraw(w("w0", 1n))).toEqual({ kind: "insufficient", available: 0n });
+      await scan(s, [deposit("0xd1", "acct_a", 300n)]);
+
+      const written = await s.ledger.withdraw(w("w1", 200n));
+      const transfer: TransferRow = {
+        seq: expect.any(Number),
+        id: "w1",
+        kind: "withdrawal",
+        accountId: "acct_a",
+        chain: CHAIN,
+        to: "0xdest",
+        amount: 200n,
+        status: "queued",
+        txHash: "",
+        raw: "",
+        attempts: 0,
+        nextAttemptAt: 10,
+        lastError: "",
+        createdAt: 10,
+        confirmedAt: undefined,
+        calls: 0,
+      };
+      expect(written).toEqual({ kind: "written", transfer });
+      const first = (written as { transfer: TransferRow }).transfer;
+      expect(await s.ledger.withdraw(w("w1", 200n, 99))).toEqual({ kind: "existing", transfer: first });
+      expect(await s.ledger.withdraw(w("w1", 150n))).toEqual({ kind: "conflict" });
+      expect(await s.ledger.withdraw({ ...w("w1", 200n), to: "0xelse" })).toEqual({ kind: "conflict" });
+      expect(await s.ledger.withdraw(w("w2", 101n))).toEqual({ kind: "insufficient", available: 100n });
+
+      // Held funds are not withdrawable either: 1100 available, 1050 held → 50.
+      expect((await s.ledger.placeHold(newHold("h1", "acct_a", 1050n))).kind).toBe("placed");
+      expect(await s.ledger.withdraw(w("w3", 51n))).toEqual({ kind: "insufficient", available: 50n });
+      expect((await s.ledger.withdraw(w("w3", 50n, 20))).kind).toBe("written");
+
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPending: 1050n,
+        debitsPosted: 250n,
+        creditsPosted: 1300n,
+      });
+      expect(await s.ledger.balance(SYSTEM_WITHDRAWALS, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_WITHDRAWALS),
+        creditsPosted: 250n,
+      });
+      const listed = await s.ledger.listTransfers("acct_a", "withdrawal", FIRST_PAGE, 10);
+      expect(listed.map((t) => t.id)).toEqual(["w3", "w1"]);
+      expect(listed[1]).toEqual(first);
+      expect(
+        (await s.ledger.listTransfers("acct_a", "withdrawal", BigInt(listed[0]!.seq), 10)).map((t) => t.id),
+      ).toEqual(["w1"]);
+      expect(await s.ledger.listTransfers("acct_a", "settlement", FIRST_PAGE, 10)).toEqual([]);
+    }));
+
+  it("deposit addresses: saved once, looked up by account, loaded by family after a seq", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      await s.work.saveDepositAddress("evm", "acct_a", "0xA", 1);
+      await s.work.saveDepositAddress("evm", "acct_a", "0xA", 2);
+      await s.work.saveDepositAddress("solana", "acct_a", "SoA", 3);
+      await s.work.saveDepositAddress("evm", "acct_b", "0xB", 4);
+      expect(await s.work.depositAddressOf("acct_a", "evm")).toBe("0xA");
+      expect(await s.work.depositAddressOf("acct_a", "solana")).toBe("SoA");
+      expect(await s.work.depositAddressOf("acct_b", "solana")).toBeUndefined();
+      const evm = await s.work.addressesSince("evm", 0);
+      expect(evm).toEqual([
+        { seq: expect.any(Number), address: "0xA", accountId: "acct_a" },
+        { seq: expect.any(Number), address: "0xB", accountId: "acct_b" },
+      ]);
+      expect(await s.work.addressesSince("evm", evm[0]!.seq)).toEqual([evm[1]]);
+      expect(await s.work.addressesSince("evm", evm[1]!.seq)).toEqual([]);
+      expect((await s.work.addressesSince("solana", 0)).map((a) => a.address)).toEqual(["SoA"]);
+    }));
+
+  it("recordScan: credits with the cursor, skips a deposit seen before, refuses when the cursor moved", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b", "acct_c");
+      expect(await s.work.cursor(CHAIN)).toBeUndefined();
+      await s.work.initCursor(CHAIN, 100n, 1);
+      await s.work.initCursor(CHAIN, 5n, 2);
+      expect(await s.work.cursor(CHAIN)).toBe(100n);
+
+      const d1 = deposit("0xd1", "acct_a", 250n, 101n);
+      expect(await s.work.recordScan(CHAIN, 100n, 110n, [d1, deposit("0xd2", "acct_b", 50n, 102n)], 10)).toBe(
+        true,
+      );
+      expect(await s.work.cursor(CHAIN)).toBe(110n);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        creditsPosted: 250n,
+      });
+      expect(await s.ledger.balance(SYSTEM_DEPOSITS, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_DEPOSITS),
+        debitsPosted: 300n,
+      });
+      // An overlapping scan: d1 again is skipped, d3 is new.
+      const d3 = deposit("0xd3", "acct_a", 25n, 111n);
+      expect(await s.work.recordScan(CHAIN, 110n, 120n, [d1, d3], 20)).toBe(true);
+      expect((await s.ledger.balance("acct_a", CHAIN)).creditsPosted).toBe(275n);
+      // A scan from a position the cursor has left: nothing written.
+      expect(await s.work.recordScan(CHAIN, 100n, 130n, [deposit("0xd4", "acct_a", 1000n)], 30)).toBe(false);
+      expect(await s.work.cursor(CHAIN)).toBe(120n);
+      expect((await s.ledger.balance("acct_a", CHAIN)).creditsPosted).toBe(275n);
+      // Dust: recorded, credited nothing.
+      const dust = { ...deposit("0xd5", "acct_a", 0n, 120n), onchainAmount: 999n };
+      expect(await s.work.recordScan(CHAIN, 120n, 121n, [dust], 40)).toBe(true);
+      expect((await s.ledger.balance("acct_a", CHAIN)).creditsPosted).toBe(275n);
+
+      const listed = await s.ledger.listDeposits("acct_a", 10);
+      expect(listed).toEqual([
+        { ...dust, chain: CHAIN, credited: true, at: 40 },
+        { ...d3, chain: CHAIN, credited: true, at: 20 },
+        { ...d1, chain: CHAIN, credited: true, at: 10 },
+      ]);
+      expect((await s.ledger.listDeposits("acct_a", 2)).map((d) => d.txHash)).toEqual(["0xd5", "0xd3"]);
+
+      // A chain without a cursor takes the scan where it starts.
+      expect(await s.work.recordScan("solana", 7n, 8n, [], 50)).toBe(true);
+      expect(await s.work.cursor("solana")).toBe(8n);
+
+      // A balance that would pass int64: the deposit is kept, credited nothing.
+      await s.ledger.credit(manualCredit("c1", "acct_c", INT64_MAX - 10n));
+      const big = deposit("0xd6", "acct_c", 20n, 121n);
+      expect(await s.work.recordScan(CHAIN, 121n, 122n, [big], 60)).toBe(true);
+      expect((await s.ledger.balance("acct_c", CHAIN)).creditsPosted).toBe(INT64_MAX - 10n);
+      expect(await s.ledger.listDeposits("acct_c", 10)).toEqual([
+        { ...big, amount: 0n, chain: CHAIN, credited: true, at: 60 },
+      ]);
+
+      // Two scans of one range at once: one records it, the other finds the cursor moved.
+      const d7 = deposit("0xd7", "acct_b", 5n, 122n);
+      const both = await Promise.all([
+        s.work.recordScan(CHAIN, 122n, 130n, [d7], 70),
+        s.work.recordScan(CHAIN, 122n, 130n, [d7], 70),
+      ]);
+      expect(both.sort()).toEqual([false, true]);
+      expect((await s.ledger.balance("acct_b", CHAIN)).creditsPosted).toBe(55n);
+      expect(await s.work.cursor(CHAIN)).toBe(130n);
+    }));
+
+  it("replacePending: the pending list is replaced, keeping when a deposit was first seen; listed before credited ones", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      const p1 = deposit("0xp1", "acct_a", 10n, 5n);
+      const p2 = deposit("0xp2", "acct_a", 20n, 6n);
+      const p3 = deposit("0xp3", "acct_a", 30n, 8n);
+      const q = deposit("0xq", "acct_b", 40n, 7n);
+      const pending = (d: DepositToCredit, at: number) => ({
+        ...d,
+        amount: 0n,
+        chain: CHAIN,
+        credited: false,
+        at,
+      });
+      await s.work.replacePending(CHAIN, [p1, p2, q], 100);
+      expect(await s.ledger.listDeposits("acct_a", 10)).toEqual([pending(p1, 100), pending(p2, 100)]);
+      expect(await s.ledger.listDeposits("acct_b", 10)).toEqual([pending(q, 100)]);
+
+      await s.work.replacePending(CHAIN, [p2, p3], 200);
+      expect(await s.ledger.listDeposits("acct_a", 10)).toEqual([pending(p2, 100), pending(p3, 200)]);
+      expect(await s.ledger.listDeposits("acct_b", 10)).toEqual([]);
+
+      const d1 = deposit("0xd1", "acct_a", 70n, 4n);
+      await scan(s, [d1], 300);
+      expect(await s.ledger.listDeposits("acct_a", 10)).toEqual([
+        pending(p2, 100),
+        pending(p3, 200),
+        { ...d1, chain: CHAIN, credited: true, at: 300 },
+      ]);
+      // Pending rows are all listed; the limit is on credited ones.
+      expect((await s.ledger.listDeposits("acct_a", 0)).map((d) => d.txHash)).toEqual(["0xp2", "0xp3"]);
+      await s.work.replacePending(CHAIN, [], 400);
+      expect((await s.ledger.listDeposits("acct_a", 10)).map((d) => d.txHash)).toEqual(["0xd1"]);
+    }));
+
+  it("batchIntents: one transfer per account once its oldest intent passes the cutoff, or one per call; each intent once", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      await scan(s, [deposit("0xa", "acct_a", 1000n), deposit("0xb", "acct_b", 1000n)]);
+      await call(s, "a1", "acct_a", 100n, 10);
+      await call(s, "a2", "acct_a", 200n, 20);
+      await call(s, "a3", "acct_a", 300n, 30);
+      await call(s, "b1", "acct_b", 50n, 50);
+      const newId = ids();
+
+      expect(await s.work.batchIntents(CHAIN, false, 5, TREASURY, newId, 100)).toBe(0);
+      expect(await s.work.batchIntents(CHAIN, false, 40, TREASURY, newId, 100)).toBe(1);
+      expect(await s.work.transfer("st1")).toMatchObject({
+        kind: "settlement",
+        accountId: "acct_a",
+        chain: CHAIN,
+        to: TREASURY,
+        amount: 600n,
+        status: "queued",
+        calls: 3,
+        createdAt: 100,
+        nextAttemptAt: 100,
+      });
+      expect((await s.work.backlog())[0]).toMatchObject({ unbatchedCalls: 1, unbatchedAmount: 50n });
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, newId, 110)).toBe(1);
+      expect(await s.work.transfer("st2")).toMatchObject({ accountId: "acct_b", amount: 50n, calls: 1 });
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, newId, 120)).toBe(0);
+      expect(await s.work.batchIntents(CHAIN, false, 1000, TREASURY, newId, 120)).toBe(0);
+
+      await call(s, "a4", "acct_a", 70n, 130);
+      await call(s, "a5", "acct_a", 30n, 140);
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, newId, 150)).toBe(2);
+      const listed = await s.ledger.listTransfers("acct_a", "settlement", FIRST_PAGE, 10);
+      expect(listed.map((t) => [t.id, t.amount, t.calls])).toEqual([
+        ["st4", 30n, 1],
+        ["st3", 70n, 1],
+        ["st1", 600n, 3],
+      ]);
+      expect((await s.ledger.settlements(["a4", "a5"])).get("a5")).toMatchObject({ transferId: "st4" });
+
+      // Two batchers at once: every intent in exactly one transfer.
+      for (let i = 0; i < 10; i++) await call(s, `c${i}`, "acct_a", 10n, 200 + i);
+      const made = await Promise.all([
+        s.work.batchIntents(CHAIN, true, 0, TREASURY, () => `x${Math.random()}`, 300),
+        s.work.batchIntents(CHAIN, true, 0, TREASURY, () => `y${Math.random()}`, 300),
+      ]);
+      expect(made[0] + made[1]).toBe(10);
+      const views = await s.ledger.settlements(Array.from({ length: 10 }, (_, i) => `c${i}`));
+      expect(new Set([...views.values()].map((v) => v.transferId)).size).toBe(10);
+      expect(await s.work.backlog()).toMatchObject([{ unbatchedCalls: 0, unbatchedAmount: 0n }]);
+    }));
+
+  it("openTransfers: signed first, then oldest, only those due; each status change guarded by the state it leaves", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await scan(s, [deposit("0xa", "acct_a", 1000n)]);
+      await call(s, "k1", "acct_a", 10n, 1);
+      await call(s, "k2", "acct_a", 20n, 2);
+      await call(s, "k3", "acct_a", 30n, 3);
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, ids(), 100)).toBe(3);
+      expect(
+        (
+          await s.ledger.withdraw({
+            id: "w1",
+            accountId: "acct_a",
+            chain: CHAIN,
+            to: "0xd",
+            amount: 5n,
+            now: 150,
+          })
+        ).kind,
+      ).toBe("written");
+      const open = async (now: number, limit = 10) =>
+        (await s.work.openTransfers(CHAIN, now, limit)).map((t) => t.id);
+      expect(await open(1000)).toEqual(["st1", "st2", "st3", "w1"]);
+      expect(await open(120)).toEqual(["st1", "st2", "st3"]);
+
+      await s.work.markPrepared("st2", "0xh2", "raw2", 200);
+      expect(await open(1000)).toEqual(["st2", "st1", "st3", "w1"]);
+      await s.work.markPrepared("st2", "0xother", "rawx", 210);
+      expect(await s.work.transfer("st2")).toMatchObject({ status: "prepared", txHash: "0xh2", raw: "raw2" });
+      await s.work.markSent("st1", 500, 220);
+      expect(await s.work.transfer("st1")).toMatchObject({ status: "queued", nextAttemptAt: 100 });
+      await s.work.markSent("st2", 5000, 230);
+      expect(await s.work.transfer("st2")).toMatchObject({ status: "sent", nextAttemptAt: 5000 });
+      expect(await open(1000)).toEqual(["st1", "st3", "w1"]);
+      expect(await open(5000)).toEqual(["st2", "st1", "st3", "w1"]);
+
+      await s.work.markRetry("st1", "rpc down", 3000, 240);
+      expect(await s.work.transfer("st1")).toMatchObject({
+        status: "queued",
+        attempts: 1,
+        lastError: "rpc down",
+        nextAttemptAt: 3000,
+      });
+      expect(await open(1000)).toEqual(["st3", "w1"]);
+
+      await s.work.markRequeued("st2", "dropped", 300, 250);
+      expect(await s.work.transfer("st2")).toMatchObject({
+        status: "queued",
+        txHash: "",
+        raw: "",
+        attempts: 1,
+        lastError: "dropped",
+        nextAttemptAt: 300,
+      });
+      await s.work.markRequeued("st3", "not signed yet", 9000, 255);
+      expect(await s.work.transfer("st3")).toMatchObject({ status: "queued", attempts: 0, lastError: "" });
+
+      await s.work.markPrepared("st3", "0xh3", "raw3", 260);
+      await s.work.markConfirmed("st3", 270);
+      const confirmed = await s.work.transfer("st3");
+      expect(confirmed).toMatchObject({
+        status: "confirmed",
+        confirmedAt: 270,
+        lastError: "",
+        txHash: "0xh3",
+      });
+      await s.work.markConfirmed("st3", 280);
+      await s.work.markRetry("st3", "late", 9999, 290);
+      await s.work.markRequeued("st3", "late", 9999, 290);
+      expect(await s.work.transfer("st3")).toEqual(confirmed);
+      expect(await open(10_000)).toEqual(["st1", "st2", "w1"]);
+      expect(await open(10_000, 2)).toEqual(["st1", "st2"]);
+
+      await s.work.markRetry("w1", "x".repeat(600), 160, 300);
+      expect((await s.work.transfer("w1"))!.lastError).toBe("x".repeat(500));
+      expect(await s.work.transfer("none")).toBeUndefined();
+      expect(await s.work.openTransfers("solana", 10_000, 10)).toEqual([]);
+    }));
+
+  it("backlog: unbatched calls, open transfers by kind, oldest, last error, confirmed and off-chain totals per chain", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      expect(await s.ledger.backlog()).toEqual([]);
+      await scan(s, [deposit("0xa", "acct_a", 1000n)]);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 500n));
+      await call(s, "c1", "acct_a", 300n, 10); // onchain 300
+      await call(s, "c2", "acct_a", 900n, 20); // onchain 700, off-chain 200
+      await call(s, "c3", "acct_a", 100n, 30); // off-chain 100
+      expect(await s.work.batchIntents(CHAIN, true, 0, TREASURY, ids(), 40)).toBe(2);
+      await s.work.markPrepared("st1", "0x1", "raw", 45);
+      await s.work.markConfirmed("st1", 50);
+      await s.work.markRetry("st2", "rpc down", 60, 55);
+
+      await scan(s, [deposit("So1", "acct_b", 100n)], 60, "solana");
+      await call(s, "d1", "acct_b", 40n, 70, 40n, "solana");
+      const withdrawal = { id: "w1", accountId: "acct_b", chain: "solana", to: "So2", amount: 30n, now: 80 };
+      expect((await s.ledger.withdraw(withdrawal)).kind).toBe("written");
+
+      const expected = [
+        {
+          chain: CHAIN,
+          unbatchedCalls: 0,
+          unbatchedAmount: 0n,
+          openSettlements: 1,
+          openSettlementAmount: 700n,
+          openWithdrawals: 0,
+          openWithdrawalAmount: 0n,
+          oldestAt: 40,
+          lastError: "rpc down",
+          confirmedSettlementAmount: 300n,
+          offchainAmount: 300n,
+        },
+        {
+          chain: "solana",
+          unbatchedCalls: 1,
+          unbatchedAmount: 40n,
+          openSettlements: 0,
+          openSettlementAmount: 0n,
+          openWithdrawals: 1,
+          openWithdrawalAmount: 30n,
+          oldestAt: 70,
+          lastError: "",
+          confirmedSettlementAmount: 0n,
+          offchainAmount: 0n,
+        },
+      ];
+      expect(await s.ledger.backlog()).toEqual(expected);
+      expect(await s.work.backlog()).toEqual(expected);
+    }));
+});
+
+describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
+  /** Runs `body` on a fresh PostgreSQL store and ends with its audit. */
+  async function withPg(body: (s: Awaited<ReturnType<typeof openPgStores>>) => Promise<void>): Promise<void> {
+    const s = await openPgStores();
+    try {
+      await body(s);
+      expect(await s.audit()).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  }
+
+  it("64 holds at once on 16 connections against a balance covering exactly 10: 10 placed, 54 insufficient", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      const outcomes = await Promise.all(
+        Array.from({ length: 64 }, (_, i) => s.ledger.placeHold(newHold(`h${i}`, "acct_a", 100n, i))),
+      );
+      const placed = outcomes.filter((o) => o.kind === "placed");
+      expect(placed).toHaveLength(10);
+      expect(outcomes.filter((o) => o.kind === "insufficient")).toEqual(
+        Array(54).fill({ kind: "insufficient", available: 0n }),
+      );
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 1000n,
+        creditsPosted: 1000n,
+      });
+      const { rows } = await s.pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM holds UNION ALL SELECT count(*)::int FROM ledger_entries WHERE kind = 'hold'",
+      );
+      expect(rows.map((r) => r.n)).toEqual([10, 10]);
+      // The revenue side is spread over shard rows: no one row every hold waits on.
+      const shards = await s.pool.query("SELECT shard FROM ledger_balances WHERE account = $1", [
+        SYSTEM_REVENUE,
+      ]);
+      expect(shards.rowCount).toBeGreaterThan(1);
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({ creditsPending: 1000n });
+
+      // And all of them settled at once: each charge posted once, the revenue shards back to no pending.
+      const settled = await Promise.all(
+        placed.map((p, i) =>
+          s.ledger.settle((p as { state: HoldState }).state.hold.id, BigInt(10 * i), USAGE, 100, ""),
+        ),
+      );
+      expect(settled.every((r) => r.kind === "resolved")).toBe(true);
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: 450n,
+      });
+    }));
+
+  it("settles racing on one account commit exactly the backing there is: the rest of the charges settle off-chain", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 5000n));
+      await scan(s, [deposit("0xa", "acct_a", 1000n)]);
+      const n = 40;
+      await Promise.all(
+        Array.from({ length: n }, (_, i) => s.ledger.placeHold(newHold(`h${i}`, "acct_a", 100n, i))),
+      );
+      const settled = await Promise.all(
+        Array.from({ length: n }, (_, i) => s.ledger.settle(`h${i}`, 60n, USAGE, 100, "")),
+      );
+      expect(settled.every((r) => r.kind === "resolved")).toBe(true);
+      const views = [...(await s.ledger.settlements(Array.from({ length: n }, (_, i) => `h${i}`))).values()];
+      expect(views).toHaveLength(n);
+      expect(views.reduce((sum, v) => sum + v.onchainAmount, 0n)).toBe(1000n);
+      expect(views.reduce((sum, v) => sum + v.offchainAmount, 0n)).toBe(1400n);
+      const { rows } = await s.pool.query<{ deposited: string; committed: string }>(
+        "SELECT deposited::text, committed::text FROM onchain_backing WHERE account_id = 'acct_a'",
+      );
+      expect(rows).toEqual([{ deposited: "1000", committed: "1000" }]);
+      // Nothing backed is left to withdraw.
+      expect(
+        await s.ledger.withdraw({
+          id: "w1",
+          accountId: "acct_a",
+          chain: CHAIN,
+          to: "0xd",
+          amount: 1n,
+          now: 200,
+        }),
+      ).toEqual({ kind: "insufficient", available: 0n });
+    }));
+
+  it("settle, void and two sweepers racing over the same holds: each hold resolves exactly once", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 10_000n));
+      const n = 30;
+      for (let i = 0; i < n; i++) await s.ledger.placeHold(newHold(`h${i}`, "acct_a", 100n, i));
+      const [settles, voids, swept] = await Promise.all([
+        Promise.all(Array.from({ length: n }, (_, i) => s.ledger.settle(`h${i}`, 40n, USAGE, 100, ""))),
+        Promise.all(Array.from({ length: n }, (_, i) => s.ledger.void(`h${i}`, "released", 100))),
+        Promise.all([s.ledger.expireHolds(1000, 100, n), s.ledger.expireHolds(1000, 100, n)]),
+      ]);
+      const resolvedBySettle = settles.filter((r) => r.kind === "resolved").length;
+      const resolvedByVoid = voids.filter((r) => r.kind === "resolved").length;
+      expect(resolvedBySettle + resolvedByVoid + swept[0] + swept[1]).toBe(n);
+      for (const r of [...settles, ...voids]) expect(["resolved", "already-resolved"]).toContain(r.kind);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 0n,
+        debitsPosted: 40n * BigInt(resolvedBySettle),
+      });
+    }));
+
+  it("one credit id sent from many connections at once credits once; withdrawals at once never overdraw the backing", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      const credits = await Promise.all(
+        Array.from({ length: 16 }, () => s.ledger.credit(manualCredit("c1", "acct_a", 500n))),
+      );
+      expect(credits.filter((c) => c.kind === "credited")).toHaveLength(1);
+      expect(credits.filter((c) => c.kind === "existing")).toHaveLength(15);
+      await scan(s, [deposit("0xa", "acct_a", 1000n)]);
+      const withdrawals = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          s.ledger.withdraw({
+            id: `w${i}`,
+            accountId: "acct_a",
+            chain: CHAIN,
+            to: "0xd",
+            amount: 100n,
+            now: i,
+          }),
+        ),
+      );
+      expect(withdrawals.filter((w) => w.kind === "written")).toHaveLength(10);
+      expect(withdrawals.filter((w) => w.kind === "insufficient")).toEqual(
+        Array(10).fill({ kind: "insufficient", available: 0n }),
+      );
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPosted: 1000n,
+        creditsPosted: 1500n,
+      });
+    }));
+
+  it("chain roles: one process holds a chain; another takes over after close() or when the holder's connection dies", () =>
+    withPg(async (s) => {
+      const first = new PgChainRoles(s.url);
+      const second = new PgChainRoles(s.url);
+      const third = new PgChainRoles(s.url);
+      try {
+        const taken = await Promise.all([first.hold(CHAIN), second.hold(CHAIN)]);
+        expect(taken.filter(Boolean)).toHaveLength(1);
+        const [holder, other] = taken[0] ? [first, second] : [second, first];
+        expect(await holder.hold(CHAIN)).toBe(true);
+        expect(await other.hold(CHAIN)).toBe(false);
+        // Roles are per chain.
+        expect(await other.hold("solana")).toBe(true);
+        expect(await holder.hold("solana")).toBe(false);
+
+        await holder.close();
+        expect(await holder.hold(CHAIN)).toBe(false);
+        expect(await other.hold(CHAIN)).toBe(true);
+        expect(await third.hold(CHAIN)).toBe(false);
+
+        // The server ends the holder's session: its next hold() says so, and the role is free.
+        const { rows } = await s.pool.query<{ pid: number }>(
+          `SELECT DISTINCT pid FROM pg_locks
+            WHERE locktype = 'advisory' AND granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        );
+        expect(rows).toHaveLength(1);
+        await s.pool.query("SELECT pg_terminate_backend($1)", [rows[0]!.pid]);
+        let tookOver = false;
+        for (let i = 0; i < 50 && !tookOver; i++) {
+          tookOver = await third.hold(CHAIN);
+          if (!tookOver) await sleep(100);
+        }
+        expect(tookOver).toBe(true);
+        // The one whose session ended learns it lost its roles (its check fails, or it reconnects
+        // and finds the chain taken), and keeps answering on a new connection: solana is free again.
+        expect(await other.hold(CHAIN)).toBe(false);
+        expect(await other.hold(CHAIN)).toBe(false);
+        expect(await other.hold("solana")).toBe(true);
+        await third.close();
+        expect(await other.hold(CHAIN)).toBe(true);
+      } finally {
+        await Promise.all([first.close(), second.close(), third.close()]);
+      }
+    }));
+});

@@ -56,6 +56,20 @@ describe("loadConfig", () => {
     expect(config.countTokensPerMinute).toBeGreaterThan(config.rateLimitPerMinute);
   });
 
+  it("keeps the store in SQLite unless TOLLGATE_DATABASE_URL names a PostgreSQL database", () => {
+    expect(loadConfig({})).toMatchObject({ databaseUrl: undefined, databasePoolSize: 10 });
+    const url = "postgres://tollgate:pw@db.internal:5432/tollgate";
+    expect(loadConfig({ TOLLGATE_DATABASE_URL: url, TOLLGATE_DATABASE_POOL_SIZE: "32" })).toMatchObject({
+      databaseUrl: url,
+      databasePoolSize: 32,
+    });
+    expect(() => loadConfig({ TOLLGATE_DATABASE_URL: "mysql://db/tollgate" })).toThrow(
+      /TOLLGATE_DATABASE_URL.*postgres:\/\//,
+    );
+    expect(() => loadConfig({ TOLLGATE_DATABASE_URL: "not a url" })).toThrow(/TOLLGATE_DATABASE_URL/);
+    expect(() => loadConfig({ TOLLGATE_DATABASE_POOL_SIZE: "0" })).toThrow(ConfigError);
+  });
+
   it("opens as many provider connections as there are calls in flight unless capped", () => {
     expect(loadConfig({}).upstreamConnections).toBe(0);
     expect(loadConfig({ TOLLGATE_UPSTREAM_CONNECTIONS: "256" }).upstreamConnections).toBe(256);

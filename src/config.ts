@@ -36,6 +36,13 @@ export interface Config {
   readonly adminToken: string | undefined;
   /** Redis for rate limits shared by every gateway host; unset: each process counts in memory. */
   readonly redisUrl: string | undefined;
+  /**
+   * `postgres://…`: the store is PostgreSQL, shared by every gateway host and chains worker
+   * (docs/store.md); unset → SQLite in {@link dataDir}, the embedded default.
+   */
+  readonly databaseUrl: string | undefined;
+  /** Connections each process keeps to PostgreSQL. */
+  readonly databasePoolSize: number;
   /** How long SIGTERM waits for in-flight requests before closing connections. */
   readonly shutdownTimeoutMs: number;
   /** Fastify/pino log level. */
@@ -164,6 +171,24 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
       throw new ConfigError("TOLLGATE_REDIS_URL", "must be a redis:// or rediss:// URL");
     }
   }
+  const databaseUrl = optional(env, "TOLLGATE_DATABASE_URL");
+  if (databaseUrl !== undefined) {
+    let protocol: string;
+    try {
+      protocol = new URL(databaseUrl).protocol;
+    } catch {
+      throw new ConfigError(
+        "TOLLGATE_DATABASE_URL",
+        "not a URL (postgres://user:password@host:port/database)",
+      );
+    }
+    if (protocol !== "postgres:" && protocol !== "postgresql:") {
+      throw new ConfigError(
+        "TOLLGATE_DATABASE_URL",
+        "must be a postgres:// or postgresql:// URL (unset it for SQLite in TOLLGATE_DATA_DIR)",
+      );
+    }
+  }
   const adminToken = optional(env, "TOLLGATE_ADMIN_TOKEN");
   if (adminToken !== undefined && adminToken.length < 32) {
     throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
@@ -177,6 +202,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     coreUrl,
     adminToken,
     redisUrl,
+    databaseUrl,
+    databasePoolSize: integer(env, "TOLLGATE_DATABASE_POOL_SIZE", 10, 1, 1_000),
     shutdownTimeoutMs: integer(env, "TOLLGATE_SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     logLevel: oneOf(env, "TOLLGATE_LOG_LEVEL", LOG_LEVELS, "info"),
     chains: jsonFile(env, cwd, "TOLLGATE_CHAINS", parseChainRegistry) ?? defaultChainRegistry(),

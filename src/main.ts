@@ -41,7 +41,7 @@ export async function runWorker(config: Config): Promise<Runtime> {
   exitOnSignal(runtime, 0, "tollgate worker");
   const chains = runtime.chainsWorker?.chains ?? [];
   process.stdout.write(
-    `tollgate worker ready: deposit watchers and settlement on ${chains.join(", ") || "no chain"} (database ${config.dataDir})\n`,
+    `tollgate worker ready: deposit watchers and settlement on ${chains.join(", ") || "no chain"} (store: ${storeText(config)})\n`,
   );
   return runtime;
 }
@@ -95,5 +95,14 @@ function describe(runtime: Runtime): string {
       : runtime.chainsWorker !== undefined
         ? ", deposit watchers and settlement in a chains thread"
         : ", deposit watchers and settlement run by `tollgate worker`";
-  return `${tier}${runtime.mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText}${watchers}`;
+  const store = runtime.core === undefined ? "" : `; store: ${storeText(config)}`;
+  return `${tier}${runtime.mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText}${watchers}${store}`;
+}
+
+/** Where the ledger is kept, for the ready lines: never the database password. */
+function storeText(config: Config): string {
+  if (config.databaseUrl === undefined) return `sqlite in ${config.dataDir}`;
+  const url = new URL(config.databaseUrl);
+  if (url.password !== "") url.password = "***";
+  return `postgres ${url.toString()}`;
 }

@@ -19,11 +19,8 @@ import type { DevUpstream } from "./dev/provider/dev-upstream.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
-import { AuthRepository } from "./store/auth-repository.js";
-import { type Db, openDatabase } from "./store/database.js";
-import { SessionRepository } from "./store/session-repository.js";
-import { SqliteChainWork } from "./store/sqlite-chain-work.js";
-import { openSqliteLedger, type SqliteLedger } from "./store/sqlite-ledger.js";
+import type { Db } from "./store/database.js";
+import { openStores, type StoreChoice, type Stores } from "./store/stores.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
 /**
@@ -67,10 +64,14 @@ export interface Runtime {
    * operator's in operator mode), or gRPC to the remote core when facade-only.
    */
   readonly transport: Transport | undefined;
-  /** The store; absent when facade-only or worker. */
+  /**
+   * The store (SQLite, or PostgreSQL with TOLLGATE_DATABASE_URL); absent when facade-only or
+   * worker. On SQLite the ledger's writes are group-committed in a writer thread (on this thread
+   * in operator mode).
+   */
+  readonly stores: Stores | undefined;
+  /** The SQLite database, when the store is SQLite. */
   readonly db: Db | undefined;
-  /** The ledger, its writes group-committed in a writer thread (on this thread in operator mode). */
-  readonly ledger: SqliteLedger | undefined;
   /** Voids orphaned holds; started here (it sweeps once before the first request). */
   readonly sweeper: HoldSweeper | undefined;
   /** Billing anomalies counted by the core (unpriced or missing usage, capped charges). */
@@ -176,8 +177,8 @@ export async function openRuntime(config: Config, options: RuntimeOptions): Prom
     facade: undefined,
     core: undefined,
     transport: undefined,
+    stores: undefined,
     db: undefined,
-    ledger: undefined,
     sweeper: undefined,
     counters: undefined,
     textUpstream: undefined,
@@ -290,15 +291,11 @@ async function assemble(
     parts.dev = { ...parts.dev, images: true };
   }
 
-  const db = openDatabase(config.dataDir);
-  parts.db = db;
-  stack.defer(() => {
-    db.close();
-  });
   // The operator's command does a few writes: committed on this thread (a writer thread would cost more).
-  const ledger = await openSqliteLedger(db, config.dataDir, { thread: mode !== "operator" });
-  parts.ledger = ledger;
-  stack.defer(() => ledger.close());
+  const stores = await openStores(storeChoice(config), { ledgerThread: mode !== "operator" });
+  parts.stores = stores;
+  parts.db = stores.db;
+  stack.defer(() => stores.close());
 
   let chains: ChainsRuntime | undefined;
   if (onchain !== undefined) {
@@ -306,7 +303,7 @@ async function assemble(
     const { ChainsRuntime } = await import("./chains/chains-runtime.js");
     chains = await ChainsRuntime.create({
       ...chainsSettings(config, onchain),
-      store: new SqliteChainWork(db),
+      store: stores.chainWork,
       now,
       log: (line) => console.error(line),
       onError: (error, context) =>
@@ -340,7 +337,7 @@ async function assemble(
     stack.defer(() => opened.close());
   }
 
-  const probes: HealthProbe[] = [databaseProbe(db), ...(chains?.probes() ?? [])];
+  const probes: HealthProbe[] = [stores.probe, ...(chains?.probes() ?? [])];
   // Per-key limits: in this process's memory, or in Redis, shared by every host.
   let rateLimiter: RateLimiterFactory = memoryRateLimiter;
   if (mode !== "operator" && config.redisUrl !== undefined) {
@@ -357,10 +354,10 @@ async function assemble(
     });
   }
   const core = createCore({
-    accounts: new AuthRepository(db),
-    sessions: new SessionRepository(db),
-    ledger,
-    onchain: ledger,
+    accounts: stores.accounts,
+    sessions: stores.sessions,
+    ledger: stores.ledger,
+    onchain: stores.ledger,
     adminToken: config.adminToken,
     now,
     chains: config.chains,
@@ -519,20 +516,14 @@ function chainsSettings(config: Config, onchain: OnchainSetup): ChainsSettings {
 
 /** The chains worker's job for this gateway's configuration and chains. */
 function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSpec {
-  return { dataDir: config.dataDir, ...chainsSettings(config, onchain) };
+  return { store: storeChoice(config), ...chainsSettings(config, onchain) };
 }
 
-/** HealthService's store check: one trivial read on the request loop's connection. */
-function databaseProbe(db: Db): HealthProbe {
-  const ping = db.prepare("SELECT 1");
-  return {
-    name: "database",
-    required: true,
-    check: () => {
-      ping.get();
-      return "sqlite ok";
-    },
-  };
+/** The configured store: PostgreSQL when TOLLGATE_DATABASE_URL names one, else SQLite in the data dir. */
+function storeChoice(config: Config): StoreChoice {
+  return config.databaseUrl === undefined
+    ? { kind: "sqlite", dataDir: config.dataDir }
+    : { kind: "postgres", url: config.databaseUrl, poolSize: config.databasePoolSize };
 }
 
 /**

@@ -60,6 +60,8 @@ const PROBE_TIMEOUT_MS = 1_500;
 export class ChainsRuntime implements ChainDirectory {
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
+  /** Whether this process ran each chain at its last try (role changes are logged). */
+  private readonly running = new Map<string, boolean>();
 
   private constructor(
     private readonly options: ChainsRuntimeOptions,
@@ -247,7 +249,15 @@ export class ChainsRuntime implements ChainDirectory {
     while (!signal.aborted) {
       try {
         // Another process runs this chain now: wait, and try for the role again next time.
-        if (await roles.hold(chain)) await tick();
+        const held = await roles.hold(chain);
+        if (this.running.get(chain) !== held) {
+          this.running.set(chain, held);
+          if (this.options.roles !== undefined)
+            this.options.log?.(
+              `chains: ${chain}: ${held ? "this process runs it now" : "another process runs it"}`,
+            );
+        }
+        if (held) await tick();
         failures = 0;
       } catch (error) {
         failures += 1;

@@ -1,6 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { openDatabase } from "../store/database.js";
-import { SqliteChainWork } from "../store/sqlite-chain-work.js";
+import { openChainWorkStores, type StoreChoice } from "../store/stores.js";
 import { threadEntry } from "../thread-entry.js";
 import { ChainsRuntime, type ChainsRuntimeOptions } from "./chains-runtime.js";
 
@@ -10,9 +9,9 @@ export type ChainsSettings = Pick<
   "registry" | "masterSecret" | "settlement" | "pollMs" | "scanRange" | "startAt" | "only"
 >;
 
-/** The chains worker's job: its chains' settings, over the database in `dataDir`. */
+/** The chains worker's job: its chains' settings, over the configured store. */
 export interface ChainsWorkerSpec extends ChainsSettings {
-  readonly dataDir: string;
+  readonly store: StoreChoice;
 }
 
 /** A running chains worker. */
@@ -30,12 +29,13 @@ export interface ChainsWorker {
  * {@link startChainsThread}).
  */
 export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWorker> {
-  const db = openDatabase(spec.dataDir);
+  const opened = await openChainWorkStores(spec.store);
   try {
-    const { dataDir: _, ...settings } = spec;
+    const { store: _, ...settings } = spec;
     const runtime = await ChainsRuntime.create({
       ...settings,
-      store: new SqliteChainWork(db),
+      store: opened.store,
+      roles: opened.roles,
       log: (line) => process.stderr.write(`${line}\n`),
       onError: (error, context) =>
         process.stderr.write(
@@ -46,12 +46,14 @@ export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWor
     return {
       chains: spec.registry.chains.map((c) => c.id).filter((id) => runtime.has(id)),
       stop: async () => {
+        // Stopping the loops gives up the roles too (another host's worker takes them over).
         await runtime.stop();
-        db.close();
+        await opened.close();
       },
     };
   } catch (error) {
-    db.close();
+    await opened.roles?.close();
+    await opened.close();
     throw error;
   }
 }

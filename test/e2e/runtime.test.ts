@@ -21,7 +21,7 @@ function config(env: Record<string, string> = {}) {
 /** Everything a gateway runtime opened, checked closed. */
 async function expectClosed(runtime: Runtime, facadeUrl: string, coreUrl: string) {
   expect(runtime.db!.open).toBe(false);
-  await expect(runtime.ledger!.balances("acct_x")).rejects.toThrow();
+  await expect(runtime.stores!.ledger.balances("acct_x")).rejects.toThrow();
   const credit = {
     entryId: "credit_after_close",
     accountId: "acct_x",
@@ -31,7 +31,7 @@ async function expectClosed(runtime: Runtime, facadeUrl: string, coreUrl: string
     memo: "after close",
     createdAt: Date.now(),
   };
-  await expect(runtime.ledger!.credit(credit)).rejects.toThrow(/ledger writer/);
+  await expect(runtime.stores!.ledger.credit(credit)).rejects.toThrow(/ledger writer/);
   await expect(fetch(`${facadeUrl}/v1/health`)).rejects.toThrow();
   await expect(fetch(`${coreUrl}/tollgate.health.v1.HealthService/Check`)).rejects.toThrow();
 }
@@ -65,7 +65,7 @@ describe("the composition root (openRuntime)", () => {
     const { account } = await createClient(AuthService, operator.transport!).createAccount({ name: "op" });
     await operator.close();
     expect(operator.db!.open).toBe(false);
-    expect(await gateway.ledger!.accountExists(account!.id)).toBe(true);
+    expect(await gateway.stores!.ledger.accountExists(account!.id)).toBe(true);
   });
 
   it("serve refuses without a provider, a chain registry and a master secret, naming each, and opens nothing", async () => {

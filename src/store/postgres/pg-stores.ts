@@ -1,0 +1,42 @@
+import type { ChainWorkStores, Stores } from "../stores.js";
+import { PgAccountStore, PgSessionStore } from "./pg-accounts.js";
+import { auditPostgres } from "./pg-audit.js";
+import { PgChainRoles, PgChainWork } from "./pg-chain-work.js";
+import { openPostgres } from "./pg-database.js";
+import { PgLedger } from "./pg-ledger.js";
+
+/** Every port on one PostgreSQL pool (the schema brought up to date first). */
+export async function openPgStores(url: string, poolSize: number): Promise<Stores> {
+  const pool = await openPostgres(url, poolSize);
+  return {
+    kind: "postgres",
+    accounts: new PgAccountStore(pool),
+    sessions: new PgSessionStore(pool),
+    ledger: new PgLedger(pool),
+    chainWork: new PgChainWork(pool),
+    probe: {
+      name: "database",
+      required: true,
+      check: async () => {
+        await pool.query("SELECT 1");
+        return `postgres ok (${pool.totalCount} connections, ${pool.waitingCount} waiting)`;
+      },
+    },
+    db: undefined,
+    audit: () => auditPostgres(pool),
+    close: () => pool.end(),
+  };
+}
+
+/**
+ * The chains worker's store on PostgreSQL: a small pool for its writes, and one connection of
+ * its own holding the chain roles it wins (session advisory locks).
+ */
+export async function openPgChainWork(url: string, poolSize: number): Promise<ChainWorkStores> {
+  const pool = await openPostgres(url, Math.min(poolSize, 4));
+  return {
+    store: new PgChainWork(pool),
+    roles: new PgChainRoles(url),
+    close: () => pool.end(),
+  };
+}

@@ -36,7 +36,7 @@ export async function runMigrateStore(args: readonly string[], config: Config): 
     process.stdout.write(HELP);
     return 0;
   }
-  const url = values.to || databaseUrlFromEnvironment();
+  const url = values.to || config.databaseUrl;
   if (url === undefined)
     throw new UsageError("migrate-store needs --to POSTGRES_URL (or TOLLGATE_DATABASE_URL)");
   if (!/^postgres(ql)?:\/\//.test(url))
@@ -62,16 +62,6 @@ export async function runMigrateStore(args: readonly string[], config: Config): 
   } finally {
     db.close();
   }
-}
-
-/**
- * TOLLGATE_DATABASE_URL, read here rather than in config.ts: the configuration does not carry the
- * PostgreSQL URL yet (no process runs on PostgreSQL until every port has its implementation), and
- * this command is the only reader.
- */
-function databaseUrlFromEnvironment(): string | undefined {
-  const value = process.env.TOLLGATE_DATABASE_URL;
-  return value === undefined || value === "" ? undefined : value;
 }
 
 /** The URL without its password, for output. */

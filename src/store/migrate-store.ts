@@ -260,7 +260,7 @@ function checkSourceVersion(db: Db): number {
   if (version < latest) {
     throw new Error(
       `the SQLite database is at schema version ${version}, this build's latest is ${latest}: ` +
-        "bring it up to date first (any tollgate command on its data dir, e.g. `tollgate account list`, applies the migrations), then run migrate-store again",
+        "bring it up to date first (any tollgate command on its data dir without TOLLGATE_DATABASE_URL, e.g. `tollgate account list`, applies the migrations), then run migrate-store again",
     );
   }
   if (version > latest) {

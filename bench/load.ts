@@ -21,6 +21,11 @@ import { Pool } from "undici";
 /** One HTTP request the load generator sends. */
 export interface RequestSpec {
   readonly url: string;
+  /**
+   * Further hosts serving the same routes (several gateway hosts, as behind a load balancer):
+   * requests go to `url` and these in turn, connections split evenly between them.
+   */
+  readonly alsoUrls?: readonly string[];
   readonly path: string;
   readonly headers: Record<string, string>;
   readonly body: string;
@@ -96,33 +101,45 @@ function percentiles(samples: Float64Array | number[]): Percentiles {
 
 async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<SaturateResult> {
   const { request } = job;
-  const result = await autocannon({
-    url: request.url + request.path,
-    method: "POST",
-    headers: request.headers,
-    body: request.body,
-    connections: job.connections,
-    duration: job.seconds,
-    pipelining: 1,
-  });
+  const urls = [request.url, ...(request.alsoUrls ?? [])];
+  // One closed loop per host, side by side; with several hosts the latencies reported are the
+  // slowest host's (autocannon keeps no samples to merge).
+  const results = await Promise.all(
+    urls.map((url) =>
+      autocannon({
+        url: url + request.path,
+        method: "POST",
+        headers: request.headers,
+        body: request.body,
+        connections: Math.max(1, Math.round(job.connections / urls.length)),
+        duration: job.seconds,
+        pipelining: 1,
+      }),
+    ),
+  );
+  const total = results.reduce((n, r) => n + r.requests.total, 0);
+  const worst = (pick: (r: (typeof results)[number]) => number) => Math.max(...results.map(pick));
   return {
     kind: "saturate",
-    requests: result.requests.total,
-    requestsPerSecond: result.requests.total / job.seconds,
+    requests: total,
+    requestsPerSecond: total / job.seconds,
     latencyMs: {
-      p50: result.latency.p50,
-      p90: result.latency.p90,
-      p99: result.latency.p99,
-      max: result.latency.max,
+      p50: worst((r) => r.latency.p50),
+      p90: worst((r) => r.latency.p90),
+      p99: worst((r) => r.latency.p99),
+      max: worst((r) => r.latency.max),
     },
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
+    non2xx: results.reduce((n, r) => n + r.non2xx, 0),
+    errors: results.reduce((n, r) => n + r.errors + r.timeouts, 0),
   };
 }
 
 async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateResult> {
   const { request } = job;
-  const pool = new Pool(request.url, { connections: job.connections, pipelining: 1 });
+  const urls = [request.url, ...(request.alsoUrls ?? [])];
+  const pools = urls.map(
+    (url) => new Pool(url, { connections: Math.ceil(job.connections / urls.length), pipelining: 1 }),
+  );
   const total = Math.round(job.rate * job.seconds);
   const interval = 1000 / job.rate;
   const latency = new Float64Array(total);
@@ -140,7 +157,7 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
   const fire = async (i: number, due: number) => {
     sendLag[i] = performance.now() - due;
     try {
-      const answer = await pool.request({
+      const answer = await pools[i % pools.length]!.request({
         method: "POST",
         path: request.path,
         headers: request.headers,
@@ -195,7 +212,7 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
       errors += 1;
     }
   }
-  await pool.destroy();
+  await Promise.all(pools.map((pool) => pool.destroy()));
   return {
     kind: "rate",
     targetRate: job.rate,

@@ -300,6 +300,29 @@ function chart(results: BenchResults): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img">\n<title>Tollgate benchmarks: throughput at saturation and added latency at fixed rates, against direct, pass-through and Portkey</title>\n<rect width="100%" height="100%" fill="white"/>\n${parts.join("\n")}\n</svg>\n`;
 }
 
+/** The store phase: billed calls per second and added latency at 500/s, per store configuration. */
+function storesSection(results: BenchResults): string {
+  const rows = results.stores ?? [];
+  if (rows.length === 0) return "Not run.";
+  return [
+    "The same billed `/v1/messages` call (a durable hold and settle each) on each store, every deployment",
+    "started fresh with `tollgate serve` and `tollgate worker` and stopped after its turn. PostgreSQL is",
+    "Debian's 15 on this machine (default settings, `fsync` on); two hosts share one PostgreSQL and the",
+    "load is split between them as a balancer would (saturation: 32 connections each, latencies of the",
+    "slower host; 500/s: requests alternate). Added latency is the gateway's minus the pass-through's (b),",
+    "measured just before each, at the same rate. Every process shares the machine's cores.",
+    "",
+    "| store | billed calls/s (64 connections) | p50 at 500/s | p99 at 500/s | added p50 | added p99 | non-2xx / errors |",
+    "|---|---|---|---|---|---|---|",
+    ...rows.map(
+      (r) =>
+        `| ${r.label} | ${count(r.saturate.requestsPerSecond)} | ${ms(r.rate.latencyMs.p50)} | ${ms(r.rate.latencyMs.p99)} | ` +
+        `+${ms(r.rate.latencyMs.p50 - r.floor.latencyMs.p50)} | +${ms(r.rate.latencyMs.p99 - r.floor.latencyMs.p99)} | ` +
+        `${r.saturate.non2xx + r.rate.non2xx} / ${r.saturate.errors + r.rate.errors} |`,
+    ),
+  ].join("\n");
+}
+
 /** Renders the Markdown page for one run. */
 export function renderMarkdown(results: BenchResults, chartFile: string): string {
   const m = results.machine;
@@ -388,6 +411,10 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
           `${count(hs.pairsPerSecond)} pairs/s on one thread.${proxyCpu === undefined ? "" : ` Against (b)'s whole cost per request (${ms(proxyCpu, 3)} of CPU), a hold + settle is ${ratio(hs.pairMs.p50 / proxyCpu)}.`}`,
         ].join("\n"),
     "",
+    "## The store: SQLite, PostgreSQL, several hosts",
+    "",
+    storesSection(results),
+    "",
     "## How it is measured",
     "",
     "- `make bench` builds the gateway and the harness (`bench/`, compiled to `dist/bench/`), then runs",
@@ -421,7 +448,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "before the harness, or start the harness first and point the gateway at the port once it is up; the",
     "harness warms up for a few seconds before it measures). Its results go to",
     "`bench/results/<time>.json` and `<time>-report/benchmarks.md`; docs/ keeps Tollgate's own figures.",
-    "Options: `--seconds N`, `--streams N`, `--only saturate,rates,ttfb,idle,holdsettle`, `--latency-ms N`,",
+    "Options: `--seconds N`, `--streams N`, `--only saturate,rates,ttfb,idle,holdsettle,stores`, `--latency-ms N`,",
     "`--quick`.",
     "",
   ].join("\n");

@@ -42,6 +42,20 @@ export interface IdleFigure {
   readonly rssHeldBytes: number;
 }
 
+/**
+ * One store configuration under load: billed calls per second at saturation, and latency at
+ * 500 requests/s beside the pass-through measured in the same phase.
+ */
+export interface StoreFigure {
+  readonly config: "sqlite-1" | "postgres-1" | "postgres-2";
+  readonly label: string;
+  readonly hosts: number;
+  readonly saturate: SaturateResult;
+  readonly rate: RateResult;
+  /** The pass-through proxy at the same rate, measured just before. */
+  readonly floor: RateResult;
+}
+
 /** One run of the harness. */
 export interface BenchResults {
   readonly version: 1;
@@ -71,4 +85,6 @@ export interface BenchResults {
   readonly ttfb: RateFigure[];
   readonly idle: IdleFigure[];
   holdSettle: HoldSettleResult | undefined;
+  /** The store phase; absent in runs from before it was added. */
+  readonly stores?: StoreFigure[];
 }

@@ -13,7 +13,7 @@
  *   --upstream-port P   fixed port for the fake upstream (default: any free port)
  *   --seconds N         length of each measured run (default 8)
  *   --streams N         idle streams to hold open (default 10000, capped by the fd limit)
- *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle (default all)
+ *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle,stores (default all)
  *   --profile DIR       run the gateway with --cpu-prof, writing its profile into DIR on exit
  *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
@@ -29,11 +29,12 @@ import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
+import { startPostgres } from "../test/helpers/postgres.js";
 import type { HoldSettleResult } from "./hold-settle.js";
 import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } from "./load.js";
 import { PEER_PACKAGE, PEER_VERSION, type Peer, startPeer } from "./peer.js";
 import { writeReport } from "./report.js";
-import type { BenchResults, IdleFigure, Scenario, TargetId } from "./results.js";
+import type { BenchResults, IdleFigure, Scenario, StoreFigure, TargetId } from "./results.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const DIST = join(ROOT, "dist");
@@ -58,7 +59,7 @@ const { values } = parseArgs({
 });
 const quick = values.quick === true;
 const seconds = Number(values.seconds ?? (quick ? 3 : 8));
-const phases = new Set((values.only ?? "saturate,rates,ttfb,idle,holdsettle").split(","));
+const phases = new Set((values.only ?? "saturate,rates,ttfb,idle,holdsettle,stores").split(","));
 const children: ChildProcess[] = [];
 /** Directories removed once every child has exited. */
 const cleanup: string[] = [];
@@ -125,17 +126,35 @@ async function startChains(): Promise<string> {
   }
 }
 
+/** The dev chains' registry, started once per run and shared by every deployment. */
+let chainsRegistry: Promise<string> | undefined;
+
+/** A deployment the harness started: its gateway hosts, a funded key, and its processes. */
+interface Deployment {
+  readonly servers: Server[];
+  readonly key: string;
+  readonly dataDir: string;
+  /** Stops every process of this deployment (its hosts and its worker). */
+  stop(): Promise<void>;
+}
+
 /**
  * Starts `tollgate serve` as a user would in production, with its own data dir, key and funds:
  * its chains configured (TOLLGATE_CHAINS and a master secret) and reached over RPC, and beside it
  * `tollgate worker`, the process that runs the deposit watchers and settlement workers. The
- * gateway's CPU figures are the serve process's alone, as on a production host.
+ * gateway's CPU figures are the serve process's alone, as on a production host. `hosts` > 1
+ * starts that many serve processes on the same configuration (a PostgreSQL store: `extraEnv`
+ * names TOLLGATE_DATABASE_URL).
  */
-async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key: string; dataDir: string }> {
+async function startDeployment(
+  upstreamUrl: string,
+  { hosts = 1, extraEnv = {} }: { readonly hosts?: number; readonly extraEnv?: Record<string, string> } = {},
+): Promise<Deployment> {
   const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
+  chainsRegistry ??= startChains();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    TOLLGATE_CHAINS: await startChains(),
+    TOLLGATE_CHAINS: await chainsRegistry,
     TOLLGATE_MASTER_SECRET: "be".repeat(32),
     TOLLGATE_DATA_DIR: dataDir,
     TOLLGATE_PORT: "0",
@@ -147,6 +166,7 @@ async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key
     // Limits raised for the run: the benchmark measures the gateway's cost, not its refusals.
     TOLLGATE_RATE_LIMIT_RPM: "1000000",
     TOLLGATE_COUNT_TOKENS_RPM: "1000000",
+    ...extraEnv,
   };
   const account = JSON.parse(cli(["account", "create", "--name", "bench"], env)) as { id: string };
   const key = JSON.parse(cli(["key", "create", "--account", account.id, "--name", "bench"], env)) as {
@@ -156,28 +176,58 @@ async function startTollgate(upstreamUrl: string): Promise<{ server: Server; key
     ["credit", "--account", account.id, "--chain", "base", "--amount", "1000000", "--reason", "bench"],
     env,
   );
-  // The log goes to a file, as a service manager would keep it, at the default level.
-  const log = openSync(join(dataDir, "gateway.log"), "w");
-  const profile =
-    values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
-  const child = spawn(process.execPath, [...profile, CLI, "serve"], { env, stdio: ["ignore", log, log] });
-  closeSync(log);
-  children.push(child);
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const text = readFileSync(join(dataDir, "gateway.log"), "utf8");
-    const ready = /tollgate ready: facade (\S+)/.exec(text);
-    if (ready !== null) {
-      await startWorker(env, dataDir);
-      return { server: { child, url: ready[1]! }, key: key.secret, dataDir };
+  const started: ChildProcess[] = [];
+  const servers: Server[] = [];
+  for (let host = 0; host < hosts; host++) {
+    // Each host has a data dir of its own (its log, its `url` images); the store is shared.
+    const hostDir = host === 0 ? dataDir : mkdtempSync(join(tmpdir(), "tollgate-bench-host-"));
+    if (host > 0) cleanup.push(hostDir);
+    // The log goes to a file, as a service manager would keep it, at the default level.
+    const log = openSync(join(hostDir, "gateway.log"), "w");
+    const profile =
+      values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
+    const child = spawn(process.execPath, [...profile, CLI, "serve"], {
+      env: { ...env, TOLLGATE_DATA_DIR: hostDir },
+      stdio: ["ignore", log, log],
+    });
+    closeSync(log);
+    children.push(child);
+    started.push(child);
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const text = readFileSync(join(hostDir, "gateway.log"), "utf8");
+      const ready = /tollgate ready: facade (\S+)/.exec(text);
+      if (ready !== null) {
+        servers.push({ child, url: ready[1]! });
+        break;
+      }
+      if (child.exitCode !== null || Date.now() > deadline)
+        throw new Error(`tollgate did not start:\n${text}`);
+      await sleep(50);
     }
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`tollgate did not start:\n${text}`);
-    await sleep(50);
   }
+  started.push(await startWorker(env, dataDir));
+  return {
+    servers,
+    key: key.secret,
+    dataDir,
+    stop: async () => {
+      await Promise.all(
+        started.map(
+          (child) =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null || child.signalCode !== null) return done();
+              child.once("exit", () => done());
+              child.kill("SIGTERM");
+            }),
+        ),
+      );
+    },
+  };
 }
 
-/** Starts `tollgate worker` on the gateway's database and waits until its chains run. */
-async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<void> {
+/** Starts `tollgate worker` on the gateway's store and waits until its chains run. */
+async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<ChildProcess> {
   const log = openSync(join(dataDir, "worker.log"), "w");
   const child = spawn(process.execPath, [CLI, "worker"], { env, stdio: ["ignore", log, log] });
   closeSync(log);
@@ -185,7 +235,7 @@ async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<voi
   const deadline = Date.now() + 30_000;
   for (;;) {
     const text = readFileSync(join(dataDir, "worker.log"), "utf8");
-    if (/tollgate worker ready/.test(text)) return;
+    if (/tollgate worker ready/.test(text)) return child;
     if (child.exitCode !== null || Date.now() > deadline)
       throw new Error(`tollgate worker did not start:\n${text}`);
     await sleep(50);
@@ -281,8 +331,8 @@ async function main(): Promise<void> {
   let dataDir: string | undefined;
   let gatewayUrl = values.target;
   if (gatewayUrl === undefined) {
-    const started = await startTollgate(upstream.url);
-    gateway = started.server;
+    const started = await startDeployment(upstream.url);
+    gateway = started.servers[0]!;
     key = started.key;
     dataDir = started.dataDir;
     gatewayUrl = gateway.url;
@@ -325,6 +375,7 @@ async function main(): Promise<void> {
     ttfb: [],
     idle: [],
     holdSettle: undefined,
+    stores: [],
   };
   const log = (text: string) => process.stderr.write(`bench: ${text}\n`);
 
@@ -453,6 +504,77 @@ async function main(): Promise<void> {
       log(`hold+settle: p50 ${results.holdSettle.pairMs.p50.toFixed(3)} ms per pair`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  if (phases.has("stores")) {
+    // The same billed call on each store, each deployment started fresh and stopped after:
+    // one host on SQLite, one host on PostgreSQL, two hosts on one PostgreSQL (the load split
+    // between them as a balancer would). PostgreSQL is Debian's, on this machine, fsync on.
+    const postgres = await startPostgres();
+    try {
+      const configs: {
+        config: StoreFigure["config"];
+        label: string;
+        hosts: number;
+        env: Record<string, string>;
+      }[] = [
+        { config: "sqlite-1", label: "1 host, SQLite", hosts: 1, env: {} },
+        {
+          config: "postgres-1",
+          label: "1 host, PostgreSQL",
+          hosts: 1,
+          env: { TOLLGATE_DATABASE_URL: await postgres.freshDatabase() },
+        },
+        {
+          config: "postgres-2",
+          label: "2 hosts, PostgreSQL",
+          hosts: 2,
+          env: { TOLLGATE_DATABASE_URL: await postgres.freshDatabase() },
+        },
+      ];
+      for (const c of configs) {
+        const deployment = await startDeployment(upstream.url, { hosts: c.hosts, extraEnv: c.env });
+        try {
+          const [first, ...rest] = deployment.servers;
+          const request = {
+            ...requestFor("gateway", "messages", first!.url, deployment.key),
+            alsoUrls: rest.map((s) => s.url),
+          };
+          await runLoad<SaturateResult>({ kind: "saturate", request, connections: 16, seconds: 2 });
+          const saturate = await runLoad<SaturateResult>({
+            kind: "saturate",
+            request,
+            connections: 64,
+            seconds,
+          });
+          const floor = await runLoad<RateResult>({
+            kind: "rate",
+            request: requestFor("proxy", "messages", proxy.url, "bench"),
+            rate: 500,
+            seconds,
+            connections: 512,
+          });
+          const rate = await runLoad<RateResult>({
+            kind: "rate",
+            request,
+            rate: 500,
+            seconds,
+            connections: 512,
+          });
+          results.stores!.push({ config: c.config, label: c.label, hosts: c.hosts, saturate, rate, floor });
+          log(
+            `stores ${c.label}: ${saturate.requestsPerSecond.toFixed(0)} billed calls/s (non-2xx ${saturate.non2xx}); ` +
+              `at 500/s p50 ${rate.latencyMs.p50.toFixed(2)} ms, p99 ${rate.latencyMs.p99.toFixed(2)} ms ` +
+              `(pass-through ${floor.latencyMs.p50.toFixed(2)} / ${floor.latencyMs.p99.toFixed(2)} ms), ` +
+              `non-2xx ${rate.non2xx}, errors ${rate.errors}`,
+          );
+        } finally {
+          await deployment.stop();
+        }
+      }
+    } finally {
+      await postgres.stop();
     }
   }
 

@@ -21,6 +21,8 @@ interface TableCopy {
   readonly derived?: Readonly<Record<string, string>>;
   /** How a row meets one the PostgreSQL migrations already wrote. */
   readonly onConflict?: string;
+  /** What PostgreSQL counts as the table's rows, when not its rows (FROM clause). */
+  readonly counted?: string;
 }
 
 /**
@@ -43,8 +45,12 @@ const TABLES: readonly TableCopy[] = [
   { table: "hold_resolutions" },
   { table: "open_holds" },
   // A SQLite balance is one row; in PostgreSQL it is shard 0 (a user account's only row, one of a
-  // system account's up to 16, all read as their sum).
-  { table: "ledger_balances", derived: { shard: "0" } },
+  // system account's up to 16, all read as their sum), less what shardPendingHolds moves.
+  {
+    table: "ledger_balances",
+    derived: { shard: "0" },
+    counted: "(SELECT DISTINCT account, chain FROM ledger_balances) b",
+  },
   { table: "deposit_addresses" },
   { table: "chain_cursors" },
   { table: "deposits" },
@@ -97,6 +103,7 @@ export interface BalanceMismatch {
 export interface Verification {
   /** Counts equal, every balance identical, and the audit the same on both. */
   readonly ok: boolean;
+  /** Rows per table; for ledger_balances, PostgreSQL's (account, chain) pairs, not its shard rows. */
   readonly rowCounts: readonly {
     readonly table: string;
     readonly sqlite: number;
@@ -119,6 +126,11 @@ export interface MigrationReport {
   readonly schemaVersion: number;
   readonly tables: readonly TableCount[];
   readonly rowsCopied: number;
+  /**
+   * Balance rows written beyond shard 0: the open holds' pending credits, each on the system
+   * account's shard PostgreSQL's ledger takes it back from.
+   */
+  readonly pendingShards: number;
   readonly sequences: readonly SequenceMove[];
   readonly verification: Verification;
 }
@@ -170,6 +182,7 @@ export async function migrateStore(
   const client = await pool.connect();
   const tables: TableCount[] = [];
   const sequences: SequenceMove[] = [];
+  let pendingShards = 0;
   // One read transaction on SQLite: every table is copied from the same snapshot.
   db.exec("BEGIN");
   try {
@@ -183,6 +196,7 @@ export async function migrateStore(
     await refuseNonEmpty(client, plans);
     for (const plan of plans)
       tables.push({ table: plan.table, rows: await copyTable(db, client, plan, batchSize) });
+    pendingShards = await shardPendingHolds(client);
     for (const plan of plans) {
       for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
     }
@@ -199,6 +213,7 @@ export async function migrateStore(
     schemaVersion,
     tables,
     rowsCopied: tables.reduce((sum, t) => sum + t.rows, 0),
+    pendingShards,
     sequences,
     verification: await verifyMigration(db, pool),
   };
@@ -214,14 +229,16 @@ export async function verifyMigration(db: Db, pool: pg.Pool, pageSize = 1000): P
   const mismatches: string[] = [];
 
   const rowCounts: { table: string; sqlite: number; postgres: number }[] = [];
-  for (const { table } of TABLES) {
+  for (const { table, counted } of TABLES) {
     const sqlite = Number(
       db
         .prepare(`SELECT COUNT(*) FROM ${quote(table)}`)
         .pluck()
         .get(),
     );
-    const postgres = Number((await pool.query(`SELECT COUNT(*)::text AS n FROM ${quote(table)}`)).rows[0].n);
+    const postgres = Number(
+      (await pool.query(`SELECT COUNT(*)::text AS n FROM ${counted ?? quote(table)}`)).rows[0].n,
+    );
     rowCounts.push({ table, sqlite, postgres });
     if (sqlite !== postgres) mismatches.push(`${table}: ${sqlite} rows in SQLite, ${postgres} in PostgreSQL`);
   }
@@ -418,6 +435,57 @@ function toPostgres(value: unknown, type: PgType, table: string, column: string,
       if (typeof value !== "string") throw wrong();
       return value;
   }
+}
+
+/** System accounts' balances are spread over this many rows in PostgreSQL (pg-ledger.ts). */
+const SYSTEM_SHARDS = 16;
+
+/**
+ * PostgreSQL's ledger (pg-ledger.ts) keeps an open hold's pending amount on the shard `seq % 16`
+ * of the system account it credits, and takes it back from that very row when the hold settles,
+ * is released or expires. Copied to shard 0 it would be taken from a row that lacks it (or does
+ * not exist): each open hold's pending credit moves there from shard 0, in the copy's transaction.
+ */
+const SHARD_PENDING_HOLDS = `
+  WITH pending AS (
+    SELECT e.credit_account AS account, e.chain, (h.seq % ${SYSTEM_SHARDS})::smallint AS shard,
+           SUM(e.amount) AS amount
+      FROM ledger_entries e JOIN holds h ON h.id = e.hold_id
+     WHERE e.pending AND e.credit_account LIKE 'system:%' AND h.seq % ${SYSTEM_SHARDS} <> 0
+       AND NOT EXISTS (SELECT 1 FROM hold_resolutions r WHERE r.hold_id = e.hold_id)
+     GROUP BY 1, 2, 3
+  ), totals AS (
+    SELECT account, chain, SUM(amount) AS amount FROM pending GROUP BY account, chain
+  ), sharded AS (
+    INSERT INTO ledger_balances (account, chain, shard, may_overdraw, credits_pending)
+    SELECT account, chain, shard, true, amount FROM pending
+    RETURNING 1
+  ), taken AS (
+    UPDATE ledger_balances b SET credits_pending = b.credits_pending - t.amount
+      FROM totals t
+     WHERE b.account = t.account AND b.chain = t.chain AND b.shard = 0
+    RETURNING 1
+  )
+  SELECT (SELECT COUNT(*) FROM totals)::int AS expected, (SELECT COUNT(*) FROM taken)::int AS taken,
+         (SELECT COUNT(*) FROM sharded)::int AS sharded`;
+
+/** Moves the open holds' pending credits to their shards; returns the shard rows written. */
+async function shardPendingHolds(client: pg.PoolClient): Promise<number> {
+  let row: { expected: number; taken: number; sharded: number };
+  try {
+    row = (await client.query(SHARD_PENDING_HOLDS)).rows[0];
+  } catch (error) {
+    throw new Error(
+      `the open holds' pending credits do not fit their system balances (is the SQLite ledger sound? its audit says): ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  if (row.taken !== row.expected) {
+    throw new Error(
+      "open holds credit a system account with no balance row in SQLite: the source ledger is unsound (its audit says where)",
+    );
+  }
+  return row.sharded;
 }
 
 /** Sets a column's sequence so that its next value is one past the column's largest. */

@@ -4,7 +4,7 @@ import Database from "better-sqlite3";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DepositToCredit, NewHold } from "../../src/core/ports/ledger.js";
-import { SYSTEM_DEPOSITS, SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
+import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { AuthRepository } from "../../src/store/auth-repository.js";
 import { type Db, openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
@@ -13,6 +13,7 @@ import { migrations } from "../../src/store/migrations.js";
 import { PgAccountStore } from "../../src/store/postgres/pg-accounts.js";
 import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
 import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { PgLedger } from "../../src/store/postgres/pg-ledger.js";
 import { SessionRepository } from "../../src/store/session-repository.js";
 import { SqliteChainWork } from "../../src/store/sqlite-chain-work.js";
 import { openSqliteLedger } from "../../src/store/sqlite-ledger.js";
@@ -213,18 +214,23 @@ function sqliteRows(db: Db, table: string): string[] {
   return rows.map((row) => canonical(row)).sort();
 }
 
-/** Every row of a PostgreSQL table as text; booleans as 1/0, bytea as hex, no shard column. */
+/**
+ * Every row of a PostgreSQL table as text; booleans as 1/0, bytea as hex; a balance as the sum of
+ * its shard rows.
+ */
 async function postgresRows(pool: pg.Pool, table: string): Promise<string[]> {
   const { rows } = await pool.query({
-    text: `SELECT * FROM ${table}`,
+    text:
+      table === "ledger_balances"
+        ? `SELECT account, chain, bool_and(may_overdraw) AS may_overdraw, SUM(debits_pending) AS debits_pending,
+                  SUM(debits_posted) AS debits_posted, SUM(credits_pending) AS credits_pending,
+                  SUM(credits_posted) AS credits_posted
+             FROM ledger_balances GROUP BY account, chain`
+        : `SELECT * FROM ${table}`,
     types: { getTypeParser: () => (value: string) => value },
   });
   return rows
     .map((row: Record<string, string | null>) => {
-      if (table === "ledger_balances") {
-        expect(row.shard).toBe("0");
-        delete row.shard;
-      }
       const out: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(row)) {
         out[k] = v === "t" && BOOLEANS.has(k) ? "1" : v === "f" && BOOLEANS.has(k) ? "0" : v;
@@ -271,6 +277,7 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 
 interface JsonReport {
   rowsCopied: number;
+  pendingShards: number;
   tables: { table: string; rows: number }[];
   sequences: { table: string; column: string; next: string }[];
   verification: {
@@ -309,13 +316,32 @@ describe("tollgate migrate-store", () => {
       expect(report.tables.find((t) => t.table === "ledger_entries")!.rows).toBeGreaterThan(1_000);
       for (const table of tables) {
         const sqliteCount = Number(db.prepare(`SELECT COUNT(*) FROM ${table}`).pluck().get());
-        const { rows } = await target.pool.query(`SELECT COUNT(*)::int AS n FROM ${table}`);
+        const { rows } = await target.pool.query(
+          table === "ledger_balances"
+            ? "SELECT COUNT(*)::int AS n FROM ledger_balances WHERE shard = 0"
+            : `SELECT COUNT(*)::int AS n FROM ${table}`,
+        );
         expect(rows[0].n, table).toBe(sqliteCount);
         expect(report.tables.find((t) => t.table === table)?.rows, table).toBe(sqliteCount);
         // Not just as many rows: the same rows, column by column (seq = SQLite's rowid where
         // SQLite has no seq column).
         expect(await postgresRows(target.pool, table), table).toEqual(sqliteRows(db, table));
       }
+      // The 50 open holds' pending credits sit on system:revenue's shard seq % 16, as PgLedger
+      // places them; everything else on shard 0.
+      const shards = await target.pool.query(
+        `SELECT b.shard, b.credits_pending::text AS pending,
+                (SELECT COALESCE(SUM(h.amount), 0)::text FROM holds h
+                  WHERE h.chain = 'base' AND h.seq % 16 = b.shard
+                    AND EXISTS (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id)) AS open
+           FROM ledger_balances b WHERE b.account = 'system:revenue' AND b.chain = 'base' AND b.shard > 0`,
+      );
+      expect(shards.rows.length).toBeGreaterThan(10);
+      const beyondShard0 = await target.pool.query(
+        "SELECT COUNT(*)::int AS n FROM ledger_balances WHERE shard > 0",
+      );
+      expect(report.pendingShards).toBe(beyondShard0.rows[0].n);
+      for (const row of shards.rows) expect(row.pending, `shard ${row.shard}`).toBe(row.open);
       const balances = await bothBalances(db, target.pool);
       expect(balances.sqlite.length).toBeGreaterThan(6);
       expect(balances.postgres).toEqual(balances.sqlite);
@@ -342,12 +368,53 @@ describe("tollgate migrate-store", () => {
     await new PgAccountStore(pool).insertAccount("acct_after", "after the move", NOW + 1_000);
     const { rows } = await pool.query("SELECT seq FROM accounts WHERE id = 'acct_after'");
     expect(rows[0].seq).toBe(copiedAccounts + 1);
-    const entry = await pool.query(
-      `INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, created_at)
-       VALUES ('credit_after', 'base', $1, $2, 5, false, 'credit', $3) RETURNING seq`,
-      [SYSTEM_DEPOSITS, "acct_after", NOW],
-    );
+    const credited = await new PgLedger(pool).credit({
+      entryId: "credit_after",
+      accountId: "acct_after",
+      chain: "base",
+      amount: 5n,
+      from: SYSTEM_MANUAL_CREDIT,
+      memo: "after the move",
+      createdAt: NOW + 1_000,
+    });
+    expect(credited.kind).toBe("credited");
+    const entry = await pool.query("SELECT seq FROM ledger_entries WHERE id = 'credit_after'");
     expect(entry.rows[0].seq).toBe(copiedEntries + 1);
+  });
+
+  it("leaves a ledger PostgreSQL's own store carries on: the copied pending holds settle, release and expire", async () => {
+    // PgLedger keeps a hold's pending amount on system:revenue's shard seq % 16 and takes it back
+    // from there when the hold resolves: the copy must have put it there.
+    const { pool } = target;
+    const ledger = new PgLedger(pool);
+    const settled = await ledger.settle("hold_base_600", 400n, USAGE, NOW + 2_000, "");
+    expect(settled.kind).toBe("resolved");
+    expect((await ledger.void("hold_base_601", "released", NOW + 2_000)).kind).toBe("resolved");
+    expect(await ledger.expireHolds(NOW + 1, NOW + 2_000, 100)).toBe(48);
+    const placed = await ledger.placeHold({
+      id: "hold_after",
+      accountId: ids.alice,
+      requestId: "req_after",
+      keyId: "key_a1",
+      chain: "base",
+      amount: 2_000n,
+      callKind: "text",
+      model: "model-haiku-4-5",
+      inputTokens: 1_000n,
+      maxTokens: 500n,
+      imageSize: "",
+      imageCount: 0,
+      createdAt: NOW + 3_000,
+    });
+    expect(placed.kind).toBe("placed");
+    expect((await ledger.settle("hold_after", 1_500n, USAGE, NOW + 3_000, "")).kind).toBe("resolved");
+    expect(await auditPostgres(pool)).toEqual([]);
+    const alice = await ledger.balance(ids.alice, "base");
+    expect(alice.debitsPending).toBe(0n);
+    const revenue = await pool.query(
+      "SELECT SUM(credits_pending)::text AS pending FROM ledger_balances WHERE account = 'system:revenue' AND chain = 'base'",
+    );
+    expect(revenue.rows[0].pending).toBe("0");
   });
 
   it("refuses a second run into the now non-empty target, naming why (TOLLGATE_DATABASE_URL)", async () => {

@@ -292,7 +292,7 @@ async function assemble(
   }
 
   // The operator's command does a few writes: committed on this thread (a writer thread would cost more).
-  const stores = await openStores(storeChoice(config), { ledgerThread: mode !== "operator" });
+  const stores = await openStores(storeChoice(config), { serving: mode !== "operator" });
   parts.stores = stores;
   parts.db = stores.db;
   stack.defer(() => stores.close());

@@ -36,17 +36,19 @@ export interface Stores {
 }
 
 /**
- * Opens the configured store and brings its schema up to date. `ledgerThread` (SQLite only):
- * ledger writes commit in a worker thread of their own rather than on this one.
+ * Opens the configured store and brings its schema up to date. `serving` (a process that serves
+ * calls rather than one command): on SQLite, ledger writes commit in a worker thread of their
+ * own rather than on this one; on PostgreSQL, auth changes arrive by notification.
  */
 export async function openStores(
   choice: StoreChoice,
-  { ledgerThread }: { readonly ledgerThread: boolean },
+  { serving }: { readonly serving: boolean },
 ): Promise<Stores> {
+  const ledgerThread = serving;
   if (choice.kind === "postgres") {
     // Loaded only here: processes on SQLite never load the PostgreSQL client.
     const { openPgStores } = await import("./postgres/pg-stores.js");
-    return await openPgStores(choice.url, choice.poolSize);
+    return await openPgStores(choice.url, choice.poolSize, serving);
   }
   const db = openDatabase(choice.dataDir);
   try {

@@ -4,12 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccountStore, SessionStore } from "../../src/core/ports/accounts.js";
 import { AuthRepository } from "../../src/store/auth-repository.js";
 import { openDatabase } from "../../src/store/database.js";
-import { PgAccountStore, PgSessionStore } from "../../src/store/postgres/pg-accounts.js";
+import { PgAccountStore, PgAuthStamp, PgSessionStore } from "../../src/store/postgres/pg-accounts.js";
 import { openPostgres } from "../../src/store/postgres/pg-database.js";
 import { PG_MIGRATIONS } from "../../src/store/postgres/pg-migrations.js";
 import { SessionRepository } from "../../src/store/session-repository.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
-import { tempDir } from "../helpers/process.js";
+import { tempDir, until } from "../helpers/process.js";
 
 /** One store under test: its account and session ports, and how to let it go. */
 interface Stores {
@@ -200,6 +200,53 @@ describe("the PostgreSQL schema", () => {
       expect(rows.map((r) => r.version)).toEqual(PG_MIGRATIONS.map((m) => m.version));
     } finally {
       await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+});
+
+describe("auth changes announced to every host (LISTEN/NOTIFY)", () => {
+  it("reach another host by notification, bite at once on the host that made them, and survive a lost listener", async () => {
+    const url = await server.freshDatabase();
+    const [poolA, poolB] = [await openPostgres(url, 2), await openPostgres(url, 2)];
+    const stampB = new PgAuthStamp(url);
+    await stampB.start();
+    try {
+      const hostA = new PgAccountStore(poolA);
+      const hostB = new PgAccountStore(poolB, stampB);
+      await hostA.insertAccount("acct_n", "n", 1);
+      await hostA.insertKey("key_n", "acct_n", "k", "tg_n", digest("n"), 1);
+      const before = await hostB.changeStamp();
+
+      // A revocation on host A: host B hears of it by notification.
+      await hostA.revokeKey("key_n", 2);
+      const heard = await until("host B to hear of the revocation", async () => {
+        const now = stampB.current();
+        return now !== undefined && now > before ? now : undefined;
+      });
+      expect(await hostB.changeStamp()).toBe(heard);
+
+      // Host B's own change bites on its very next read, notification or not.
+      await hostB.setAccountStatus("acct_n", "suspended", "test");
+      expect(await hostB.changeStamp()).toBe(heard + 1);
+
+      // The listener's session ended by the server: the counter is read per call meanwhile (a
+      // change is seen at once), and the listener comes back.
+      await poolA.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tollgate auth listener'",
+      );
+      await until("the lost listener to be noticed", async () =>
+        stampB.current() === undefined ? true : undefined,
+      );
+      await hostA.setAccountStatus("acct_n", "active", "");
+      expect(await hostB.changeStamp()).toBe(heard + 2);
+      await until(
+        "the listener to come back",
+        async () => (stampB.current() === heard + 2 ? true : undefined),
+        10_000,
+      );
+    } finally {
+      await stampB.close();
+      await Promise.all([poolA.end(), poolB.end()]);
     }
   });
 });

@@ -1,4 +1,4 @@
-import type pg from "pg";
+import pg from "pg";
 import type {
   AccountPage,
   AccountRow,
@@ -20,9 +20,101 @@ const INSERT_ACCOUNT =
   "INSERT INTO accounts (id, name, status, created_at) VALUES ($1, $2, 'active', $3) RETURNING " +
   ACCOUNT_COLUMNS;
 
+/** The channel the auth change counter is announced on (migration 5). */
+const AUTH_CHANNEL = "tollgate_auth_version";
+/** How long a lost listener waits before it connects again (meanwhile the counter is read). */
+const RELISTEN_MS = 1_000;
+
+/**
+ * The auth change counter as PostgreSQL announces it: one connection of its own LISTENs on
+ * `tollgate_auth_version`, to which every change's trigger notifies the new value at its commit,
+ * so a host learns of a revocation on any other host within the notification's delivery
+ * (milliseconds) without reading the counter on every call. While that connection is down the
+ * counter is unknown here and the store reads it per call, as without a listener.
+ */
+export class PgAuthStamp {
+  #client: pg.Client | undefined;
+  #stamp: number | undefined;
+  #retry: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(private readonly url: string) {}
+
+  /** Connects and listens; the counter is read after LISTEN, so no change falls between. */
+  async start(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, application_name: "tollgate auth listener" });
+    client.on("error", () => this.#lost(client));
+    client.on("end", () => this.#lost(client));
+    // Announcements that arrive before the first read are kept, not dropped.
+    let heard = 0;
+    client.on("notification", (message) => {
+      const n = Number(message.payload);
+      if (!Number.isFinite(n)) return;
+      heard = Math.max(heard, n);
+      if (this.#client === client && this.#stamp !== undefined && n > this.#stamp) this.#stamp = n;
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${AUTH_CHANNEL}`);
+      const { rows } = await client.query<{ n: string }>(
+        "SELECT n::text AS n FROM auth_version WHERE id = 1",
+      );
+      if (this.#closed) throw new Error("closed");
+      this.#client = client;
+      this.#stamp = Math.max(heard, Number(rows[0]!.n));
+    } catch (error) {
+      await client.end().catch(() => {});
+      throw error;
+    }
+  }
+
+  /** The counter as last announced, or undefined while not listening. */
+  current(): number | undefined {
+    return this.#stamp;
+  }
+
+  /** A value read from the table: never lets the cached counter go back. */
+  observe(n: number): void {
+    if (this.#stamp !== undefined && n > this.#stamp) this.#stamp = n;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    const client = this.#client;
+    this.#client = undefined;
+    this.#stamp = undefined;
+    await client?.end().catch(() => {});
+  }
+
+  #lost(client: pg.Client): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    this.#stamp = undefined;
+    void client.end().catch(() => {});
+    if (this.#closed) return;
+    const again = () => {
+      if (this.#closed) return;
+      this.start().catch(() => {
+        this.#retry = setTimeout(again, RELISTEN_MS);
+        this.#retry.unref();
+      });
+    };
+    this.#retry = setTimeout(again, RELISTEN_MS);
+    this.#retry.unref();
+  }
+}
+
 /** Accounts and API keys in PostgreSQL, the core's {@link AccountStore}. */
 export class PgAccountStore implements AccountStore {
-  constructor(private readonly pool: pg.Pool) {}
+  /** This process changed something an authentication depends on: read the counter next time. */
+  #changed = false;
+
+  /** `stamp`: the announced counter (a serving host); without it the counter is read per call. */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly stamp?: PgAuthStamp,
+  ) {}
 
   async insertAccount(id: string, name: string, now: number): Promise<AccountRow> {
     return (await this.pool.query<AccountRow>(INSERT_ACCOUNT, [id, name, now])).rows[0]!;
@@ -47,6 +139,7 @@ export class PgAccountStore implements AccountStore {
       reason,
       id,
     ]);
+    this.#changed = true;
   }
 
   async insertKey(
@@ -83,6 +176,7 @@ export class PgAccountStore implements AccountStore {
       now,
       id,
     ]);
+    this.#changed = true;
   }
 
   async findKeyByDigest(digest: Buffer): Promise<KeyLookupRow | undefined> {
@@ -103,9 +197,18 @@ export class PgAccountStore implements AccountStore {
     );
   }
 
-  /** The `auth_version` counter, bumped by triggers on every host's changes (migration 1). */
+  /**
+   * The `auth_version` counter, bumped by triggers on every host's changes (migrations 1 and 5):
+   * as announced when listening, read from the table otherwise — and after this process's own
+   * change, which must bite on its very next request.
+   */
   async changeStamp(): Promise<number> {
-    return (await this.pool.query<{ n: number }>("SELECT n FROM auth_version WHERE id = 1")).rows[0]!.n;
+    const announced = this.stamp?.current();
+    if (announced !== undefined && !this.#changed) return announced;
+    this.#changed = false;
+    const n = (await this.pool.query<{ n: number }>("SELECT n FROM auth_version WHERE id = 1")).rows[0]!.n;
+    this.stamp?.observe(n);
+    return n;
   }
 }
 

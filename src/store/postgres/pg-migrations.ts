@@ -340,4 +340,20 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         FOR EACH ROW EXECUTE FUNCTION refuse_change();
     `,
   },
+  {
+    version: 5,
+    name: "auth changes announced to every host",
+    sql: `
+      -- Every host's key cache learns of a change by notification at its commit (LISTEN
+      -- tollgate_auth_version, the counter as payload) instead of reading the counter per call.
+      CREATE OR REPLACE FUNCTION bump_auth_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+          v BIGINT;
+        BEGIN
+          UPDATE auth_version SET n = n + 1 WHERE id = 1 RETURNING n INTO v;
+          PERFORM pg_notify('tollgate_auth_version', v::text);
+          RETURN NULL;
+        END $$;
+    `,
+  },
 ];

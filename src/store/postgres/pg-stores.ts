@@ -1,16 +1,30 @@
 import type { ChainWorkStores, Stores } from "../stores.js";
-import { PgAccountStore, PgSessionStore } from "./pg-accounts.js";
+import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./pg-accounts.js";
 import { auditPostgres } from "./pg-audit.js";
 import { PgChainRoles, PgChainWork } from "./pg-chain-work.js";
 import { openPostgres } from "./pg-database.js";
 import { PgLedger } from "./pg-ledger.js";
 
-/** Every port on one PostgreSQL pool (the schema brought up to date first). */
-export async function openPgStores(url: string, poolSize: number): Promise<Stores> {
+/**
+ * Every port on one PostgreSQL pool (the schema brought up to date first). `listen`: a serving
+ * process learns of auth changes by notification (see {@link PgAuthStamp}); a one-shot command
+ * reads the counter when it needs it.
+ */
+export async function openPgStores(url: string, poolSize: number, listen: boolean): Promise<Stores> {
   const pool = await openPostgres(url, poolSize);
+  let stamp: PgAuthStamp | undefined;
+  if (listen) {
+    stamp = new PgAuthStamp(url);
+    try {
+      await stamp.start();
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+  }
   return {
     kind: "postgres",
-    accounts: new PgAccountStore(pool),
+    accounts: new PgAccountStore(pool, stamp),
     sessions: new PgSessionStore(pool),
     ledger: new PgLedger(pool),
     chainWork: new PgChainWork(pool),
@@ -24,7 +38,10 @@ export async function openPgStores(url: string, poolSize: number): Promise<Store
     },
     db: undefined,
     audit: () => auditPostgres(pool),
-    close: () => pool.end(),
+    close: async () => {
+      await stamp?.close();
+      await pool.end();
+    },
   };
 }
 

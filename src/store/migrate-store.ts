@@ -10,6 +10,7 @@ import { DATABASE_FILE, type Db } from "./database.js";
 import { auditLedger } from "./ledger-audit.js";
 import { migrations } from "./migrations.js";
 import { auditPostgres } from "./postgres/pg-audit.js";
+import { SYSTEM_SHARDS } from "./postgres/pg-ledger.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both
@@ -436,9 +437,6 @@ function toPostgres(value: unknown, type: PgType, table: string, column: string,
       return value;
   }
 }
-
-/** System accounts' balances are spread over this many rows in PostgreSQL (pg-ledger.ts). */
-const SYSTEM_SHARDS = 16;
 
 /**
  * PostgreSQL's ledger (pg-ledger.ts) keeps an open hold's pending amount on the shard `seq % 16`

@@ -72,7 +72,7 @@ export async function retrying<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /** How many rows a system account's totals are spread over (migration 4). */
-const SYSTEM_SHARDS = 16;
+export const SYSTEM_SHARDS = 16;
 
 /**
  * The balance row a transaction adds to for `account`: a user's single row, or a random shard

@@ -320,6 +320,10 @@ function storesSection(results: BenchResults): string {
         `+${ms(r.rate.latencyMs.p50 - r.floor.latencyMs.p50)} | +${ms(r.rate.latencyMs.p99 - r.floor.latencyMs.p99)} | ` +
         `${r.saturate.non2xx + r.rate.non2xx} / ${r.saturate.errors + r.rate.errors} |`,
     ),
+    "",
+    "Where a store's billed calls per second stay below 500, its 500/s row measures the queue that",
+    "builds up, not what one call costs. Why PostgreSQL is slower on one machine, and what would speed",
+    'it up, is in [store.md](store.md) ("Group commit").',
   ].join("\n");
 }
 

@@ -6,11 +6,11 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type pg from "pg";
-import { DATABASE_FILE, type Db } from "./database.js";
-import { auditLedger } from "./ledger-audit.js";
-import { migrations } from "./migrations.js";
-import { auditPostgres } from "./postgres/pg-audit.js";
-import { SYSTEM_SHARDS } from "./postgres/pg-ledger.js";
+import { DATABASE_FILE, type Db } from "../database.js";
+import { auditLedger } from "../ledger-audit.js";
+import { migrations } from "../migrations.js";
+import { auditPostgres } from "./pg-audit.js";
+import { SYSTEM_SHARDS } from "./pg-ledger.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both

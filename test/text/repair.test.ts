@@ -235,6 +235,36 @@ describe("parameter repair and clamping", () => {
     expect(((await response.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
   });
 
+  it.each(["/v1/messages", "/v1/messages/count_tokens"])(
+    "a body nested 10,000 levels deep is a 400 naming the limit on %s, never a 500, and nothing is forwarded or held",
+    async (path) => {
+      const calls = t.upstream.requests.length;
+      const rows = (await t.usage()).length;
+      const deep = `${'{"a":'.repeat(10_000)}1${"}".repeat(10_000)}`;
+      const tool = `{"name":"deep","input_schema":${deep}}`;
+      const response = await fetch(`${t.baseUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": t.secret },
+        body: `{"model":"model-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[${tool}]}`,
+      });
+      expect(response.status).toBe(400);
+      const body = (await response.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe("invalid_request_error");
+      expect(body.error.message).toBe("body: nested deeper than 256 levels of objects and arrays");
+      expect(t.upstream.requests.length).toBe(calls);
+      expect((await t.usage()).length).toBe(rows);
+      // 256 levels are still a request like any other.
+      const ok = `${"[".repeat(250)}1${"]".repeat(250)}`;
+      const allowed = await fetch(`${t.baseUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": t.secret },
+        body: `{"model":"model-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"metadata":{"x":${ok}}}`,
+      });
+      expect(allowed.status).not.toBe(500);
+      expect((await allowed.text()).includes("nested deeper")).toBe(false);
+    },
+  );
+
   it("answers Claude Code's warm-up HEAD / at once", async () => {
     const response = await fetch(`${t.baseUrl}/`, { method: "HEAD" });
     expect(response.status).toBe(200);

@@ -213,10 +213,39 @@ function thinkingJson(thinking: Thinking): Record<string, unknown> {
   };
 }
 
+/**
+ * The deepest nesting of objects and arrays a body may have. Real requests stay far below it
+ * (a tool's JSON schema rarely passes 20); past it the code that walks a request (token bounds,
+ * re-encoding) would run out of stack.
+ */
+export const MAX_BODY_DEPTH = 256;
+
+/** Whether JSON `text` nests objects and arrays deeper than `limit` (brackets in strings ignored). */
+function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
 function parseBody(body: Uint8Array | string): Record<string, unknown> {
   let parsed: unknown;
+  const text = typeof body === "string" ? body : utf8.decode(body);
+  if (nestsDeeperThan(text, MAX_BODY_DEPTH)) {
+    throw invalidField("body", `body: nested deeper than ${MAX_BODY_DEPTH} levels of objects and arrays`);
+  }
   try {
-    parsed = JSON.parse(typeof body === "string" ? body : utf8.decode(body));
+    parsed = JSON.parse(text);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw invalidField("body", `body: not valid JSON (${reason})`);

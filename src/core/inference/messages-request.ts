@@ -239,8 +239,14 @@ function nestsDeeperThan(text: string, limit: number): boolean {
 }
 
 function parseBody(body: Uint8Array | string): Record<string, unknown> {
+  let text: string;
   let parsed: unknown;
-  const text = typeof body === "string" ? body : utf8.decode(body);
+  try {
+    text = typeof body === "string" ? body : utf8.decode(body);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw invalidField("body", `body: not valid JSON (${reason})`);
+  }
   if (nestsDeeperThan(text, MAX_BODY_DEPTH)) {
     throw invalidField("body", `body: nested deeper than ${MAX_BODY_DEPTH} levels of objects and arrays`);
   }

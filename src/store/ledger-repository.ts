@@ -3,7 +3,6 @@ import {
   availableOf,
   type BalanceRow,
   type CreditResult,
-  type HoldRow,
   type HoldState,
   type NewCredit,
   type NewHold,
@@ -15,6 +14,7 @@ import {
   type UsageCounts,
 } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
+import { type Raw, sameCall, toBalance, toHoldState } from "./ledger-rows.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
 
 const ZERO_USAGE: UsageCounts = {
@@ -25,8 +25,6 @@ const ZERO_USAGE: UsageCounts = {
   cacheReadTokens: 0n,
   images: 0,
 };
-
-type Raw = Record<string, unknown>;
 
 /**
  * The ledger in SQLite. Statements are prepared once; statements that read money return
@@ -402,69 +400,6 @@ export function isSystem(account: string): boolean {
   return account.startsWith("system:");
 }
 
-function sameCall(a: HoldRow, b: NewHold): boolean {
-  return (
-    a.accountId === b.accountId &&
-    a.chain === b.chain &&
-    a.amount === b.amount &&
-    a.callKind === b.callKind &&
-    a.model === b.model &&
-    a.inputTokens === b.inputTokens &&
-    a.maxTokens === b.maxTokens &&
-    a.imageSize === b.imageSize &&
-    a.imageCount === b.imageCount
-  );
-}
-
 function emptyBalance(account: string, chain: string): BalanceRow {
   return { account, chain, debitsPending: 0n, debitsPosted: 0n, creditsPending: 0n, creditsPosted: 0n };
-}
-
-function toBalance(row: Raw): BalanceRow {
-  return {
-    account: row.account as string,
-    chain: row.chain as string,
-    debitsPending: row.debits_pending as bigint,
-    debitsPosted: row.debits_posted as bigint,
-    creditsPending: row.credits_pending as bigint,
-    creditsPosted: row.credits_posted as bigint,
-  };
-}
-
-function toHoldState(row: Raw): HoldState {
-  const hold: HoldRow = {
-    seq: Number(row.seq),
-    id: row.id as string,
-    accountId: row.account_id as string,
-    requestId: row.request_id as string,
-    keyId: row.key_id as string,
-    chain: row.chain as string,
-    amount: row.amount as bigint,
-    callKind: row.call_kind as "text" | "image",
-    model: row.model as string,
-    inputTokens: row.input_tokens as bigint,
-    maxTokens: row.max_tokens as bigint,
-    imageSize: row.image_size as string,
-    imageCount: Number(row.image_count),
-    createdAt: Number(row.created_at),
-  };
-  if (row.status === null) return { hold, resolution: undefined };
-  return {
-    hold,
-    resolution: {
-      holdId: hold.id,
-      status: row.status as ResolutionStatus,
-      amount: row.settled_amount as bigint,
-      usage: {
-        inputTokens: row.u_input as bigint,
-        outputTokens: row.u_output as bigint,
-        cacheWrite5mTokens: row.u_cw5m as bigint,
-        cacheWrite1hTokens: row.u_cw1h as bigint,
-        cacheReadTokens: row.u_read as bigint,
-        images: Number(row.u_images),
-      },
-      charges: row.u_charges as string,
-      resolvedAt: Number(row.resolved_at),
-    },
-  };
 }

@@ -9,13 +9,11 @@ import {
   SYSTEM_DEPOSITS,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
-  type TransferStatus,
   type WithdrawResult,
 } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
 import type { LedgerRepository } from "./ledger-repository.js";
-
-type Raw = Record<string, unknown>;
+import { type Raw, toTransfer } from "./ledger-rows.js";
 
 /**
  * The onchain side of the ledger in SQLite: deposit addresses, watcher cursors and credited
@@ -472,25 +470,4 @@ export class OnchainRepository {
     this.s.insertTransfer.run(w.id, "withdrawal", w.accountId, w.chain, w.to, w.amount, w.now, w.now, w.now);
     return { kind: "written", transfer: this.transfer(w.id)! };
   }
-}
-
-function toTransfer(row: Raw): TransferRow {
-  return {
-    seq: Number(row.seq),
-    id: row.id as string,
-    kind: row.kind as "settlement" | "withdrawal",
-    accountId: row.account_id as string,
-    chain: row.chain as string,
-    to: row.to_address as string,
-    amount: row.amount as bigint,
-    status: row.status as TransferStatus,
-    txHash: (row.tx_hash as string | null) ?? "",
-    raw: (row.raw as string | null) ?? "",
-    attempts: Number(row.attempts),
-    nextAttemptAt: Number(row.next_attempt_at),
-    lastError: row.last_error as string,
-    createdAt: Number(row.created_at),
-    confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
-    calls: Number(row.calls),
-  };
 }

@@ -1,7 +1,6 @@
-import type { SettlementStatus, SettlementView } from "../core/ports/ledger.js";
+import type { SettlementView } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
-
-type Raw = Record<string, unknown>;
+import { type Raw, toSettlementView } from "./ledger-rows.js";
 
 /**
  * The settlement outbox: {@link record} runs inside the ledger's settle transaction, so a call's
@@ -52,24 +51,7 @@ export class SettlementOutbox {
     for (const id of holdIds) {
       const row = this.s.view.get(id);
       if (row === undefined) continue;
-      const onchainAmount = row.onchain_amount as bigint;
-      const transferStatus = row.status as string | null;
-      const status: SettlementStatus =
-        onchainAmount === 0n
-          ? "offchain"
-          : transferStatus === "confirmed"
-            ? "confirmed"
-            : transferStatus === "prepared" || transferStatus === "sent"
-              ? "submitted"
-              : "queued";
-      out.set(id, {
-        holdId: id,
-        status,
-        onchainAmount,
-        offchainAmount: row.offchain_amount as bigint,
-        transferId: (row.transfer_id as string | null) ?? "",
-        txHash: (row.tx_hash as string | null) ?? "",
-      });
+      out.set(id, toSettlementView(row));
     }
     return out;
   }

@@ -5,7 +5,6 @@ import {
   type CreditResult,
   type DepositRow,
   emptyBacklog,
-  type HoldRow,
   type HoldState,
   type LedgerStore,
   type NewCredit,
@@ -15,16 +14,15 @@ import {
   type PlaceHoldResult,
   type ResolutionStatus,
   type ResolveResult,
-  type SettlementStatus,
   type SettlementView,
   SYSTEM_REVENUE,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
-  type TransferStatus,
   type UsageCounts,
   type WithdrawResult,
 } from "../../core/ports/ledger.js";
 import { isSystem } from "../ledger-repository.js";
+import { sameCall, toBalance, toHoldState, toSettlementView, toTransfer } from "../ledger-rows.js";
 import { inTransaction } from "./pg-database.js";
 
 /** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
@@ -800,111 +798,5 @@ export async function readBacklog(db: Queryable): Promise<BacklogRow[]> {
   return [...rows.values()].sort((a, b) => a.chain.localeCompare(b.chain));
 }
 
-/** A transfer row read with {@link exactRows} (and a `calls` column). */
-export function toTransfer(row: Raw): TransferRow {
-  return {
-    seq: Number(row.seq),
-    id: row.id as string,
-    kind: row.kind as "settlement" | "withdrawal",
-    accountId: row.account_id as string,
-    chain: row.chain as string,
-    to: row.to_address as string,
-    amount: row.amount as bigint,
-    status: row.status as TransferStatus,
-    txHash: (row.tx_hash as string | null) ?? "",
-    raw: (row.raw as string | null) ?? "",
-    attempts: Number(row.attempts),
-    nextAttemptAt: Number(row.next_attempt_at),
-    lastError: row.last_error as string,
-    createdAt: Number(row.created_at),
-    confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
-    calls: Number(row.calls),
-  };
-}
-
 /** The statement's answer when nothing was written (the transaction rolls back). */
 class NotWritten extends Error {}
-
-function sameCall(a: HoldRow, b: NewHold): boolean {
-  return (
-    a.accountId === b.accountId &&
-    a.chain === b.chain &&
-    a.amount === b.amount &&
-    a.callKind === b.callKind &&
-    a.model === b.model &&
-    a.inputTokens === b.inputTokens &&
-    a.maxTokens === b.maxTokens &&
-    a.imageSize === b.imageSize &&
-    a.imageCount === b.imageCount
-  );
-}
-
-function toBalance(row: Raw): BalanceRow {
-  return {
-    account: row.account as string,
-    chain: row.chain as string,
-    debitsPending: row.debits_pending as bigint,
-    debitsPosted: row.debits_posted as bigint,
-    creditsPending: row.credits_pending as bigint,
-    creditsPosted: row.credits_posted as bigint,
-  };
-}
-
-function toSettlementView(row: Raw): SettlementView {
-  const onchainAmount = row.onchain_amount as bigint;
-  const transferStatus = row.status as string | null;
-  const status: SettlementStatus =
-    onchainAmount === 0n
-      ? "offchain"
-      : transferStatus === "confirmed"
-        ? "confirmed"
-        : transferStatus === "prepared" || transferStatus === "sent"
-          ? "submitted"
-          : "queued";
-  return {
-    holdId: row.hold_id as string,
-    status,
-    onchainAmount,
-    offchainAmount: row.offchain_amount as bigint,
-    transferId: (row.transfer_id as string | null) ?? "",
-    txHash: (row.tx_hash as string | null) ?? "",
-  };
-}
-
-function toHoldState(row: Raw): HoldState {
-  const hold: HoldRow = {
-    seq: Number(row.seq),
-    id: row.id as string,
-    accountId: row.account_id as string,
-    requestId: row.request_id as string,
-    keyId: row.key_id as string,
-    chain: row.chain as string,
-    amount: row.amount as bigint,
-    callKind: row.call_kind as "text" | "image",
-    model: row.model as string,
-    inputTokens: row.input_tokens as bigint,
-    maxTokens: row.max_tokens as bigint,
-    imageSize: row.image_size as string,
-    imageCount: Number(row.image_count),
-    createdAt: Number(row.created_at),
-  };
-  if (row.status === null) return { hold, resolution: undefined };
-  return {
-    hold,
-    resolution: {
-      holdId: hold.id,
-      status: row.status as ResolutionStatus,
-      amount: row.settled_amount as bigint,
-      usage: {
-        inputTokens: row.u_input as bigint,
-        outputTokens: row.u_output as bigint,
-        cacheWrite5mTokens: row.u_cw5m as bigint,
-        cacheWrite1hTokens: row.u_cw1h as bigint,
-        cacheReadTokens: row.u_read as bigint,
-        images: Number(row.u_images),
-      },
-      charges: row.u_charges as string,
-      resolvedAt: Number(row.resolved_at),
-    },
-  };
-}

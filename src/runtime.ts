@@ -20,7 +20,8 @@ import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import type { Db } from "./store/database.js";
-import { openStores, type StoreChoice, type Stores } from "./store/stores.js";
+import type { StoreChoice, Stores } from "./store/store-set.js";
+import { openStores } from "./store/stores.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
 /**

@@ -1,39 +1,10 @@
-import type { HealthProbe } from "../core/health-service.js";
-import type { AccountStore, SessionStore } from "../core/ports/accounts.js";
-import type { ChainRoles, ChainWorkStore } from "../core/ports/chain-work.js";
-import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
 import { AuthRepository } from "./auth-repository.js";
-import { type Db, openDatabase } from "./database.js";
+import { openDatabase } from "./database.js";
 import { auditLedger } from "./ledger-audit.js";
 import { SessionRepository } from "./session-repository.js";
 import { SqliteChainWork } from "./sqlite-chain-work.js";
 import { openSqliteLedger } from "./sqlite-ledger.js";
-
-/** Where the money and the accounts are kept, as the configuration chose. */
-export type StoreChoice =
-  | { readonly kind: "sqlite"; readonly dataDir: string }
-  | { readonly kind: "postgres"; readonly url: string; readonly poolSize: number };
-
-/**
- * Every port a runtime needs from its store, on one engine: SQLite in the data directory (one
- * host) or PostgreSQL (any number of gateway hosts and chains workers).
- */
-export interface Stores {
-  readonly kind: StoreChoice["kind"];
-  readonly accounts: AccountStore;
-  readonly sessions: SessionStore;
-  readonly ledger: LedgerStore & OnchainStore;
-  /** What the chains worker and the deposit-address book write through. */
-  readonly chainWork: ChainWorkStore;
-  /** The store's health check (required: without it nothing can be billed). */
-  readonly probe: HealthProbe;
-  /** The SQLite database, when the store is SQLite (tools and tests read it directly). */
-  readonly db: Db | undefined;
-  /** The ledger audit (see ledger-audit.ts) on this store, in one consistent snapshot. */
-  audit(): Promise<string[]>;
-  /** Finishes the writes in flight and closes every connection. */
-  close(): Promise<void>;
-}
+import type { ChainWorkStores, StoreChoice, Stores } from "./store-set.js";
 
 /**
  * Opens the configured store and brings its schema up to date. `serving` (a process that serves
@@ -82,13 +53,6 @@ export async function openStores(
     db.close();
     throw error;
   }
-}
-
-/** What the chains worker works through: the store, and who runs which chain. */
-export interface ChainWorkStores {
-  readonly store: ChainWorkStore;
-  readonly roles: ChainRoles | undefined;
-  close(): Promise<void>;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { ChainWorkStores, Stores } from "../stores.js";
+import type { ChainWorkStores, Stores } from "../store-set.js";
 import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./pg-accounts.js";
 import { auditPostgres } from "./pg-audit.js";
 import { PgChainRoles, PgChainWork } from "./pg-chain-work.js";

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";
@@ -9,7 +8,7 @@ import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-u
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { remoteCoreTransport } from "../../src/runtime.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
-import { CLI, childEnv, cliJson, runCli, startGateway, tempDir, until } from "../helpers/process.js";
+import { cliJson, runCli, startGateway, startWorkerProcess, tempDir, until } from "../helpers/process.js";
 
 // Production's shape: `tollgate serve` answers calls and holds the ledger; `tollgate worker`, a
 // process of its own on the same database, watches deposits and settles. A configured chain
@@ -21,35 +20,6 @@ afterEach(async () => {
 });
 
 const ADMIN_TOKEN = "chains-worker-test-operator-token-0123456789";
-
-/** Starts `tollgate worker` and resolves once it says it runs; `stop` signals it and awaits its exit. */
-async function startWorker(env: Record<string, string>) {
-  const child = spawn(process.execPath, [CLI, "worker"], {
-    env: childEnv(env),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr!.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  await until("tollgate worker to be ready", async () => {
-    if (child.exitCode !== null) throw new Error(`worker exited ${child.exitCode}: ${stderr}`);
-    return stdout.includes("tollgate worker ready") ? true : undefined;
-  });
-  return {
-    stdout: () => stdout,
-    stderr: () => stderr,
-    stop: async (signal: NodeJS.Signals = "SIGTERM") => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return await exited;
-    },
-  };
-}
 
 describe("tollgate worker beside tollgate serve", () => {
   it("credits deposits and settles calls from its own process; calls go on without it", async () => {
@@ -80,7 +50,7 @@ describe("tollgate worker beside tollgate serve", () => {
     const gateway = await startGateway(env, 20_000, "serve");
     cleanups.push(() => gateway.stop("SIGKILL"));
     expect(gateway.stdout()).toContain("deposit watchers and settlement run by `tollgate worker`");
-    const worker = await startWorker(env);
+    const worker = await startWorkerProcess(env);
     cleanups.push(() => worker.stop("SIGKILL"));
     expect(worker.stdout()).toContain("deposit watchers and settlement on base");
 

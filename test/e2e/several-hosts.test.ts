@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import type pg from "pg";
@@ -14,11 +13,10 @@ import { openPostgres } from "../../src/store/postgres/pg-database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import {
-  CLI,
-  childEnv,
   cliJson,
   type GatewayProcess,
   startGateway,
+  startWorkerProcess,
   tempDir,
   until,
 } from "../helpers/process.js";
@@ -238,33 +236,16 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
   }, 60_000);
 });
 
-/** `tollgate worker` as a child process; resolves once it says it runs. */
+/** `tollgate worker` with a data directory of its own; `runs()`: it holds the chain's role now. */
 async function worker(env: Record<string, string>) {
   const dir = tempDir();
   cleanups.push(dir.cleanup);
-  const child: ChildProcess = spawn(process.execPath, [CLI, "worker"], {
-    env: childEnv({ ...env, TOLLGATE_DATA_DIR: dir.path }),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr!.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  const started = await startWorkerProcess({ ...env, TOLLGATE_DATA_DIR: dir.path });
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-    await exited;
+    await started.stop("SIGKILL");
   };
   cleanups.push(stop);
-  await until("tollgate worker to be ready", async () => {
-    if (child.exitCode !== null) throw new Error(`worker exited ${child.exitCode}: ${stderr}`);
-    return stdout.includes("tollgate worker ready") ? true : undefined;
-  });
-  return { stop, log: () => stderr, runs: () => /base: this process runs it now/.test(stderr) };
+  return { stop, log: started.stderr, runs: () => /base: this process runs it now/.test(started.stderr()) };
 }
 
 describe("chains workers on two hosts", () => {

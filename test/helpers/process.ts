@@ -140,6 +140,51 @@ export function startGateway(
   });
 }
 
+/** `tollgate worker` running as a child process. */
+export interface WorkerProcess {
+  readonly child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Sends `signal` (SIGTERM unless told) and resolves with the exit code once it has exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `tollgate worker` and resolves once it prints its ready line. */
+export async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [CLI, "worker"], {
+    env: childEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr!.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.on("exit", (code) => resolveExit(code)));
+  const worker: WorkerProcess = {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    stop: async (signal = "SIGTERM") => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return await exited;
+    },
+  };
+  try {
+    await until("tollgate worker to be ready", async () => {
+      if (child.exitCode !== null) throw new Error(`worker exited ${child.exitCode}: ${stderr}`);
+      return stdout.includes("tollgate worker ready") ? true : undefined;
+    });
+  } catch (error) {
+    await worker.stop("SIGKILL");
+    throw error;
+  }
+  return worker;
+}
+
 /** Polls `probe` every 100 ms until it answers something, or fails naming `what` (and `debug()`). */
 export async function until<T>(
   what: string,

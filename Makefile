@@ -7,7 +7,7 @@ MAKEFLAGS += --no-builtin-rules
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 NPM_INSTALL := npm install --no-audit --no-fund
 
-.PHONY: help install build dashboard browser services generate checkgenerate lint format typecheck test test-only run clean contracts bench bench-report
+.PHONY: help install build dashboard browser services generate checkgenerate lint format typecheck audit test test-only run clean contracts bench bench-report
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -51,7 +51,10 @@ typecheck: install ## tsc --noEmit over src, test and bench, and the dashboard w
 	tsc --noEmit
 	tsc -p src/dashboard
 
-test: install checkgenerate lint typecheck build browser services ## Everything CI checks: generation, lint, types, then all tests
+audit: install ## npm audit --omit=dev; a finding fails unless audit-allowlist.json names it with a reason (see docs/reliability.md)
+	node scripts/audit-deps.mjs
+
+test: install checkgenerate lint typecheck audit build browser services ## Everything CI checks: generation, lint, types, the dependency audit, then all tests
 	vitest run
 
 test-only: build browser services ## Only the tests (skips generation and lint checks)

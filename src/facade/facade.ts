@@ -1,5 +1,10 @@
 import { createClient, type Transport } from "@connectrpc/connect";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import { newRequestId } from "../core/ids.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
@@ -8,6 +13,8 @@ import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.
 import { anthropicRoutes } from "./anthropic/routes.js";
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
+import type { FacadeError } from "./http-status.js";
+import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
 
@@ -51,6 +58,22 @@ export async function buildFacade({
     // Anthropic's documented request limit (PROTOCOLS.md §1.1).
     bodyLimit: 32 * 1024 * 1024,
     return503OnClosing: true,
+    // A path Fastify cannot decode (`/v1/models%`) is refused before any hook runs: answer it in
+    // the envelope of the scope the path names, with the request id like any other answer.
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      const refusal: FacadeError = {
+        status: 400,
+        message: `The request path is not valid: ${error.message}`,
+        reason: undefined,
+        field: undefined,
+        chain: undefined,
+        metadata: {},
+      };
+      reply.header("x-request-id", request.id).code(400);
+      return request.url.startsWith("/v1/images")
+        ? reply.send(openaiErrorBody(refusal))
+        : reply.send(anthropicErrorBody(refusal, request.id));
+    },
   });
   app.decorateRequest("principal", null);
   app.decorateRequest("publicOrigin", "");

@@ -177,7 +177,7 @@ describe("parseMessagesRequest", () => {
       top_p: 1,
       top_k: 0,
       stop_sequences: ["\n\nHuman:"],
-      tools: [],
+      tools: [{ name: "get_weather", input_schema: { type: "object" } }],
       tool_choice: { type: "tool", name: "get_weather" },
       thinking: { type: "enabled", budget_tokens: 1, display: "omitted" },
       metadata: {},
@@ -185,7 +185,7 @@ describe("parseMessagesRequest", () => {
     };
     expect(roundTrip(body)).toEqual(body);
     for (const type of ["auto", "any", "none"]) {
-      parseMessagesRequest(JSON.stringify(withField("tool_choice", { type })), "create");
+      parseMessagesRequest(JSON.stringify({ ...body, tool_choice: { type } }), "create");
     }
     for (const effort of ["low", "medium", "high", "xhigh"]) {
       parseMessagesRequest(JSON.stringify(withField("output_config", { effort })), "create");
@@ -226,6 +226,10 @@ describe("parseMessagesRequest", () => {
     expect(refusal(noMessages, "messages", "count_tokens")).toBe("messages: Field required");
     expect(refusal(withField("messages", {}), "messages")).toBe("messages: must be an array");
     expect(refusal(withField("messages", null), "messages")).toBe("messages: must be an array");
+    expect(refusal(withField("messages", []), "messages")).toBe("messages: at least one message is required");
+    expect(refusal(withField("messages", []), "messages", "count_tokens")).toBe(
+      "messages: at least one message is required",
+    );
   });
 
   it("refuses more than MAX_MESSAGES messages", () => {
@@ -318,6 +322,32 @@ describe("parseMessagesRequest", () => {
     expect(refusal(withField("tool_choice", { type: "tool", name: 1 }), "tool_choice.name")).toBe(
       "tool_choice.name: must be a string",
     );
+  });
+
+  it("refuses a tool_choice that needs a tool the request does not have", () => {
+    const tools = [{ name: "weather", input_schema: { type: "object" } }];
+    expect(refusal(withField("tool_choice", { type: "any" }), "tool_choice")).toBe(
+      "tool_choice: type any needs tools",
+    );
+    expect(refusal({ ...MINIMAL, tools: [], tool_choice: { type: "tool", name: "x" } }, "tool_choice")).toBe(
+      "tool_choice: type tool needs tools",
+    );
+    expect(
+      refusal({ ...MINIMAL, tools, tool_choice: { type: "tool", name: "clock" } }, "tool_choice.name"),
+    ).toBe('tool_choice.name: no tool named "clock" in tools');
+    for (const choice of [
+      { type: "any" },
+      { type: "tool", name: "weather" },
+      { type: "auto" },
+      { type: "none" },
+    ]) {
+      expect(() =>
+        parseMessagesRequest(JSON.stringify({ ...MINIMAL, tools, tool_choice: choice }), "create"),
+      ).not.toThrow();
+    }
+    expect(() =>
+      parseMessagesRequest(JSON.stringify(withField("tool_choice", { type: "auto" })), "create"),
+    ).not.toThrow();
   });
 
   it("refuses malformed thinking", () => {
@@ -441,7 +471,7 @@ describe("the typed view", () => {
   });
 
   it("keeps a __proto__ field a field", () => {
-    const text = '{"model":"m","max_tokens":1,"messages":[],"__proto__":{"x":1}}';
+    const text = '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"__proto__":{"x":1}}';
     const request = parseMessagesRequest(text, "create");
     expect(Object.hasOwn(request.rest, "__proto__")).toBe(true);
     expect(encodeMessagesRequest(request)).toBe(text);

@@ -128,7 +128,7 @@ export function parseMessagesRequest(body: Uint8Array | string, call: MessagesCa
   }
   checkStopSequences(json.stop_sequences);
   checkTools(json.tools);
-  checkToolChoice(json.tool_choice);
+  checkToolChoice(json.tool_choice, json.tools);
   const thinking = readThinking(json.thinking);
   checkMetadata(json.metadata);
   const outputConfig = readOutputConfig(json.output_config);
@@ -263,6 +263,7 @@ function parseBody(body: Uint8Array | string): Record<string, unknown> {
 function checkMessages(messages: unknown): void {
   if (messages === undefined) throw required("messages");
   if (!Array.isArray(messages)) throw invalidField("messages", "messages: must be an array");
+  if (messages.length === 0) throw invalidField("messages", "messages: at least one message is required");
   if (messages.length > MAX_MESSAGES) {
     throw invalidField("messages", `messages: at most ${MAX_MESSAGES} messages are allowed`);
   }
@@ -326,7 +327,8 @@ function checkTools(value: unknown): void {
   }
 }
 
-function checkToolChoice(value: unknown): void {
+/** `tools` has passed {@link checkTools}. A choice that needs a tool needs one to exist, as the API says. */
+function checkToolChoice(value: unknown, tools: unknown): void {
   if (value === undefined) return;
   if (!isObject(value)) throw invalidField("tool_choice", "tool_choice: must be an object");
   const type = value.type;
@@ -338,6 +340,15 @@ function checkToolChoice(value: unknown): void {
     if (value.name === undefined) throw required("tool_choice.name");
     if (typeof value.name !== "string")
       throw invalidField("tool_choice.name", "tool_choice.name: must be a string");
+  }
+  if (type !== "any" && type !== "tool") return;
+  const names = Array.isArray(tools) ? tools.map((tool: Record<string, unknown>) => tool.name) : [];
+  if (names.length === 0) throw invalidField("tool_choice", `tool_choice: type ${type} needs tools`);
+  if (type === "tool" && !names.includes(value.name)) {
+    throw invalidField(
+      "tool_choice.name",
+      `tool_choice.name: no tool named ${JSON.stringify(value.name)} in tools`,
+    );
   }
 }
 

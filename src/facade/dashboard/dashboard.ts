@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Transport } from "@connectrpc/connect";
+import { contentTypeRegExp } from "@connectrpc/connect/protocol-connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyInstance } from "fastify";
 import { DASHBOARD_RPC_PREFIX, dashboardRoutes } from "./bridge.js";
@@ -37,6 +38,16 @@ export async function dashboardPlugin(app: FastifyInstance, { transport, publicU
 
   await app.register(
     async (scope) => {
+      // The Connect handlers answer a content type they do not take with a bare 415 written past
+      // Fastify; refuse it here first, in the protocol's own error shape, saying what they take.
+      scope.addHook("onRequest", async (request, reply) => {
+        const type = request.headers["content-type"] ?? "";
+        if (request.method !== "POST" || contentTypeRegExp.test(type)) return;
+        return reply.code(415).send({
+          code: "invalid_argument",
+          message: `content-type ${JSON.stringify(type)} is not taken here: send application/json or application/proto (Connect)`,
+        });
+      });
       await scope.register(fastifyConnectPlugin, {
         routes: dashboardRoutes({ transport, publicUrl }),
         grpc: false,

@@ -6,6 +6,7 @@ import { defaultChainRegistry } from "./core/billing/default-chains.js";
 import { type PriceCatalog, parsePriceCatalog } from "./core/billing/price-catalog.js";
 import { IMAGE_ADAPTERS, type ImageAdapter, type ImageRoute } from "./core/images/image-models.js";
 import { CLIENT_POLICIES, type ClientPolicy } from "./core/inference/client-policy.js";
+import { type ClientTimeouts, DEFAULT_CLIENT_TIMEOUTS } from "./facade/client-limits.js";
 
 /** Thrown for invalid configuration; the message always names the variable. */
 export class ConfigError extends Error {
@@ -69,6 +70,8 @@ export interface Config {
   readonly webSearchMaxUses: number;
   /** Most connections open to the text provider at once; 0 for no limit (one per call in flight). */
   readonly upstreamConnections: number;
+  /** How long the facade waits for slow clients (docs/reliability.md). */
+  readonly clientTimeouts: ClientTimeouts;
   /** Image providers, model routes, upload limits and `url` expiry. */
   readonly images: ImagesConfig;
   /** Onchain deposits, settlement and withdrawals (docs/chains.md). */
@@ -217,6 +220,29 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
     webSearchMaxUses: integer(env, "TOLLGATE_WEB_SEARCH_MAX_USES", 5, 1, 100),
     upstreamConnections: integer(env, "TOLLGATE_UPSTREAM_CONNECTIONS", 0, 0, 1_000_000),
+    clientTimeouts: {
+      headersMs: integer(
+        env,
+        "TOLLGATE_CLIENT_HEADERS_TIMEOUT_MS",
+        DEFAULT_CLIENT_TIMEOUTS.headersMs,
+        100,
+        600_000,
+      ),
+      requestMs: integer(
+        env,
+        "TOLLGATE_CLIENT_REQUEST_TIMEOUT_MS",
+        DEFAULT_CLIENT_TIMEOUTS.requestMs,
+        100,
+        3_600_000,
+      ),
+      stallMs: integer(
+        env,
+        "TOLLGATE_CLIENT_STALL_TIMEOUT_MS",
+        DEFAULT_CLIENT_TIMEOUTS.stallMs,
+        100,
+        3_600_000,
+      ),
+    },
     images: imagesConfig(env),
     onchain: onchainConfig(env),
   };

@@ -447,6 +447,7 @@ async function openFacade(
     logger: logger ?? false,
     images: config.images,
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
+    clientTimeouts: config.clientTimeouts,
   });
   parts.facade = facade;
   stack.defer(async ({ deadline, reason }) => {

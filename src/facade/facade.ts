@@ -11,6 +11,7 @@ import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
 import { anthropicRoutes } from "./anthropic/routes.js";
+import { type ClientTimeouts, clientTimeoutOptions, DEFAULT_CLIENT_TIMEOUTS } from "./client-limits.js";
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import type { FacadeError } from "./http-status.js";
@@ -28,6 +29,8 @@ export interface FacadeDeps {
   readonly publicUrl?: URL | undefined;
   /** Upload limits of the image routes and the public origin of `url` images. */
   readonly images?: FacadeImageOptions | undefined;
+  /** How long slow clients are waited for (the config defaults when absent). */
+  readonly clientTimeouts?: ClientTimeouts | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -49,8 +52,10 @@ export async function buildFacade({
   logger = false,
   publicUrl,
   images,
+  clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
+    ...clientTimeoutOptions(clientTimeouts),
     logger,
     // Ids are always the gateway's own: a client-chosen id must never collide with a billing id.
     genReqId: newRequestId,
@@ -108,7 +113,7 @@ export async function buildFacade({
   app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
 
   await app.register(healthRoutes, { health, coreLocation });
-  await app.register(anthropicRoutes, { auth, inference });
+  await app.register(anthropicRoutes, { auth, inference, stallMs: clientTimeouts.stallMs });
   await app.register(openaiRoutes, {
     auth,
     inference,

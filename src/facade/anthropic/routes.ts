@@ -8,6 +8,7 @@ import type {
   RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
+import { waitForDrain } from "../client-limits.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
@@ -18,6 +19,8 @@ import { encodeComment, encodeEvent } from "./sse.js";
 export interface AnthropicRoutesDeps {
   readonly auth: Client<typeof AuthService>;
   readonly inference: Client<typeof InferenceService>;
+  /** How long a stream waits for a client that reads nothing before it is ended. */
+  readonly stallMs: number;
 }
 
 /**
@@ -27,7 +30,7 @@ export interface AnthropicRoutesDeps {
  */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   scope,
-  { auth, inference },
+  { auth, inference, stallMs },
 ) => {
   scope.setErrorHandler(anthropicErrorHandler);
   scope.addHook("onRequest", async (request, reply) => {
@@ -64,7 +67,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
       await iterator.next();
       return reply.type("application/json").send(Buffer.from(message.part.value));
     }
-    await relayEvents(request, reply, iterator);
+    await relayEvents(request, reply, iterator, stallMs);
     return reply;
   });
 
@@ -102,6 +105,7 @@ async function relayEvents(
   request: FastifyRequest,
   reply: FastifyReply,
   iterator: AsyncIterator<CreateMessageResponse>,
+  stallMs: number,
 ): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
@@ -123,7 +127,8 @@ async function relayEvents(
       else if (part.case === "comment") frame = encodeComment(part.value);
       else continue;
       if (raw.destroyed) break;
-      if (!raw.write(frame)) await waitForDrain(raw);
+      // A client that stops reading is waited for `stallMs`, then disconnected (settled as delivered).
+      if (!raw.write(frame)) await waitForDrain(raw, stallMs);
     }
   } catch (error) {
     if (!raw.destroyed) {
@@ -137,18 +142,6 @@ async function relayEvents(
     await iterator.return?.();
     if (!raw.destroyed) raw.end();
   }
-}
-
-function waitForDrain(raw: FastifyReply["raw"]): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      raw.off("drain", done);
-      raw.off("close", done);
-      resolve();
-    };
-    raw.on("drain", done);
-    raw.on("close", done);
-  });
 }
 
 /** The gateway's response headers for a call's head. */

@@ -20,6 +20,7 @@ import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import type { Db } from "./store/database.js";
+import { storageProbe } from "./store/storage-probe.js";
 import type { StoreChoice, Stores } from "./store/store-set.js";
 import { openStores } from "./store/stores.js";
 import { AnthropicUpstream } from "./upstream/anthropic/client.js";
@@ -338,7 +339,7 @@ async function assemble(
     stack.defer(() => opened.close());
   }
 
-  const probes: HealthProbe[] = [stores.probe, ...(chains?.probes() ?? [])];
+  const probes: HealthProbe[] = [stores.probe, storageProbe(config.dataDir), ...(chains?.probes() ?? [])];
   // Per-key limits: in this process's memory, or in Redis, shared by every host.
   let rateLimiter: RateLimiterFactory = memoryRateLimiter;
   if (mode !== "operator" && config.redisUrl !== undefined) {

@@ -53,11 +53,41 @@ export const accountNotFound = (id: string) =>
 export const keyNotFound = (id: string) =>
   reasonError(Code.NotFound, "KEY_NOT_FOUND", `No key ${JSON.stringify(id)}.`, { key_id: id });
 
+/** Seconds a caller is told to wait before trying again while storage is full. */
+const STORAGE_FULL_RETRY_AFTER_S = "30";
+
 /**
- * Any thrown value as a ConnectError: expected failures pass through, anything else becomes a
- * masked Internal that keeps the original as `cause` for the logs.
+ * A write refused because the disk holding the data is full: Unavailable (503), retryable once
+ * space is freed. Says what happened without saying where; `lead` may say what it meant for
+ * the call first.
+ */
+export function storageFull(lead?: string): ConnectError {
+  const message = "The service is temporarily unavailable: its storage is full. Try again later.";
+  return reasonError(Code.Unavailable, "STORAGE_FULL", lead === undefined ? message : `${lead} ${message}`, {
+    retry_after: STORAGE_FULL_RETRY_AFTER_S,
+  });
+}
+
+/**
+ * The codes the stores' drivers give a write the disk had no room for: SQLite's SQLITE_FULL
+ * (SQLite reports a write() failing with ENOSPC as such), the OS's ENOSPC and EDQUOT (file
+ * writes: url images), PostgreSQL's 53100 disk_full.
+ */
+const STORAGE_FULL_CODES: ReadonlySet<unknown> = new Set(["SQLITE_FULL", "ENOSPC", "EDQUOT", "53100"]);
+
+/** Whether `error` is a write the full disk refused (raw, or already {@link storageFull}). */
+export function isStorageFull(error: unknown): boolean {
+  if (error instanceof ConnectError) return errorInfo(error)?.reason === "STORAGE_FULL";
+  return STORAGE_FULL_CODES.has((error as { code?: unknown } | null)?.code);
+}
+
+/**
+ * Any thrown value as a ConnectError: expected failures pass through, a write the full disk
+ * refused becomes {@link storageFull}, anything else becomes a masked Internal that keeps the
+ * original as `cause` for the logs.
  */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
+  if (isStorageFull(error)) return storageFull();
   return new ConnectError("internal error", Code.Internal, undefined, undefined, error);
 }

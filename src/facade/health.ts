@@ -13,7 +13,8 @@ const CORE_TIMEOUT_MS = 2_000;
 
 /**
  * `GET /v1/health`, unauthenticated: the core's own dependency checks, preceded by whether the
- * core answered at all. 200 when every required dependency is up, 503 otherwise.
+ * core answered at all. 200 when every required dependency is up ("ok", or "degraded" when an
+ * optional one such as the data disk's free space is not), 503 otherwise.
  */
 export const healthRoutes: FastifyPluginAsync<HealthRoutesDeps> = async (scope, { health, coreLocation }) => {
   scope.get("/v1/health", async (_request, reply) => {
@@ -36,7 +37,7 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesDeps> = async (scope, 
       }));
       return reply
         .code(report.ready ? 200 : 503)
-        .send({ status: report.ready ? "ok" : "unavailable", dependencies: [core, ...dependencies] });
+        .send({ status: statusOf(report.ready, dependencies), dependencies: [core, ...dependencies] });
     } catch (error) {
       const detail = `${coreLocation}: ${error instanceof Error ? error.message : String(error)}`;
       return reply.code(503).send({
@@ -46,6 +47,16 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesDeps> = async (scope, 
     }
   });
 };
+
+/**
+ * "ok" when every dependency is up, "degraded" when only optional ones are down (the disk is
+ * full, Redis is away: the gateway serves, with some calls refused or limits kept locally),
+ * "unavailable" when a required one is down.
+ */
+function statusOf(ready: boolean, dependencies: readonly { ok: boolean }[]): string {
+  if (!ready) return "unavailable";
+  return dependencies.every((d) => d.ok) ? "ok" : "degraded";
+}
 
 function elapsed(started: number): number {
   return Math.round((performance.now() - started) * 1000) / 1000;

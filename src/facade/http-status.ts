@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
-import { errorInfo } from "../core/errors.js";
+import { errorInfo, isStorageFull, storageFull } from "../core/errors.js";
 
 /** A core error as the facade reports it, before a format wraps it in its envelope. */
 export interface FacadeError {
@@ -18,10 +18,12 @@ export interface FacadeError {
 
 /**
  * Maps any error to an HTTP status and a message that is safe to show. ConnectErrors map by
- * code (and reason, for billing); Fastify's own 4xx errors keep their status; anything else is
+ * code (and reason, for billing); a write the full disk refused is a 503 (STORAGE_FULL), even
+ * when it reached the facade raw; Fastify's own 4xx errors keep their status; anything else is
  * a masked 500.
  */
 export function toFacadeError(error: unknown): FacadeError {
+  if (!(error instanceof ConnectError) && isStorageFull(error)) return toFacadeError(storageFull());
   if (error instanceof ConnectError) {
     const info = errorInfo(error);
     const reason = info?.reason;
@@ -75,7 +77,8 @@ function statusOf(code: Code, reason: string | undefined): number {
     case Code.Unimplemented:
       return 501;
     case Code.Unavailable:
-      // The provider's 529 keeps its status; other provider failures are a bad gateway.
+      // The provider's 529 keeps its status; other provider failures are a bad gateway; the
+      // gateway's own (STORAGE_FULL: its disk is full) is a 503.
       if (reason === "UPSTREAM_OVERLOADED") return 529;
       return reason === "UPSTREAM_ERROR" ? 502 : 503;
     case Code.DeadlineExceeded:

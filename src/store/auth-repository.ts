@@ -1,3 +1,4 @@
+import { isStorageFull } from "../core/errors.js";
 import type {
   AccountPage,
   AccountRow,
@@ -109,8 +110,13 @@ export class AuthRepository implements AccountStore {
     return this.statements.findByDigest.get(digest);
   }
 
+  /** Best effort: a full disk skips the last-use time rather than refusing the call it is for. */
   async touchKey(id: string, now: number, staleBefore: number): Promise<void> {
-    this.statements.touchKey.run(now, id, staleBefore);
+    try {
+      this.statements.touchKey.run(now, id, staleBefore);
+    } catch (error) {
+      if (!isStorageFull(error)) throw error;
+    }
   }
 
   /**

@@ -18,7 +18,8 @@ type Outcome =
  * run together in one `BEGIN IMMEDIATE` transaction — each in its own savepoint, so one that
  * throws rolls back alone — and the transaction commits once, with one fsync for all of them.
  * Every caller is answered only after that commit: a result is never reported for a write that
- * could still be lost. If the commit itself fails, every caller in the group gets the error and
+ * could still be lost. If the commit itself fails, or a write fails in a way that makes SQLite
+ * roll the whole transaction back (a full disk), every caller in the group gets the error and
  * none of the group's writes happened.
  *
  * Why: with `synchronous=FULL` each commit blocks the event loop for its fsync; a call's hold and
@@ -37,6 +38,10 @@ export class GroupCommit {
         try {
           return { ok: true, value: isolated(pending.op) };
         } catch (error) {
+          // SQLite rolled the whole transaction back (it may, on SQLITE_FULL or an I/O error):
+          // the group's earlier writes are gone, and a later one would run, and commit, on its
+          // own. The group fails as one.
+          if (!db.inTransaction) throw error;
           return { ok: false, error };
         }
       }),

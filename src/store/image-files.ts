@@ -34,7 +34,13 @@ export class LocalImageFiles implements ImageStore {
     const base = join(this.#dir, digest(token));
     const meta: Meta = { mimeType: image.mimeType, expiresAt: image.expiresAt };
     await writeAtomically(`${base}.img`, image.data);
-    await writeAtomically(`${base}.json`, JSON.stringify(meta));
+    try {
+      await writeAtomically(`${base}.json`, JSON.stringify(meta));
+    } catch (error) {
+      // Bytes without metadata are never served: give their space back now (a full disk).
+      await rm(`${base}.img`, { force: true });
+      throw error;
+    }
   }
 
   async get(token: string, now: number): Promise<StoredImage | undefined> {
@@ -90,10 +96,20 @@ function digest(token: string): string {
   return createHash("sha256").update(token).digest("hex");
 }
 
+/**
+ * Writes `path` whole or not at all. A write cut short (ENOSPC: the disk is full) removes its
+ * partial file at once rather than leaving the space taken until the sweep; the error, with its
+ * code, goes to the caller.
+ */
 async function writeAtomically(path: string, data: Uint8Array | string): Promise<void> {
   const temp = `${path}.${randomBytes(6).toString("hex")}.tmp`;
-  await writeFile(temp, data);
-  await rename(temp, path);
+  try {
+    await writeFile(temp, data);
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
 }
 
 async function readMeta(path: string): Promise<Meta | undefined> {

@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import { isStorageFull, storageFull } from "../core/errors.js";
 import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
 import { threadEntry } from "../thread-entry.js";
 
@@ -38,6 +39,15 @@ interface Pending {
 }
 
 /**
+ * A failed write's error on this side of the thread: a write the full disk refused is the
+ * core's STORAGE_FULL (a 503 through any transport), anything else keeps its name and code.
+ */
+function rebuild(error: Extract<WriteReply, { ok: false }>["error"]): Error {
+  if (isStorageFull(error)) return storageFull();
+  return Object.assign(new Error(error.message), { name: error.name, code: error.code });
+}
+
+/**
  * Starts the ledger writer: a worker thread with its own connection to the database in
  * `dataDir`, through which every ledger write goes, group-committed there. The request loop
  * only posts a message and later receives the answer, which comes after the commit's fsync;
@@ -74,10 +84,7 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
       if (p === undefined) continue;
       pending.delete(reply.id);
       if (reply.ok) p.resolve(reply.value);
-      else
-        p.reject(
-          Object.assign(new Error(reply.error.message), { name: reply.error.name, code: reply.error.code }),
-        );
+      else p.reject(rebuild(reply.error));
     }
     if (pending.size === 0) worker.unref();
   });

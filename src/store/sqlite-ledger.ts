@@ -18,6 +18,7 @@ import type {
 } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
+import { KeptResolutions } from "./kept-resolutions.js";
 import { LedgerRepository } from "./ledger-repository.js";
 import type { LedgerWrites } from "./ledger-writer.js";
 import { OnchainRepository } from "./onchain-repository.js";
@@ -56,6 +57,8 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
 export class SqliteLedger implements LedgerStore, OnchainStore {
   readonly #ledger: LedgerRepository;
   readonly #onchain: OnchainRepository;
+  /** Settles and voids the full disk refused, written when space returns (see KeptResolutions). */
+  readonly #kept = new KeptResolutions();
 
   constructor(
     db: Db,
@@ -108,14 +111,16 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    return this.writes.settle(holdId, charge, usage, now, charges);
+    return this.#kept.run(holdId, () => this.writes.settle(holdId, charge, usage, now, charges));
   }
 
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
-    return this.writes.void(holdId, status, now);
+    return this.#kept.run(holdId, () => this.writes.void(holdId, status, now));
   }
 
-  expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+  /** Writes the kept resolutions first: a hold whose settlement waits for space is not voided. */
+  async expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+    await this.#kept.flush();
     return this.writes.expireHolds(cutoff, now, limit);
   }
 
@@ -144,12 +149,21 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
     return this.#onchain.listTransfers(accountId, kind, beforeSeq, limit);
   }
 
+  async transfer(id: string): Promise<TransferRow | undefined> {
+    return this.#onchain.transfer(id);
+  }
+
   async backlog(): Promise<BacklogRow[]> {
     return this.#onchain.backlog();
   }
 
-  /** Finishes the writes in flight and stops the writer (the read connection is the caller's). */
-  close(): Promise<void> {
+  /**
+   * Finishes the writes in flight, tries the kept resolutions one last time, and stops the
+   * writer (the read connection is the caller's).
+   */
+  async close(): Promise<void> {
+    this.#kept.stop();
+    await this.#kept.flush().catch(() => undefined);
     return this.writes.close();
   }
 }

@@ -203,6 +203,7 @@ describe("responses outside the auth scopes", () => {
     expect(body.dependencies.map((d) => [d.name, d.ok])).toEqual([
       ["core", true],
       ["database", true],
+      ["storage", true],
     ]);
   });
 

@@ -133,7 +133,7 @@ describe("facade-only mode", () => {
     const health = await fetch(`${facade.facadeUrl}/v1/health`);
     expect(health.status).toBe(200);
     const report = (await health.json()) as { dependencies: { name: string; detail: string }[] };
-    expect(report.dependencies.map((d) => d.name)).toEqual(["core", "database"]);
+    expect(report.dependencies.map((d) => d.name)).toEqual(["core", "database", "storage"]);
     expect(report.dependencies[0]!.detail).toBe(core.coreUrl);
 
     // Without the operator token, the remote core refuses account management.

@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
+import { isStorageFull, storageFull } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
 import type { ImageStore, StoredImage } from "../ports/image-store.js";
@@ -173,7 +174,10 @@ export class ImageInference {
       await this.deps.store.put(token, { ...image, expiresAt });
     } catch (error) {
       this.deps.onError(error, "storing an image");
-      throw new ConnectError("The image could not be stored; nothing was charged.", Code.Internal);
+      const lead = "The image could not be stored; nothing was charged.";
+      // A full disk is the gateway's to fix, and passes: a 503 the caller may retry.
+      if (isStorageFull(error)) throw storageFull(lead);
+      throw new ConnectError(lead, Code.Internal);
     }
     return { kind: "url", token, mimeType: image.mimeType, expiresAt };
   }

@@ -75,6 +75,16 @@ describe("loadConfig", () => {
     expect(loadConfig({ TOLLGATE_UPSTREAM_CONNECTIONS: "256" }).upstreamConnections).toBe(256);
   });
 
+  it("ends a provider response before the call's hold may expire", () => {
+    expect(loadConfig({}).anthropic.responseTimeoutMs).toBe(840_000);
+    expect(loadConfig({ TOLLGATE_MAX_CALL_MS: "5000" }).anthropic.responseTimeoutMs).toBe(4_500);
+    const set = { TOLLGATE_MAX_CALL_MS: "5000", TOLLGATE_UPSTREAM_RESPONSE_TIMEOUT_MS: "4999" };
+    expect(loadConfig(set).anthropic.responseTimeoutMs).toBe(4_999);
+    expect(() => loadConfig({ ...set, TOLLGATE_UPSTREAM_RESPONSE_TIMEOUT_MS: "5000" })).toThrow(
+      /TOLLGATE_UPSTREAM_RESPONSE_TIMEOUT_MS/,
+    );
+  });
+
   describe("images", () => {
     it("has defaults: no provider (the dev upstream then), shipped routes, 1 h urls, 10/50 MiB uploads", () => {
       expect(loadConfig({}).images).toEqual({

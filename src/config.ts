@@ -138,6 +138,8 @@ export interface AnthropicUpstreamConfig {
   readonly headersTimeoutMs: number;
   /** Longest silence between two chunks of a response body. */
   readonly idleTimeoutMs: number;
+  /** Longest a provider response may run in all; below maxCallMs, so the call settles first. */
+  readonly responseTimeoutMs: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -196,6 +198,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (adminToken !== undefined && adminToken.length < 32) {
     throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
   }
+  const maxCallMs = integer(env, "TOLLGATE_MAX_CALL_MS", 900_000, 1_000, 86_400_000);
   const config: Config = {
     host: optional(env, "TOLLGATE_HOST") ?? "127.0.0.1",
     port: port(env, "TOLLGATE_PORT", 8787),
@@ -211,9 +214,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel: oneOf(env, "TOLLGATE_LOG_LEVEL", LOG_LEVELS, "info"),
     chains: jsonFile(env, cwd, "TOLLGATE_CHAINS", parseChainRegistry) ?? defaultChainRegistry(),
     catalog: jsonFile(env, cwd, "TOLLGATE_CATALOG", parsePriceCatalog) ?? defaultPriceCatalog(),
-    maxCallMs: integer(env, "TOLLGATE_MAX_CALL_MS", 900_000, 1_000, 86_400_000),
+    maxCallMs,
     holdSweepIntervalMs: integer(env, "TOLLGATE_HOLD_SWEEP_INTERVAL_MS", 60_000, 100, 3_600_000),
-    anthropic: anthropicUpstream(env),
+    anthropic: anthropicUpstream(env, maxCallMs),
     rateLimitPerMinute: integer(env, "TOLLGATE_RATE_LIMIT_RPM", 600, 1, 1_000_000),
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
@@ -399,7 +402,7 @@ export function requireMasterSecret(onchain: OnchainConfig, devSecret: Uint8Arra
   );
 }
 
-function anthropicUpstream(env: Env): AnthropicUpstreamConfig {
+function anthropicUpstream(env: Env, maxCallMs: number): AnthropicUpstreamConfig {
   const apiKey = optional(env, "TOLLGATE_ANTHROPIC_API_KEY") ?? "";
   let url = optional(env, "TOLLGATE_ANTHROPIC_URL");
   if (url !== undefined) {
@@ -423,6 +426,14 @@ function anthropicUpstream(env: Env): AnthropicUpstreamConfig {
     connectTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS", 10_000, 1, 600_000),
     headersTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_HEADERS_TIMEOUT_MS", 600_000, 1, 3_600_000),
     idleTimeoutMs: integer(env, "TOLLGATE_UPSTREAM_IDLE_TIMEOUT_MS", 300_000, 1, 3_600_000),
+    // The call must still settle before the sweeper may void its hold (at maxCallMs).
+    responseTimeoutMs: integer(
+      env,
+      "TOLLGATE_UPSTREAM_RESPONSE_TIMEOUT_MS",
+      maxCallMs - Math.min(60_000, Math.floor(maxCallMs / 10)),
+      1,
+      maxCallMs - 1,
+    ),
   };
 }
 

@@ -29,6 +29,7 @@ export function imageResources(config: Config): ImageResources {
     connectTimeoutMs: anthropic.connectTimeoutMs,
     headersTimeoutMs: anthropic.headersTimeoutMs,
     idleTimeoutMs: anthropic.idleTimeoutMs,
+    responseTimeoutMs: anthropic.responseTimeoutMs,
   };
   const upstreams: Partial<Record<ImageAdapter, ImageUpstream>> = {};
   if (images.gemini.url !== undefined) {

@@ -326,6 +326,7 @@ async function assemble(
         connectTimeoutMs: anthropic.connectTimeoutMs,
         headersTimeoutMs: anthropic.headersTimeoutMs,
         idleTimeoutMs: anthropic.idleTimeoutMs,
+        responseTimeoutMs: anthropic.responseTimeoutMs,
         // Every streaming call holds its own HTTP/1.1 connection for as long as it runs.
         connections: config.upstreamConnections === 0 ? null : config.upstreamConnections,
       });

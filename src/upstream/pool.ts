@@ -18,6 +18,12 @@ export interface UpstreamPoolOptions {
   readonly headersTimeoutMs: number;
   /** The longest silence between two body chunks. */
   readonly idleTimeoutMs: number;
+  /**
+   * The longest a response may take from the request to its last byte, however busy the
+   * provider keeps it (a stream that never ends, a body trickled a byte at a time); unset: no
+   * bound beyond the other two.
+   */
+  readonly responseTimeoutMs?: number;
   /** Most connections at once; null for no limit (default 128). */
   readonly connections?: number | null;
 }
@@ -38,6 +44,7 @@ const TIMEOUT_CODES = new Set([
   "ETIMEDOUT",
   "TOLLGATE_HEADERS_TIMEOUT",
   "TOLLGATE_IDLE_TIMEOUT",
+  "TOLLGATE_RESPONSE_TIMEOUT",
 ]);
 
 /** Keep-alive of idle pooled sockets: below the 5 s that common servers use, so we close first. */
@@ -50,6 +57,7 @@ export class UpstreamPool {
   readonly #origin: string;
   readonly #headersTimeoutMs: number;
   readonly #idleTimeoutMs: number;
+  readonly #responseTimeoutMs: number;
 
   constructor(options: UpstreamPoolOptions) {
     const url = new URL(options.baseUrl);
@@ -60,6 +68,7 @@ export class UpstreamPool {
     this.#prefix = url.pathname.replace(/\/+$/, "");
     this.#headersTimeoutMs = options.headersTimeoutMs;
     this.#idleTimeoutMs = options.idleTimeoutMs;
+    this.#responseTimeoutMs = options.responseTimeoutMs ?? Number.POSITIVE_INFINITY;
     this.#pool = new Pool(url.origin, {
       connections: options.connections === undefined ? 128 : options.connections,
       connect: { timeout: options.connectTimeoutMs },
@@ -73,12 +82,12 @@ export class UpstreamPool {
   /** Sends one POST; resolves at the response headers. Throws UpstreamFailure for no answer. */
   async post(call: UpstreamPost): Promise<UpstreamResponse> {
     // Our own deadline to the headers: undici's timers tick at about a second, too coarse for
-    // short limits; its own headersTimeout stays on as a backstop.
+    // short limits; its own headersTimeout stays on as a backstop. The whole response has its
+    // own deadline too, from now.
+    const ends = new Deadlines(Date.now(), this.#responseTimeoutMs);
     const deadline = new AbortController();
-    const timer = setTimeout(
-      () => deadline.abort(new Deadline("TOLLGATE_HEADERS_TIMEOUT", this.#headersTimeoutMs)),
-      this.#headersTimeoutMs,
-    );
+    const first = ends.next("TOLLGATE_HEADERS_TIMEOUT", this.#headersTimeoutMs);
+    const timer = setTimeout(() => deadline.abort(first.error()), first.inMs);
     // Stays attached for the body: the caller's abort also cuts a response mid-stream.
     const signal =
       call.signal === undefined ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]);
@@ -99,7 +108,7 @@ export class UpstreamPool {
     return {
       status: response.statusCode,
       headers: response.headers,
-      body: new UpstreamBody(response.body, this.#origin, call.signal, this.#idleTimeoutMs),
+      body: new UpstreamBody(response.body, this.#origin, call.signal, this.#idleTimeoutMs, ends),
     };
   }
 
@@ -123,6 +132,7 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
     private readonly origin: string,
     private readonly signal: AbortSignal | undefined,
     private readonly idleTimeoutMs: number,
+    private readonly ends: Deadlines,
   ) {}
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
@@ -131,10 +141,8 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
       for (;;) {
         // Timed only while waiting for the upstream, not while the consumer holds a chunk: the
         // idle limit is about the upstream's silence. Precise, unlike undici's ~1 s ticks.
-        const timer = setTimeout(
-          () => this.readable.destroy(new Deadline("TOLLGATE_IDLE_TIMEOUT", this.idleTimeoutMs)),
-          this.idleTimeoutMs,
-        );
+        const wait = this.ends.next("TOLLGATE_IDLE_TIMEOUT", this.idleTimeoutMs);
+        const timer = setTimeout(() => this.readable.destroy(wait.error()), wait.inMs);
         let next: IteratorResult<Uint8Array>;
         try {
           next = await chunks.next();
@@ -163,16 +171,38 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
   }
 }
 
+type DeadlineCode = "TOLLGATE_HEADERS_TIMEOUT" | "TOLLGATE_IDLE_TIMEOUT" | "TOLLGATE_RESPONSE_TIMEOUT";
+
+const DEADLINE_TEXT: Readonly<Record<DeadlineCode, string>> = {
+  TOLLGATE_HEADERS_TIMEOUT: "no response headers",
+  TOLLGATE_IDLE_TIMEOUT: "no response data",
+  TOLLGATE_RESPONSE_TIMEOUT: "the response not finished",
+};
+
 /** A deadline of ours ran out; `code` says which. */
 class Deadline extends Error {
   constructor(
-    readonly code: "TOLLGATE_HEADERS_TIMEOUT" | "TOLLGATE_IDLE_TIMEOUT",
+    readonly code: DeadlineCode,
     limitMs: number,
   ) {
-    super(
-      `${code === "TOLLGATE_HEADERS_TIMEOUT" ? "no response headers" : "no response data"} within ${limitMs} ms`,
-    );
+    super(`${DEADLINE_TEXT[code]} within ${limitMs} ms`);
     this.name = "Deadline";
+  }
+}
+
+/** One response's deadlines: each wait is bounded by its own limit and by the response's. */
+class Deadlines {
+  constructor(
+    private readonly startedAt: number,
+    private readonly responseMs: number,
+  ) {}
+
+  /** How long the next wait may last, and the error for when it runs out (built only then). */
+  next(code: DeadlineCode, limitMs: number): { inMs: number; error: () => Deadline } {
+    const left = Math.max(0, this.startedAt + this.responseMs - Date.now());
+    if (left < limitMs)
+      return { inMs: left, error: () => new Deadline("TOLLGATE_RESPONSE_TIMEOUT", this.responseMs) };
+    return { inMs: limitMs, error: () => new Deadline(code, limitMs) };
   }
 }
 

@@ -106,4 +106,26 @@ describe("sseFrames", () => {
     }
     await expect(collect(sseFrames(broken()))).rejects.toMatchObject({ kind: "broken" });
   });
+
+  it.each([
+    ["garbage bytes", "\u0000\u00ff<html>\n"],
+    ["an unknown field", "foo: bar\n"],
+    ["a bad retry", "retry: soon\n"],
+  ])(
+    "fails as malformed at a line of %s, after the frames before it, never those after",
+    async (_name, bad) => {
+      const wire = `event: a\ndata: 1\n\n${bad}\nevent: b\ndata: 2\n\n`;
+      const seen: SseFrame[] = [];
+      let failure: unknown;
+      try {
+        for await (const frame of sseFrames(chunked(new TextEncoder().encode(wire), () => wire.length)))
+          seen.push(frame);
+      } catch (error) {
+        failure = error;
+      }
+      expect(seen).toEqual([{ kind: "event", event: "a", data: "1" }]);
+      expect(failure).toBeInstanceOf(UpstreamFailure);
+      expect((failure as UpstreamFailure).kind).toBe("malformed");
+    },
+  );
 });

@@ -16,36 +16,45 @@ const MAX_FRAME_CHARS = 16 * 1024 * 1024;
 
 /**
  * Parses a byte stream into frames as they arrive (no buffering beyond one frame). A trailing
- * frame without its blank line is dropped, as the SSE spec says. Stopping early ends `body`'s
- * iteration, which destroys it.
+ * frame without its blank line is dropped, as the SSE spec says. A line that is no SSE field
+ * (`event`, `data`, `id`, `retry` or a comment) is not a stream at all: it fails the parse
+ * ("malformed") instead of being skipped, so garbage never passes for a quiet provider. Stopping
+ * early ends `body`'s iteration, which destroys it.
  */
 export async function* sseFrames(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseFrame> {
   const ready: SseFrame[] = [];
-  let overflow = false;
+  let problem: { failure: UpstreamFailure; after: number } | undefined;
   const parser = createParser({
     // The SSE default event type; eventsource-parser leaves it undefined.
     onEvent: (message) =>
       ready.push({ kind: "event", event: message.event ?? "message", data: message.data }),
     onComment: (text) => ready.push({ kind: "comment", text }),
     onError: (error) => {
-      if (error.type === "max-buffer-size-exceeded") overflow = true;
+      const failure =
+        error.type === "max-buffer-size-exceeded"
+          ? new UpstreamFailure("broken", `upstream SSE frame exceeds ${MAX_FRAME_CHARS} characters`)
+          : new UpstreamFailure("malformed", `upstream stream is not server-sent events: ${error.message}`);
+      // The frames before the fault are still the provider's; none after it are.
+      problem ??= { failure, after: ready.length };
     },
     maxBufferSize: MAX_FRAME_CHARS,
   });
   // Stream mode keeps a multi-byte character split across chunks whole.
   const decoder = new TextDecoder("utf-8");
-  const feed = (text: string) => {
-    if (text === "") return;
-    parser.feed(text);
-    if (overflow)
-      throw new UpstreamFailure("broken", `upstream SSE frame exceeds ${MAX_FRAME_CHARS} characters`);
-  };
-  for await (const chunk of body) {
-    feed(decoder.decode(chunk, { stream: true }));
+  function* drain(): Generator<SseFrame> {
+    if (problem !== undefined) {
+      yield* ready.splice(0, problem.after);
+      throw problem.failure;
+    }
     while (ready.length > 0) yield ready.shift()!;
   }
-  feed(decoder.decode());
-  while (ready.length > 0) yield ready.shift()!;
+  for await (const chunk of body) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    yield* drain();
+  }
+  const rest = decoder.decode();
+  if (rest !== "") parser.feed(rest);
+  yield* drain();
 }
 
 /**

@@ -4,7 +4,12 @@ import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
 import type { HoldRow } from "../ports/ledger.js";
-import type { TextUpstream, UpstreamCall, UpstreamResponse } from "../ports/providers.js";
+import {
+  type TextUpstream,
+  type UpstreamCall,
+  UpstreamFailure,
+  type UpstreamResponse,
+} from "../ports/providers.js";
 import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
 import { readBillableFeatures } from "./billable-features.js";
 import { type ClientPolicy, clientAllowed } from "./client-policy.js";
@@ -27,14 +32,15 @@ import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { readBody } from "./read-body.js";
 import { repairView } from "./repair.js";
 import { type SseFrame, sseFrames } from "./sse.js";
+import { StreamShape } from "./stream-shape.js";
 import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
   billedUsage,
   contentTexts,
-  hasUsage,
   type ModelResolver,
   readMessage,
   StreamMeter,
+  usageProblem,
 } from "./usage.js";
 
 /** What text inference is built from. */
@@ -107,6 +113,12 @@ const ERROR_BODY_LIMIT = 1024 * 1024;
 /** A non-streaming answer is read up to this size (128k output tokens is well under). */
 const MESSAGE_BODY_LIMIT = 64 * 1024 * 1024;
 const GATEWAY_PING = JSON.stringify({ type: "ping" });
+/**
+ * How long the provider's counter is given when the gateway measures a call itself (a cut
+ * stream's output, an answer without believable usage); past it, the character estimate. Short:
+ * the provider is misbehaving already, and the call must settle well before its hold expires.
+ */
+const MEASURE_TIMEOUT_MS = 10_000;
 /** The request fields the provider's token counter takes (PROTOCOLS §1.7). */
 const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"];
 
@@ -150,6 +162,7 @@ export class TextInference {
     };
     const hold = await this.hold(call, spec);
     const placed = hold.hold;
+    const billed: BilledCall = { placed, call, request: sent, model, outputCap: outputCap(spec) };
     const upstreamAbort = new AbortController();
     const onAbort = () => upstreamAbort.abort();
     signal.addEventListener("abort", onAbort, { once: true });
@@ -180,14 +193,14 @@ export class TextInference {
         },
       };
       if (!request.view.stream) {
-        const text = await readBody(response.body, MESSAGE_BODY_LIMIT).catch((error: unknown) => {
-          throw this.failure(error, signal);
-        });
-        const message = readMessage(text);
-        const usage = hasUsage(message.usage)
-          ? billedUsage(message.usage, message.model, this.resolveModel)
-          : await this.measured(call, sent, contentTexts(message.content), model);
-        await this.settle(placed, usage, call.requestId);
+        const { text, message } = await this.readAnswer(response, signal);
+        const delivered = contentTexts(message.content);
+        const problem = usageProblem(message.usage, delivered.length > 0);
+        const usage =
+          problem === undefined
+            ? billedUsage(message.usage ?? {}, message.model, this.resolveModel)
+            : await this.measured(billed, delivered, problem);
+        await this.settle(billed, usage);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
         return;
@@ -198,7 +211,22 @@ export class TextInference {
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
-      if (outcome === "pending") await this.finish(placed, meter, model, call, sent);
+      if (outcome === "pending") await this.finish(billed, meter);
+    }
+  }
+
+  /**
+   * A non-streaming answer, read whole and checked to be a message: a body cut short, too large
+   * or not a message is the provider failing (nothing delivered, nothing charged).
+   */
+  private async readAnswer(response: UpstreamResponse, signal: AbortSignal) {
+    try {
+      const text = await readBody(response.body, MESSAGE_BODY_LIMIT);
+      return { text, message: readMessage(text) };
+    } catch (error) {
+      if (error instanceof UpstreamFailure && error.kind === "malformed")
+        this.deps.onError(error, "provider answered 200 with no message");
+      throw this.failure(error, signal);
     }
   }
 
@@ -244,8 +272,13 @@ export class TextInference {
     // The same repair, tool checks and model names as a call: what can be counted can be sent.
     const { sent, repaired } = this.prepare(request, model);
     const text = await this.count(this.outgoingBody(request, sent, call.body), call);
-    const inputTokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
-    if (typeof inputTokens !== "number") throw upstreamError("a count without input_tokens");
+    let inputTokens: number;
+    try {
+      inputTokens = inputTokensOf(text);
+    } catch (error) {
+      this.deps.onError(error, "provider answered count_tokens with no count");
+      throw upstreamError("a count without input_tokens");
+    }
     return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repaired };
   }
 
@@ -275,27 +308,43 @@ export class TextInference {
     return untouched ? body : encodeMessagesRequest(sent);
   }
 
-  /** Relays events as they arrive, recording each one the consumer took. */
+  /**
+   * Relays events as they arrive, recording each one the consumer took. Each event is checked
+   * to be the format's before it goes out ({@link StreamShape}); `message_stop` or `error` ends
+   * the relay (whatever follows is read and dropped). A stream
+   * that turns to garbage, breaks, stalls past the idle timeout, runs past the response timeout
+   * or ends before `message_stop` ends with the gateway's own `error` event instead.
+   */
   private async *relay(
     response: UpstreamResponse,
     meter: StreamMeter,
     signal: AbortSignal,
   ): AsyncGenerator<MessagePart> {
     const frames = withKeepAlive<SseFrame, "ping">(sseFrames(response.body), this.deps.streamPingMs, "ping");
+    const shape = new StreamShape();
     try {
       for await (const frame of frames) {
+        if (shape.ended) {
+          // Read to its end, so the connection can be reused; a provider silent past one ping
+          // interval after the end is left (the abort at the call's end closes it).
+          if (frame === "ping") return;
+          continue;
+        }
         if (frame === "ping") {
           yield { kind: "event", event: "ping", data: GATEWAY_PING };
         } else if (frame.kind === "comment") {
           yield { kind: "comment", text: frame.text };
         } else {
+          shape.check(frame.event, frame.data);
           yield { kind: "event", event: frame.event, data: frame.data };
           // Reached only once the consumer asked for more: this event was delivered.
           meter.delivered(frame.event, frame.data);
         }
       }
+      if (!shape.ended) throw new UpstreamFailure("broken", "upstream stream ended before message_stop");
     } catch (error) {
-      if (signal.aborted) return;
+      // After message_stop the client has its whole answer: what the provider does next is its own.
+      if (signal.aborted || shape.ended) return;
       const failure = this.failure(error, signal);
       this.deps.onError(error, "provider stream broke off");
       const data = JSON.stringify({
@@ -314,66 +363,59 @@ export class TextInference {
    * Settles a stream for what reached the client. A finished message bills its final usage.
    * Otherwise: nothing delivered, or a provider failure before any content → nothing charged;
    * a stream cut by the client, or failing after some content → its input in full (it was
-   * consumed) plus the delivered output, counted with the provider's own counter. A stream that
-   * delivered content without any usage is measured the same way (never a silent $0).
+   * consumed) plus the delivered output, counted with the provider's own counter. A stream whose
+   * usage is missing or cannot be true is measured the same way (never a silent $0).
    */
-  private async finish(
-    placed: HoldRow,
-    meter: StreamMeter,
-    model: TextModel,
-    call: TextCall,
-    request: MessagesRequest,
-  ): Promise<void> {
+  private async finish(billed: BilledCall, meter: StreamMeter): Promise<void> {
+    const { placed, call } = billed;
     try {
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
         await this.deps.billing.release(placed.id);
         return;
       }
-      if (!meter.reportedAny) {
-        return await this.settle(
-          placed,
-          await this.measured(call, request, meter.deliveredBlocks(), model),
-          call.requestId,
-        );
+      const problem = meter.usageProblem;
+      if (problem !== undefined) {
+        return await this.settle(billed, await this.measured(billed, meter.deliveredBlocks(), problem));
       }
-      if (meter.finished) return await this.settle(placed, meter.reported(this.resolveModel), call.requestId);
-      const outputTokens = await this.countDelivered(meter.deliveredBlocks(), model, call);
-      await this.settle(placed, { ...meter.reported(this.resolveModel), outputTokens }, call.requestId);
+      if (meter.finished) return await this.settle(billed, meter.reported(this.resolveModel));
+      const outputTokens = await this.countDelivered(meter.deliveredBlocks(), billed);
+      await this.settle(billed, { ...meter.reported(this.resolveModel), outputTokens });
     } catch (error) {
       this.deps.onError(error, `request ${call.requestId}: settling ${placed.id}`);
     }
   }
 
   /**
-   * The usage of an answer that came without any: the request's input by the provider's own
-   * counter, and the delivered output counted the same way (a character estimate when the
-   * counter cannot be reached). Counted and logged: a provider that stops reporting usage is an
-   * incident, not a free call.
+   * The usage of an answer whose own usage is missing or cannot be true (`problem` says why):
+   * the request's input by the provider's own counter, and the delivered output counted the
+   * same way (a character estimate when the counter cannot be reached, or answers nonsense).
+   * Counted and logged: a provider that stops reporting usage is an incident, not a free call.
    */
-  private async measured(
-    call: TextCall,
-    request: MessagesRequest,
-    delivered: string[],
-    model: TextModel,
-  ): Promise<DeliveredUsage> {
+  private async measured(billed: BilledCall, delivered: string[], problem: string): Promise<DeliveredUsage> {
+    const { call, request } = billed;
     this.deps.counters.add("missing_usage");
     this.deps.onError(
-      new Error("the provider answered 200 without usage; charging the gateway's own count"),
+      new Error(`the provider's usage cannot be billed (${problem}); charging the gateway's own count`),
       `request ${call.requestId}`,
     );
     const sent = messagesBody(request);
     const countBody: Record<string, unknown> = {};
     for (const field of COUNT_FIELDS) if (sent[field] !== undefined) countBody[field] = sent[field];
+    const text = JSON.stringify(countBody);
     let inputTokens: bigint;
     try {
-      inputTokens = BigInt(inputTokensOf(await this.count(JSON.stringify(countBody), call)));
+      inputTokens = BigInt(
+        inputTokensOf(await this.count(text, call, AbortSignal.timeout(MEASURE_TIMEOUT_MS))),
+      );
+      // Every request reads some input: a count of none is the counter failing too.
+      if (inputTokens === 0n) throw new Error("the counter says the request has no input");
     } catch (error) {
       this.deps.onError(error, `request ${call.requestId}: counting the input of an answer without usage`);
-      inputTokens = BigInt(Math.ceil(JSON.stringify(countBody).length / 4));
+      inputTokens = estimate([text]);
     }
     return {
       inputTokens,
-      outputTokens: await this.countDelivered(delivered, model, call),
+      outputTokens: await this.countDelivered(delivered, billed),
       cacheWrite5mTokens: 0n,
       cacheWrite1hTokens: 0n,
       cacheReadTokens: 0n,
@@ -385,35 +427,43 @@ export class TextInference {
    * Output tokens in the delivered blocks, by the provider's counter: the count of a message
    * holding them as text blocks after a one-character block, less the count of that
    * one-character message alone. Falls back to a character estimate (4 per token) when the
-   * counter cannot be reached.
+   * counter cannot be reached in {@link MEASURE_TIMEOUT_MS}, or says delivered text has none.
    */
-  private async countDelivered(blocks: string[], model: TextModel, call: TextCall): Promise<bigint> {
+  private async countDelivered(blocks: string[], billed: BilledCall): Promise<bigint> {
     if (blocks.length === 0) return 0n;
+    const { model, call } = billed;
     const body = (extra: string[]) =>
       JSON.stringify({
         model: model.upstreamId,
         messages: [{ role: "user", content: [".", ...extra].map((text) => ({ type: "text", text })) }],
       });
     try {
+      const signal = AbortSignal.timeout(MEASURE_TIMEOUT_MS);
       const [withBlocks, alone] = await Promise.all([
-        this.count(body(blocks), call),
-        this.count(body([]), call),
+        this.count(body(blocks), call, signal),
+        this.count(body([]), call, signal),
       ]);
       const tokens = inputTokensOf(withBlocks) - inputTokensOf(alone);
-      return BigInt(Math.max(0, tokens));
+      if (tokens < 1) throw new Error(`the counter says delivered text has ${tokens} tokens`);
+      return BigInt(tokens);
     } catch (error) {
-      this.deps.onError(error, "counting delivered output");
-      return BigInt(Math.ceil(blocks.reduce((n, text) => n + text.length, 0) / 4));
+      this.deps.onError(error, `request ${call.requestId}: counting delivered output`);
+      return estimate(blocks);
     }
   }
 
   /** Calls the provider's count endpoint; returns its JSON text. */
-  private async count(body: string | Uint8Array, call: { anthropicVersion: string; anthropicBeta: string }) {
+  private async count(
+    body: string | Uint8Array,
+    call: { anthropicVersion: string; anthropicBeta: string },
+    signal?: AbortSignal,
+  ) {
     const response = await this.send({
       path: "/v1/messages/count_tokens",
       body,
       anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
       anthropicBeta: call.anthropicBeta,
+      signal,
     });
     return readBody(response.body, ERROR_BODY_LIMIT).catch((error: unknown) => {
       throw this.failure(error);
@@ -443,21 +493,31 @@ export class TextInference {
     return upstreamFailureError(error, signal, this.deps.onError);
   }
 
-  /** Settles what was delivered; anything the price could not account for is counted and logged. */
-  private async settle(placed: HoldRow, usage: DeliveredUsage, requestId: string): Promise<void> {
+  /**
+   * Settles what was delivered; anything the price could not account for is counted and logged.
+   * A single-pass call is never charged more output than its max_tokens allows (a provider
+   * reporting more went beyond its own limits); every call is capped at its hold.
+   */
+  private async settle(billed: BilledCall, delivered: DeliveredUsage): Promise<void> {
+    const { placed, call } = billed;
+    const usage = capOutput(delivered, billed.outputCap);
     const { capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
     if (priced.unpriced.length > 0) {
       this.deps.counters.add("unpriced_usage");
       this.deps.onError(
         new Error(`usage the gateway cannot price: ${priced.unpriced.join(", ")}; charged what it knows`),
-        `request ${requestId}: settling ${placed.id}`,
+        `request ${call.requestId}: settling ${placed.id}`,
       );
     }
-    if (capped) {
+    if (capped || usage !== delivered) {
       this.deps.counters.add("capped_charge");
       this.deps.onError(
-        new Error("the delivered usage exceeded the call's hold; the charge was capped at the hold"),
-        `request ${requestId}: settling ${placed.id}`,
+        new Error(
+          capped
+            ? "the delivered usage exceeded the call's hold; the charge was capped at the hold"
+            : `the provider reported more output than max_tokens ${billed.outputCap}; charged max_tokens`,
+        ),
+        `request ${call.requestId}: settling ${placed.id}`,
       );
     }
   }
@@ -483,12 +543,58 @@ export class TextInference {
   }
 }
 
+/** One running call as settlement needs it: its hold, the request as sent, and the output cap. */
+interface BilledCall {
+  readonly placed: HoldRow;
+  readonly call: TextCall;
+  readonly request: MessagesRequest;
+  readonly model: TextModel;
+  /** The most output tokens the call can bill; undefined when several passes may write. */
+  readonly outputCap: bigint | undefined;
+}
+
+/**
+ * The output ceiling of a call that samples once: its (clamped) max_tokens. A server-tool loop,
+ * fallbacks, an advisor or compaction write several passes, each up to its own limit: those calls
+ * are bounded by their hold only.
+ */
+function outputCap(spec: TextCallSpec): bigint | undefined {
+  const passes =
+    spec.serverToolLoop === true ||
+    (spec.fallbacks?.length ?? 0) > 0 ||
+    spec.defaultFallback === true ||
+    spec.advisor !== undefined ||
+    spec.compaction === true;
+  return passes ? undefined : spec.maxTokens;
+}
+
+/** `usage` with its output (and each pass's) at most `cap`; the same object when within it. */
+function capOutput(usage: DeliveredUsage, cap: bigint | undefined): DeliveredUsage {
+  if (cap === undefined) return usage;
+  const over = (counts: { outputTokens: bigint }) => counts.outputTokens > cap;
+  if (!over(usage) && !(usage.passes ?? []).some(over)) return usage;
+  const min = (n: bigint) => (n > cap ? cap : n);
+  return {
+    ...usage,
+    outputTokens: min(usage.outputTokens),
+    ...(usage.passes === undefined
+      ? {}
+      : { passes: usage.passes.map((pass) => ({ ...pass, outputTokens: min(pass.outputTokens) })) }),
+  };
+}
+
+/** The gateway's own token estimate of texts: one token per four characters, rounded up. */
+function estimate(texts: readonly string[]): bigint {
+  return BigInt(Math.ceil(texts.reduce((n, text) => n + text.length, 0) / 4));
+}
+
 function headerValue(value: string | string[] | undefined): string {
   return (Array.isArray(value) ? value[0] : value) ?? "";
 }
 
 function inputTokensOf(text: string): number {
   const tokens = (JSON.parse(text) as { input_tokens?: unknown }).input_tokens;
-  if (typeof tokens !== "number") throw new Error("a count without input_tokens");
+  if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 0)
+    throw new Error(`a count without a whole input_tokens: ${JSON.stringify(tokens)}`);
   return tokens;
 }

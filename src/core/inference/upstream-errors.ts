@@ -39,6 +39,8 @@ export function upstreamFailureError(
   if (error instanceof UpstreamFailure) {
     if (error.kind === "timeout") return upstreamTimeout();
     if (error.kind === "aborted") return new ConnectError("The call was cancelled.", Code.Canceled);
+    // The caller gets no provider detail (nor its address); the text path logs it.
+    if (error.kind === "malformed") return upstreamError("the response was not in the provider's format");
     return upstreamError(error.kind === "broken" ? "the response broke off" : "unreachable");
   }
   onError(error, "provider call");

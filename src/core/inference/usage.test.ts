@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { billedUsage, hasUsage, readMessage, StreamMeter } from "./usage.js";
+import { UpstreamFailure } from "../ports/providers.js";
+import { billedUsage, readMessage, StreamMeter, usageProblem } from "./usage.js";
 
 const same = (name: string) => name;
 
@@ -54,16 +55,81 @@ describe("billedUsage", () => {
 
   it("reads a non-streaming message, and tells a body without usage", () => {
     const message = readMessage(
-      '{"type":"message","model":"m","usage":{"input_tokens":3,"output_tokens":4}}',
+      '{"type":"message","model":"m","content":[],"usage":{"input_tokens":3,"output_tokens":4}}',
     );
-    expect(hasUsage(message.usage)).toBe(true);
+    expect(usageProblem(message.usage, false)).toBeUndefined();
     expect(billedUsage(message.usage!, message.model, same)).toMatchObject({
       inputTokens: 3n,
       outputTokens: 4n,
     });
-    expect(hasUsage(readMessage('{"type":"message"}').usage)).toBe(false);
-    expect(hasUsage(readMessage('{"type":"message","usage":{}}').usage)).toBe(false);
-    expect(() => readMessage("not json")).toThrow();
+    expect(usageProblem(readMessage('{"type":"message","content":[]}').usage, false)).toBe("no usage");
+    expect(usageProblem(readMessage('{"type":"message","content":[],"usage":{}}').usage, false)).toBe(
+      "no input_tokens and output_tokens",
+    );
+  });
+
+  it.each([
+    ["not json", "<html>"],
+    ["an array", "[]"],
+    ["an error object sent with a 200", '{"type":"error","error":{"type":"api_error","message":"x"}}'],
+    ["a message without content", '{"type":"message","usage":{"input_tokens":1,"output_tokens":1}}'],
+  ])("refuses a 200 body that is %s as malformed", (_name, body) => {
+    let thrown: unknown;
+    try {
+      readMessage(body);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(UpstreamFailure);
+    expect((thrown as UpstreamFailure).kind).toBe("malformed");
+  });
+});
+
+describe("usageProblem", () => {
+  it.each([
+    [{ input_tokens: -40, output_tokens: 3 }, "usage.input_tokens is -40"],
+    [{ input_tokens: 40, output_tokens: 2.5 }, "usage.output_tokens is 2.5"],
+    [{ input_tokens: 40, output_tokens: "3" }, "no input_tokens and output_tokens"],
+    [
+      { input_tokens: 40, output_tokens: 3, cache_read_input_tokens: -1 },
+      "usage.cache_read_input_tokens is -1",
+    ],
+    [
+      { input_tokens: 40, output_tokens: 3, cache_creation: { ephemeral_5m_input_tokens: 1e300 } },
+      "usage.cache_creation.ephemeral_5m_input_tokens is 1e+300",
+    ],
+    [
+      { input_tokens: 40, output_tokens: 3, server_tool_use: { web_search_requests: -2 } },
+      "usage.server_tool_use.web_search_requests is -2",
+    ],
+    [
+      { input_tokens: 40, output_tokens: 3, iterations: [{ type: "message", input_tokens: -1 }] },
+      "usage.iterations.0.input_tokens is -1",
+    ],
+    [
+      { input_tokens: 40, output_tokens: 2_000_000_000 },
+      "usage.output_tokens must be between 0 and 1000000000.",
+    ],
+    [
+      { input_tokens: 40, output_tokens: 3, server_tool_use: { web_search_requests: 5000 } },
+      "usage.web_search_requests must be between 0 and 1000.",
+    ],
+    [{ input_tokens: 0, output_tokens: 3 }, "no input tokens read"],
+  ])("does not believe %j", (usage, problem) => {
+    expect(usageProblem(usage, false)).toBe(problem);
+  });
+
+  it("wants output for delivered content, and any input kind counts as read", () => {
+    expect(usageProblem({ input_tokens: 4, output_tokens: 0 }, true)).toBe(
+      "no output tokens for delivered content",
+    );
+    expect(usageProblem({ input_tokens: 4, output_tokens: 0 }, false)).toBeUndefined();
+    expect(
+      usageProblem({ input_tokens: 0, cache_read_input_tokens: 9, output_tokens: 1 }, true),
+    ).toBeUndefined();
+    expect(
+      usageProblem({ input_tokens: 3, output_tokens: 1, cache_read_input_tokens: null }, true),
+    ).toBeUndefined();
   });
 
   it("reads every pass, the server tools, speed and residency, mapping models to gateway ids", () => {
@@ -150,7 +216,7 @@ describe("StreamMeter", () => {
       }),
     );
     expect(meter.finished).toBe(true);
-    expect(meter.reportedAny).toBe(true);
+    expect(meter.usageProblem).toBeUndefined();
     expect(meter.reported(same)).toMatchObject({
       inputTokens: 472n,
       outputTokens: 89n,
@@ -171,6 +237,18 @@ describe("StreamMeter", () => {
     expect(meter.finished).toBe(false);
     expect(meter.deliveredContent).toBe(true);
     expect(meter.deliveredBlocks()).toEqual(["Hmm, weather.", "Let me check", '{"a":']);
+  });
+
+  it("counts text a provider put in a content_block_start as delivered", () => {
+    const meter = new StreamMeter();
+    meter.delivered("message_start", start);
+    const blockStart = (index: number, text: string) =>
+      JSON.stringify({ type: "content_block_start", index, content_block: { type: "text", text } });
+    meter.delivered("content_block_start", blockStart(0, ""));
+    expect(meter.deliveredContent).toBe(false);
+    meter.delivered("content_block_start", blockStart(1, "Early"));
+    meter.delivered("content_block_delta", delta(1, { type: "text_delta", text: " words" }));
+    expect(meter.deliveredBlocks()).toEqual(["Early words"]);
   });
 
   it("notes an upstream error event", () => {

@@ -1,4 +1,12 @@
-import type { DeliveredUsage, PassKind, TokenCounts, UsagePass } from "../billing/pricing.js";
+import { ConnectError } from "@connectrpc/connect";
+import {
+  checkUsage,
+  type DeliveredUsage,
+  type PassKind,
+  type TokenCounts,
+  type UsagePass,
+} from "../billing/pricing.js";
+import { UpstreamFailure } from "../ports/providers.js";
 
 /** The usage object of the Anthropic format, as billing reads it (PROTOCOLS §1.3–1.4, §6). */
 type AnthropicUsage = Record<string, unknown>;
@@ -81,30 +89,99 @@ export function billedUsage(usage: AnthropicUsage, model: unknown, resolve: Mode
   };
 }
 
+/** The token counts of a usage object or one of its `iterations`, each checked when present. */
+const COUNT_FIELDS = [
+  "input_tokens",
+  "output_tokens",
+  "cache_creation_input_tokens",
+  "cache_read_input_tokens",
+] as const;
+
 /**
- * Whether a usage object reports the two counts every answer carries (`input_tokens` and
- * `output_tokens` are required in the format): without them the charge is measured instead.
+ * Why a usage object cannot be billed as reported, or undefined when it can. Billable usage
+ * carries the format's two required counts (`input_tokens`, `output_tokens`); every count it
+ * carries is a whole number, not negative, within what one call can bill (billing's own bounds);
+ * some input was read (input, cache writes and cache reads together: no request has none); and
+ * when content reached the client, some output was written. Anything else — missing, negative,
+ * fractional, absurd or contradicted by what was delivered — is not believed: the call is
+ * charged the gateway's own count instead (never a silent $0, never a settlement that fails).
  */
-export function hasUsage(usage: AnthropicUsage | undefined): usage is AnthropicUsage {
-  return (
-    usage !== undefined && typeof usage.input_tokens === "number" && typeof usage.output_tokens === "number"
-  );
+export function usageProblem(
+  usage: AnthropicUsage | undefined,
+  contentDelivered: boolean,
+): string | undefined {
+  if (usage === undefined) return "no usage";
+  if (typeof usage.input_tokens !== "number" || typeof usage.output_tokens !== "number")
+    return "no input_tokens and output_tokens";
+  const iterations = Array.isArray(usage.iterations) ? usage.iterations : [];
+  const counts = [
+    ...countFields("usage", usage),
+    ...Object.entries(object(usage.server_tool_use)).map(
+      ([f, v]): Count => [`usage.server_tool_use.${f}`, v],
+    ),
+    ...iterations.flatMap((entry: unknown, i) => countFields(`usage.iterations.${i}`, object(entry))),
+  ];
+  for (const [field, value] of counts) {
+    if (value === undefined || value === null) continue;
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0)
+      return `${field} is ${JSON.stringify(value) ?? String(value)}`;
+  }
+  try {
+    // Billing's own bounds, so that the settlement can never refuse what is charged here.
+    checkUsage(billedUsage(usage, "", (name) => name));
+  } catch (error) {
+    return error instanceof ConnectError ? error.rawMessage : String(error);
+  }
+  const read =
+    count(usage.input_tokens) +
+    count(usage.cache_creation_input_tokens) +
+    count(usage.cache_read_input_tokens);
+  if (read === 0n) return "no input tokens read";
+  if (contentDelivered && usage.output_tokens === 0) return "no output tokens for delivered content";
+  return undefined;
 }
 
-/** A non-streaming answer (a Message): its usage, model and content; throws if it is not JSON. */
+/** A reported count: its path in the usage object and its value. */
+type Count = [string, unknown];
+
+/** The token counts of a usage object or of one of its passes, cache TTLs included. */
+function countFields(path: string, counts: Record<string, unknown>): Count[] {
+  return [
+    ...COUNT_FIELDS.map((field): Count => [`${path}.${field}`, counts[field]]),
+    ...Object.entries(object(counts.cache_creation)).map(
+      ([f, v]): Count => [`${path}.cache_creation.${f}`, v],
+    ),
+  ];
+}
+
+/**
+ * A non-streaming answer (a Message): its usage, model and content. Throws UpstreamFailure
+ * "malformed" unless it is a JSON object of `type` "message" with a `content` array — anything
+ * else (HTML, an error object sent with a 200, a truncated body) is no answer to relay or bill.
+ */
 export function readMessage(body: string): {
   usage: AnthropicUsage | undefined;
   model: unknown;
   content: unknown;
 } {
-  const message = JSON.parse(body) as { usage?: unknown; model?: unknown; content?: unknown } | null;
-  if (message === null || typeof message !== "object")
-    throw new Error("the provider's response is not a message");
-  const usage = message.usage;
+  let message: unknown;
+  try {
+    message = JSON.parse(body);
+  } catch {
+    throw new UpstreamFailure("malformed", "upstream 200 body is not JSON");
+  }
+  if (typeof message !== "object" || message === null || Array.isArray(message))
+    throw new UpstreamFailure("malformed", "upstream 200 body is not a JSON object");
+  const { type, content, usage, model } = message as Record<string, unknown>;
+  if (type !== "message" || !Array.isArray(content))
+    throw new UpstreamFailure(
+      "malformed",
+      `upstream 200 body is not a message (type ${JSON.stringify(type) ?? "missing"})`,
+    );
   return {
     usage: typeof usage === "object" && usage !== null ? (usage as AnthropicUsage) : undefined,
-    model: message.model,
-    content: message.content,
+    model,
+    content,
   };
 }
 
@@ -145,6 +222,13 @@ export class StreamMeter {
       case "content_block_delta":
         this.deltas.push(data);
         return;
+      case "content_block_start": {
+        // The format starts blocks empty; a provider that starts one with text delivered it.
+        const block = object(object(JSON.parse(data)).content_block);
+        if (typeof (block.text ?? block.thinking) === "string" && (block.text ?? block.thinking) !== "")
+          this.deltas.push(data);
+        return;
+      }
       case "message_start": {
         const start = JSON.parse(data) as { message?: { usage?: AnthropicUsage; model?: unknown } };
         this.usage = start.message?.usage === undefined ? undefined : { ...start.message.usage };
@@ -176,9 +260,13 @@ export class StreamMeter {
     return this.deltas.length > 0;
   }
 
-  /** Whether the provider reported any usage so far. */
-  get reportedAny(): boolean {
-    return hasUsage(this.usage);
+  /**
+   * Why the usage reported so far cannot be billed as it stands (see {@link usageProblem}), or
+   * undefined. Before the final `message_delta` only the input side is judged: the output of a
+   * cut stream is counted, not read.
+   */
+  get usageProblem(): string | undefined {
+    return usageProblem(this.usage, this.finished && this.deliveredContent);
   }
 
   /** The usage reported so far (final once {@link finished}). */
@@ -193,8 +281,13 @@ export class StreamMeter {
   deliveredBlocks(): string[] {
     const blocks = new Map<number, string>();
     for (const data of this.deltas) {
-      const { index, delta } = JSON.parse(data) as { index?: number; delta?: Record<string, unknown> };
-      const text = delta?.text ?? delta?.thinking ?? delta?.partial_json;
+      const { index, delta, content_block } = JSON.parse(data) as {
+        index?: number;
+        delta?: Record<string, unknown>;
+        content_block?: Record<string, unknown>;
+      };
+      const part = delta ?? content_block;
+      const text = part?.text ?? part?.thinking ?? part?.partial_json;
       if (typeof index !== "number" || typeof text !== "string") continue;
       blocks.set(index, (blocks.get(index) ?? "") + text);
     }

@@ -12,8 +12,12 @@
  * implementations never let their HTTP client's own errors through.
  */
 
-/** Why a provider call failed without an HTTP answer. */
-export type UpstreamFailureKind = "timeout" | "unreachable" | "aborted" | "broken";
+/**
+ * Why a provider call failed without a usable HTTP answer: no answer in time, none at all, the
+ * caller's abort, a response cut off, or a response that is not in the provider's format
+ * (garbage where events or a message were due).
+ */
+export type UpstreamFailureKind = "timeout" | "unreachable" | "aborted" | "broken" | "malformed";
 
 /** A provider call that failed without a (complete) HTTP answer; `cause` keeps the original error. */
 export class UpstreamFailure extends Error {

@@ -98,7 +98,32 @@ export type ScriptedReply =
   /** Accept the request and never answer. */
   | { readonly kind: "hang" }
   /** Close the socket without answering. */
-  | { readonly kind: "destroy" };
+  | { readonly kind: "destroy" }
+  /** Reset the connection (TCP RST) without answering. */
+  | { readonly kind: "reset" }
+  /**
+   * Anything on the wire, for a misbehaving provider: `status` (default 200) and `headers`
+   * (none by default: no content type), then `chunks` verbatim, `chunkDelayMs` apart (none
+   * before the first), then `ending`: end the response (default), close the connection (a body cut
+   * short), reset it (TCP RST), hang silent, or write `repeat` every `everyMs` until the client
+   * goes away (a stream that never ends).
+   */
+  | {
+      readonly kind: "raw";
+      readonly status?: number;
+      readonly headers?: Record<string, string>;
+      readonly chunks?: readonly (string | Uint8Array)[];
+      readonly chunkDelayMs?: number;
+      readonly ending?: RawEnding;
+    };
+
+/** How a scripted raw answer ends. */
+export type RawEnding =
+  | "end"
+  | "close"
+  | "reset"
+  | "hang"
+  | { readonly repeat: string | Uint8Array; readonly everyMs: number };
 
 /**
  * One step of a scripted stream. Object data is JSON-serialised, string data sent verbatim;
@@ -181,6 +206,36 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
     }
     ended = true;
     res.end();
+  }
+
+  /** Writes a scripted raw answer (see ScriptedReply "raw"), stopping when the client goes away. */
+  async function raw(
+    res: ServerResponse,
+    requestId: string,
+    reply: Extract<ScriptedReply, { kind: "raw" }>,
+  ): Promise<void> {
+    res.writeHead(reply.status ?? 200, { "request-id": requestId, ...reply.headers });
+    res.flushHeaders();
+    let closed = false;
+    res.once("close", () => {
+      closed = true;
+    });
+    for (const [index, chunk] of (reply.chunks ?? []).entries()) {
+      if (index > 0 && (reply.chunkDelayMs ?? 0) > 0) await sleep(reply.chunkDelayMs);
+      if (closed) return;
+      await write(res, chunk);
+    }
+    const ending = reply.ending ?? "end";
+    if (closed || ending === "hang") return;
+    if (ending === "end") res.end();
+    else if (ending === "close") res.socket?.end();
+    else if (ending === "reset") res.socket?.resetAndDestroy();
+    else {
+      while (!closed) {
+        await sleep(ending.everyMs);
+        if (!closed) await write(res, ending.repeat);
+      }
+    }
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -285,6 +340,11 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
       case "destroy":
         req.socket.destroy();
         return;
+      case "reset":
+        req.socket.resetAndDestroy();
+        return;
+      case "raw":
+        return raw(res, requestId, reply);
       case "stream": {
         const steps: StreamStep[] = reply.events.map((event) => {
           if (event.destroy === true) return { destroy: true };
@@ -381,7 +441,7 @@ async function readRequest(req: IncomingMessage): Promise<string | undefined> {
 }
 
 /** Writes and waits until the text is handed to the socket, so a cut right after still sends it. */
-async function write(res: ServerResponse, text: string): Promise<void> {
+async function write(res: ServerResponse, text: string | Uint8Array): Promise<void> {
   await new Promise<void>((resolve) => {
     const done = () => {
       res.off("close", done);

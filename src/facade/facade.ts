@@ -18,6 +18,7 @@ import type { FacadeError } from "./http-status.js";
 import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
+import { unreadBodyHook } from "./request-body.js";
 
 /** What the facade is built from: only a transport to the core, never the store or upstreams. */
 export interface FacadeDeps {
@@ -86,6 +87,8 @@ export async function buildFacade({
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
   });
+  // A 413, or any answer sent before the body was read, closes the connection once drained.
+  app.addHook("onSend", unreadBodyHook());
 
   const auth = createClient(AuthService, transport);
   const health = createClient(HealthService, transport);

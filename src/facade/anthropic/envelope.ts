@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { errorHeaders, type FacadeError, toFacadeError, withWalletLink } from "../http-status.js";
+import { withNamedBodyError } from "../request-body.js";
 
 /** The Anthropic `error.type` for a status (PROTOCOLS.md §1.5). */
 function errorType(status: number): string {
@@ -43,7 +44,7 @@ export function anthropicErrorBody(error: FacadeError, requestId: string) {
  * and body verbatim: clients (Claude Code above all) retry on the provider's wording.
  */
 export function anthropicErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
-  const mapped = withWalletLink(toFacadeError(error), request);
+  const mapped = withWalletLink(toFacadeError(withNamedBodyError(error, request)), request);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
   reply.headers(errorHeaders(mapped));
   const { status, body } = mapped.metadata;

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { errorHeaders, type FacadeError, toFacadeError, withWalletLink } from "../http-status.js";
+import { withNamedBodyError } from "../request-body.js";
 
 /** The OpenAI `error.type` for a status. */
 function errorType(status: number): string {
@@ -35,7 +36,7 @@ export function openaiErrorBody(error: FacadeError) {
 
 /** Error handler for the OpenAI-format (images) scope. */
 export function openaiErrorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply) {
-  const mapped = withWalletLink(toFacadeError(error), request);
+  const mapped = withWalletLink(toFacadeError(withNamedBodyError(error, request)), request);
   if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
   return reply.code(mapped.status).headers(errorHeaders(mapped)).send(openaiErrorBody(mapped));
 }

@@ -6,9 +6,10 @@ import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
+import { unsupportedType } from "../request-body.js";
 import { openaiErrorHandler } from "./envelope.js";
 import { editFields, generationFields, imagesResponse } from "./images-request.js";
-import { busboyLimits, readEditUpload, type UploadLimits } from "./uploads.js";
+import { busboyOptions, readEditUpload, type UploadLimits } from "./uploads.js";
 
 /** What the OpenAI-images-format scope needs from the core. */
 export interface OpenaiRoutesDeps {
@@ -44,13 +45,17 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
   await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl });
 };
 
-/** Generations and edits: authenticated before the body is read, billed in the core. */
+/**
+ * Generations and edits: authenticated before the body is read, billed in the core. Each takes
+ * one content type, checked before the body is read (a 415 naming it, never a parse error).
+ */
 const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
   const { auth, inference, limits } = deps;
   scope.addHook("onRequest", authenticateHook(auth));
-  await scope.register(multipart, { limits: busboyLimits(limits), throwFileSizeLimit: true });
+  await scope.register(multipart, { ...busboyOptions(limits), throwFileSizeLimit: true });
 
-  scope.post("/generations", { bodyLimit: GENERATIONS_BODY_LIMIT }, async (request, reply) => {
+  const generations = { bodyLimit: GENERATIONS_BODY_LIMIT, preParsing: takes("application/json") };
+  scope.post("/generations", generations, async (request, reply) => {
     const fields = generationFields(request.body);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.generateImage(
@@ -60,12 +65,8 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     return sendResult(request, reply, result, deps.publicUrl);
   });
 
-  scope.post("/edits", async (request, reply) => {
-    const upload = await readEditUpload(request, limits).catch((error: unknown) => {
-      // Refused mid-upload: close the connection rather than read the rest of a body we refuse.
-      if ((error as { statusCode?: unknown }).statusCode === 413) reply.header("connection", "close");
-      throw error;
-    });
+  scope.post("/edits", { preParsing: takes("multipart/form-data") }, async (request, reply) => {
+    const upload = await readEditUpload(request, limits);
     const fields = editFields(upload.fields);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.editImage(
@@ -79,6 +80,14 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     return sendResult(request, reply, result, deps.publicUrl);
   });
 };
+
+/** A preParsing hook refusing (415) a body of any other media type than `mediaType`. */
+function takes(mediaType: string) {
+  return async (request: FastifyRequest) => {
+    const type = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
+    if (type !== mediaType) throw unsupportedType(request, mediaType);
+  };
+}
 
 /** `GET /v1/images/files/{token}`: a stored image until it expires, 404 after. No key needed. */
 const storedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, { inference }) => {

@@ -97,6 +97,11 @@ export interface OnchainConfig {
   readonly pollMs: number;
   /** The most blocks (or slots) one deposit scan asks the RPC for. */
   readonly scanRange: number;
+  /**
+   * Withdrawals an account's own callers (keys, dashboard sessions) may make per hour, over
+   * every chain; counted where rate limits are (Redis when TOLLGATE_REDIS_URL is set).
+   */
+  readonly withdrawalsPerHour: number;
 }
 
 /** Where image calls go, what uploads may weigh, and how long `url` images live. */
@@ -385,6 +390,7 @@ function onchainConfig(env: Env): OnchainConfig {
     batchWindowMs: integer(env, "TOLLGATE_SETTLEMENT_BATCH_WINDOW_MS", 60_000, 0, 86_400_000),
     pollMs: integer(env, "TOLLGATE_CHAIN_POLL_MS", 2_000, 10, 600_000),
     scanRange: integer(env, "TOLLGATE_CHAIN_SCAN_RANGE", 2_000, 1, 1_000_000),
+    withdrawalsPerHour: integer(env, "TOLLGATE_WITHDRAWALS_PER_HOUR", 10, 1, 1_000_000),
   };
 }
 

@@ -383,6 +383,7 @@ async function assemble(
     onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
     chainDirectory: chains,
     faucet: onchain?.faucet,
+    withdrawalLimit: rateLimiter("withdrawals", config.onchain.withdrawalsPerHour, 3_600_000),
     probes,
   });
   parts.counters = core.counters;

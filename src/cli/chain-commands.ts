@@ -108,7 +108,10 @@ export const depositsCommand: Command = {
   },
 };
 
-/** `tollgate withdraw`: sends deposit-backed funds to an address. */
+/**
+ * `tollgate withdraw`: sends deposit-backed funds to an address; `--amount` is what the address
+ * receives, the chain's network fee is debited on top, and the output says both.
+ */
 export const withdrawCommand: Command = {
   options: {
     account: { type: "string" },
@@ -131,7 +134,10 @@ export const withdrawCommand: Command = {
     if (context.json) return context.out(JSON.stringify(toJson(WithdrawResponseSchema, response)));
     const w = response.withdrawal!;
     context.out(
-      `Withdrawal ${w.id}: ${fmt(w.amount, chain)} on ${chain.id} to ${w.toAddress}, queued for the settlement worker.\n` +
+      `Withdrawal ${w.id} on ${chain.id} to ${w.toAddress}, queued for the settlement worker:\n` +
+        `  receives     ${fmt(w.amount, chain)}\n` +
+        `  network fee  ${fmt(w.fee, chain)}\n` +
+        `  debited      ${fmt(w.amount + w.fee, chain)}\n` +
         `Available on ${chain.id}: ${fmt(response.balance?.available ?? 0n, chain)}.`,
     );
   },
@@ -158,12 +164,13 @@ export const withdrawalsCommand: Command = {
       w.id,
       w.chain,
       fmt(w.amount, chains.get(w.chain)),
+      fmt(w.fee, chains.get(w.chain)),
       w.toAddress,
       TRANSFER_STATUS[w.status],
       w.txHash,
       w.lastError,
     ]);
-    context.out(table(["ID", "CHAIN", "AMOUNT", "TO", "STATUS", "TRANSACTION", "LAST ERROR"], rows));
+    context.out(table(["ID", "CHAIN", "AMOUNT", "FEE", "TO", "STATUS", "TRANSACTION", "LAST ERROR"], rows));
   },
 };
 

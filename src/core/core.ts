@@ -35,7 +35,7 @@ import type { AccountStore, SessionStore } from "./ports/accounts.js";
 import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
-import type { RateLimiterFactory } from "./ports/rate-limits.js";
+import type { RateLimiter, RateLimiterFactory } from "./ports/rate-limits.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
@@ -70,6 +70,8 @@ export interface CoreDeps {
   readonly probes?: readonly HealthProbe[] | undefined;
   /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
   readonly faucet?: DevFaucet | undefined;
+  /** Each account's withdrawals per hour (its own callers', not the operator's); unlimited when absent. */
+  readonly withdrawalLimit?: RateLimiter | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
@@ -143,6 +145,7 @@ export function createCore(deps: CoreDeps): Core {
     chains: billing.chains,
     directory: deps.chainDirectory,
     now,
+    withdrawalLimit: deps.withdrawalLimit,
   });
   const probes = deps.probes ?? [];
   const inference =

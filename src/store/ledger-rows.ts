@@ -97,6 +97,7 @@ export function toTransfer(row: Raw): TransferRow {
     createdAt: Number(row.created_at),
     confirmedAt: row.confirmed_at === null ? undefined : Number(row.confirmed_at),
     calls: Number(row.calls),
+    fee: row.fee as bigint,
   };
 }
 

@@ -347,4 +347,15 @@ export const migrations: readonly Migration[] = [
         BEGIN UPDATE auth_version SET n = n + 1 WHERE id = 1; END;
     `,
   },
+  {
+    version: 7,
+    name: "withdrawal network fees",
+    sql: `
+      -- A withdrawal's network fee, charged with it on top of amount (what the named address
+      -- receives): ledger entry '<transfer id>/fee' (kind 'withdrawal', account →
+      -- 'system:withdrawal-fees'), committed in onchain_backing with the amount. 0 for
+      -- settlements and for withdrawals written before fees existed.
+      ALTER TABLE chain_transfers ADD COLUMN fee INTEGER NOT NULL DEFAULT 0 CHECK (fee >= 0);
+    `,
+  },
 ];

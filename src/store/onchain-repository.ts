@@ -7,6 +7,7 @@ import {
   emptyBacklog,
   type NewWithdrawal,
   SYSTEM_DEPOSITS,
+  SYSTEM_WITHDRAWAL_FEES,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
   type WithdrawResult,
@@ -96,10 +97,12 @@ export class OnchainRepository {
       linkIntent: db.prepare<[string, string]>(
         "UPDATE settlement_intents SET transfer_id = ? WHERE hold_id = ? AND transfer_id IS NULL",
       ),
-      insertTransfer: db.prepare<[string, string, string, string, string, bigint, number, number, number]>(
-        `INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, status, next_attempt_at,
+      insertTransfer: db.prepare<
+        [string, string, string, string, string, bigint, bigint, number, number, number]
+      >(
+        `INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, fee, status, next_attempt_at,
                                       created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)`,
       ),
       getTransfer: money<[string]>(
         `SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls
@@ -321,9 +324,10 @@ export class OnchainRepository {
   }
 
   /**
-   * Writes a withdrawal: the ledger debit (account → withdrawals) and the queued transfer, in
-   * one transaction, after checking the amount against what the account may spend and what
-   * its deposit address holds for it. The same id returns the first withdrawal if it matches.
+   * Writes a withdrawal: the ledger debits (the amount to withdrawals, the fee to withdrawal
+   * fees) and the queued transfer of the amount, in one transaction, after checking amount + fee
+   * against what the account may spend and what its deposit address holds for it. The same id
+   * returns the first withdrawal if it matches.
    */
   withdraw(w: NewWithdrawal): WithdrawResult {
     return this.tx.withdraw.immediate(w);
@@ -435,7 +439,7 @@ export class OnchainRepository {
         const amount = group.reduce((sum, i) => sum + (i.onchain_amount as bigint), 0n);
         if (amount <= 0n) continue;
         const id = newId();
-        this.s.insertTransfer.run(id, "settlement", accountId, chain, treasury, amount, now, now, now);
+        this.s.insertTransfer.run(id, "settlement", accountId, chain, treasury, amount, 0n, now, now, now);
         for (const i of group) this.s.linkIntent.run(id, i.hold_id as string);
         created += 1;
       }
@@ -455,7 +459,7 @@ export class OnchainRepository {
       return same ? { kind: "existing", transfer: existing } : { kind: "conflict" };
     }
     const withdrawable = this.withdrawable(w.accountId, w.chain);
-    if (w.amount > withdrawable) return { kind: "insufficient", available: withdrawable };
+    if (w.amount + w.fee > withdrawable) return { kind: "insufficient", available: withdrawable };
     this.ledger.post({
       id: `${w.id}/withdrawal`,
       chain: w.chain,
@@ -466,8 +470,32 @@ export class OnchainRepository {
       memo: w.to,
       createdAt: w.now,
     });
-    this.s.addCommitted.run(w.amount, w.accountId, w.chain);
-    this.s.insertTransfer.run(w.id, "withdrawal", w.accountId, w.chain, w.to, w.amount, w.now, w.now, w.now);
+    if (w.fee > 0n) {
+      this.ledger.post({
+        id: `${w.id}/fee`,
+        chain: w.chain,
+        debit: w.accountId,
+        credit: SYSTEM_WITHDRAWAL_FEES,
+        amount: w.fee,
+        kind: "withdrawal",
+        memo: "network fee",
+        createdAt: w.now,
+      });
+    }
+    // The fee's tokens stay at the deposit address, spoken for like the amount's.
+    this.s.addCommitted.run(w.amount + w.fee, w.accountId, w.chain);
+    this.s.insertTransfer.run(
+      w.id,
+      "withdrawal",
+      w.accountId,
+      w.chain,
+      w.to,
+      w.amount,
+      w.fee,
+      w.now,
+      w.now,
+      w.now,
+    );
     return { kind: "written", transfer: this.transfer(w.id)! };
   }
 }

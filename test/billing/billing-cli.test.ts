@@ -146,6 +146,47 @@ describe("tollgate credit and balance", () => {
     expect(result.stderr).toContain("No account");
   });
 
+  it("shows each chain's withdrawal minimum and fee in its ledger units: the shipped terms, and an operator's own", async () => {
+    type Chains = { chains: { id: string; withdrawalMinimum: string; withdrawalFee: string }[] };
+    const terms = (pricing: Chains) =>
+      Object.fromEntries(pricing.chains.map((c) => [c.id, [c.withdrawalMinimum, c.withdrawalFee]]));
+    // robinhood is 18-decimal DAI here: its ledger counts 10^-9, so $1 is 10^9 units.
+    expect(terms(await cliJson<Chains>(["pricing"], env))).toEqual({
+      base: ["1000000", "50000"],
+      arbitrum: ["1000000", "50000"],
+      robinhood: ["1000000000", "50000000"],
+      solana: ["1000000", "500000"],
+    });
+    const own = chainsJson();
+    own.chains[0] = { ...own.chains[0], withdrawal_minimum: "5", withdrawal_fee: "0.12" };
+    // An entry without the fields gets its family's defaults.
+    const { withdrawal_minimum: _min, withdrawal_fee: _fee, ...bare } = own.chains[3]!;
+    own.chains[3] = bare;
+    const file = join(dir.path, "own-terms.json");
+    writeFileSync(file, JSON.stringify(own));
+    const pricing = await cliJson<Chains>(["pricing"], { ...env, TOLLGATE_CHAINS: file });
+    expect(terms(pricing).base).toEqual(["5000000", "120000"]);
+    expect(terms(pricing).solana).toEqual(["1000000", "500000"]);
+  });
+
+  it.each([
+    [
+      { withdrawal_fee: 0.05 },
+      /\$\.chains\[0\]\.withdrawal_fee must be a decimal amount of the asset as a string/,
+    ],
+    [{ withdrawal_minimum: "1.0000001" }, /\$\.chains\[0\]\.withdrawal_minimum .*at most 6 decimals/],
+    [{ withdrawal_fee: "-1" }, /\$\.chains\[0\]\.withdrawal_fee must be a decimal amount/],
+  ])("refuses withdrawal terms %j in TOLLGATE_CHAINS, naming the field", async (terms, message) => {
+    const bad = chainsJson();
+    bad.chains[0] = { ...bad.chains[0], ...terms };
+    const file = join(dir.path, "bad-terms.json");
+    writeFileSync(file, JSON.stringify(bad));
+    const result = await runCli(["pricing"], { ...env, TOLLGATE_CHAINS: file });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/TOLLGATE_CHAINS: /);
+    expect(result.stderr).toMatch(message);
+  });
+
   it("refuses a broken TOLLGATE_CHAINS file, naming the variable", async () => {
     const bad = join(dir.path, "bad-chains.json");
     writeFileSync(bad, JSON.stringify({ default_chain: "base", chains: [] }));

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { SYSTEM_WITHDRAWAL_FEES } from "../../src/core/ports/ledger.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { LedgerRepository } from "../../src/store/ledger-repository.js";
 import { OnchainRepository } from "../../src/store/onchain-repository.js";
@@ -65,7 +66,7 @@ describe("onchain bookkeeping", () => {
     expect(auditLedger(f.db)).toEqual([]);
   });
 
-  it("settles onchain what deposits back and the rest off-chain; withdraws only backed money", async () => {
+  it("settles onchain what deposits back and the rest off-chain; withdraws only backed money, fee included", async () => {
     const { f, repo, account, deposit, call } = setup();
     deposit("0xa", 1_000n);
     await f.billing.credit({
@@ -85,21 +86,28 @@ describe("onchain bookkeeping", () => {
     expect(views).toContainEqual({ onchain_amount: 0n, offchain_amount: second });
     expect(repo.withdrawable(account, "base")).toBe(0n);
     expect(
-      repo.withdraw({ id: "wd_1", accountId: account, chain: "base", to: "0x1", amount: 1n, now: 2 }),
+      repo.withdraw({
+        id: "wd_1",
+        accountId: account,
+        chain: "base",
+        to: "0x1",
+        amount: 1n,
+        fee: 0n,
+        now: 2,
+      }),
     ).toEqual({
       kind: "insufficient",
       available: 0n,
     });
     deposit("0xb", 300n, 10n, 20n);
-    expect(
-      repo.withdraw({ id: "wd_2", accountId: account, chain: "base", to: "0x1", amount: 300n, now: 2 }).kind,
-    ).toBe("written");
-    expect(
-      repo.withdraw({ id: "wd_2", accountId: account, chain: "base", to: "0x1", amount: 300n, now: 3 }).kind,
-    ).toBe("existing");
-    expect(
-      repo.withdraw({ id: "wd_2", accountId: account, chain: "base", to: "0x2", amount: 300n, now: 3 }).kind,
-    ).toBe("conflict");
+    const wd2 = { id: "wd_2", accountId: account, chain: "base", to: "0x1", amount: 280n, fee: 20n, now: 2 };
+    // The fee counts against what may leave: 281 + 20 is one unit too many.
+    expect(repo.withdraw({ ...wd2, amount: 281n })).toEqual({ kind: "insufficient", available: 300n });
+    expect(repo.withdraw(wd2).kind).toBe("written");
+    expect(repo.withdrawable(account, "base")).toBe(0n);
+    // A retry answers the first withdrawal whatever the fee is now; another address is a conflict.
+    expect(repo.withdraw({ ...wd2, fee: 7n, now: 3 }).kind).toBe("existing");
+    expect(repo.withdraw({ ...wd2, to: "0x2", now: 3 }).kind).toBe("conflict");
     expect(repo.batchIntents("base", false, 10_000_000_000_000, "0xtreasury", () => "stl_1", 5)).toBe(1);
     expect(auditLedger(f.db)).toEqual([]);
   });
@@ -114,6 +122,11 @@ describe("onchain bookkeeping", () => {
       "a withdrawal without its debit",
       "UPDATE chain_transfers SET amount = amount + 1 WHERE kind = 'withdrawal'",
       /withdrawal wd_1: moves/,
+    ],
+    [
+      "a withdrawal fee without its entry",
+      "UPDATE chain_transfers SET fee = fee + 1 WHERE kind = 'withdrawal'",
+      /withdrawal wd_1: fee 4, its fee entry is 3/,
     ],
     [
       "backing beyond the deposits",
@@ -131,9 +144,30 @@ describe("onchain bookkeeping", () => {
     await call("r1");
     repo.batchIntents("base", true, 0, "0xtreasury", () => "stl_1", 5);
     await call("r2");
-    repo.withdraw({ id: "wd_1", accountId: account, chain: "base", to: "0x1", amount: 10n, now: 2 });
+    repo.withdraw({ id: "wd_1", accountId: account, chain: "base", to: "0x1", amount: 10n, fee: 3n, now: 2 });
     expect(auditLedger(f.db)).toEqual([]);
     f.db.exec(tamper);
     expect(auditLedger(f.db).join("\n")).toMatch(problem);
+  });
+
+  it("the audit reports a fee entry that no withdrawal accounts for", async () => {
+    const { f, ledger, repo, account, deposit } = setup();
+    deposit("0xa", 100_000n);
+    repo.withdraw({ id: "wd_1", accountId: account, chain: "base", to: "0x1", amount: 10n, fee: 3n, now: 2 });
+    expect(auditLedger(f.db)).toEqual([]);
+    // Posted like a real one (both running balances move), so only the withdrawals check sees it.
+    f.db.transaction(() =>
+      ledger.post({
+        id: "stray/fee",
+        chain: "base",
+        debit: account,
+        credit: SYSTEM_WITHDRAWAL_FEES,
+        amount: 5n,
+        kind: "withdrawal",
+        memo: "",
+        createdAt: 3,
+      }),
+    )();
+    expect(auditLedger(f.db)).toEqual(["system:withdrawal-fees on base holds 8, its withdrawals give 3"]);
   });
 });

@@ -12,7 +12,8 @@ import { evmWallet, solanaWallet } from "./wallets.js";
 
 // The new user's whole path in a real browser, against `tollgate serve` in dev mode (anvil dev
 // chains, the faucet, the deposit watcher and the settlement worker all real): sign in, get test
-// funds, fund from the browser wallet, create a key, call, and watch the charge settle onchain.
+// funds, fund from the browser wallet, create a key, call, and watch the charge settle onchain;
+// then withdraw, seeing the chain's minimum and network fee before confirming.
 
 let dir: { path: string; cleanup: () => void };
 let gateway: GatewayProcess;
@@ -26,6 +27,7 @@ beforeAll(async () => {
       TOLLGATE_DEV_CHAINS: "on",
       TOLLGATE_SETTLEMENT_MODE: "per-call",
       TOLLGATE_CHAIN_POLL_MS: "100",
+      TOLLGATE_WITHDRAWALS_PER_HOUR: "2",
     },
     60_000,
   );
@@ -117,13 +119,52 @@ describe("funding from the dashboard on the dev chains", () => {
       .toMatch(/^settled onchain 0x[0-9a-f]{8}…$/);
     await screenshot(page, "usage-settled");
 
-    // Withdraw part of the deposit to the user's wallet.
+    // Withdraw part of the deposit to the user's wallet: the form names the chain's minimum and
+    // network fee, quotes what arrives and what leaves the balance, and asks for confirmation.
     await page.getByRole("link", { name: "Wallet" }).click();
     await page.locator("#withdraw-chain").selectOption("arbitrum");
-    await page.locator("#withdraw-amount").fill("1");
+    await expect
+      .poll(() => page.locator("#withdraw-terms").textContent())
+      .toContain("Minimum $1.00 · network fee $0.05");
+    const withdrawButton = page.getByRole("button", { name: "Withdraw", exact: true });
+    const status = page.locator("#withdraw-status");
     await page.locator("#withdraw-to").fill(wallet.address);
-    await page.getByRole("button", { name: "Withdraw" }).click();
-    await expect.poll(() => page.locator("#withdraw-status").textContent()).toContain("queued");
+    // Below the minimum: said in the page, nothing sent.
+    await page.locator("#withdraw-amount").fill("0.5");
+    await withdrawButton.click();
+    await expect.poll(() => status.textContent()).toBe("Withdrawals on arbitrum are at least $1.00.");
+    expect(await page.locator("#withdraw-review").isVisible()).toBe(false);
+    // More than may leave once the fee is added: the gateway's refusal, in its words.
+    await page.locator("#withdraw-amount").fill("3.48");
+    expect(await page.locator("#withdraw-quote").textContent()).toBe(
+      "You receive $3.48, network fee $0.05: $3.53 leaves your balance.",
+    );
+    await withdrawButton.click();
+    await page.getByRole("button", { name: "Confirm withdrawal" }).click();
+    await expect
+      .poll(() => status.textContent())
+      .toContain("Not enough to withdraw 3.480000 USDC on arbitrum");
+    // One dollar: confirmed with the fee in view, then queued.
+    await page.locator("#withdraw-amount").fill("1");
+    await withdrawButton.click();
+    expect(await page.locator("#withdraw-confirm-text").textContent()).toBe(
+      `You receive $1.00, network fee $0.05: $1.05 leaves your balance. To ${wallet.address} on arbitrum.`,
+    );
+    await screenshot(page, "withdraw-confirm");
+    await page.getByRole("button", { name: "Confirm withdrawal" }).click();
+    await expect
+      .poll(() => status.textContent())
+      .toBe("Withdrawal of $1.00 on arbitrum queued (network fee $0.05).");
+    await expect.poll(() => page.locator('[data-available="arbitrum"]').textContent()).toBe("$2.45");
+    // TOLLGATE_WITHDRAWALS_PER_HOUR=2, and the refused attempt counted: the next one waits.
+    await page.locator("#withdraw-amount").fill("1");
+    await withdrawButton.click();
+    await page.getByRole("button", { name: "Confirm withdrawal" }).click();
+    await expect
+      .poll(() => status.textContent())
+      .toMatch(
+        /^This account may make at most 2 withdrawals per hour and has made them; the next one may be made in \d+ s\.$/,
+      );
     await expect
       .poll(
         async () => {

@@ -8,6 +8,7 @@ import { Connection, PublicKey } from "@solana/web3.js";
 import { createPublicClient, createTestClient, getAddress, http } from "viem";
 import { afterEach, describe, expect, it } from "vitest";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
+import { formatUnits } from "../../src/core/billing/money.js";
 import { readDevChainsFile } from "../../src/dev/chains/dev-chains-file.js";
 import {
   BillingService,
@@ -106,13 +107,19 @@ describe("serve with dev chains", () => {
     const charged = rows.reduce((sum, r) => sum + BigInt(r.amount ?? "0"), 0n);
     expect(charged).toBeGreaterThan(0n);
 
-    // Withdraw part of what is left to an outside address.
+    // Withdraw part of what is left to an outside address: 2.5 received, the chain's network fee
+    // debited on top, both said by the CLI.
     const to = "0x000000000000000000000000000000000000bEEF";
     const withdrawal = await runCli(
       ["withdraw", "--account", account.id, "--chain", "base", "--amount", "2.5", "--to", to],
       env,
     );
     expect(withdrawal.code, withdrawal.stderr).toBe(0);
+    expect(withdrawal.stdout).toMatch(
+      /receives\s+2\.500000 USDC\n\s+network fee\s+0\.050000 USDC\n\s+debited\s+2\.550000 USDC/,
+    );
+    const available = 10_000_000n - charged - 2_550_000n;
+    expect(withdrawal.stdout).toContain(`Available on base: ${formatUnits(available, 6)} USDC.`);
     await until("the withdrawal to confirm", async () => {
       const { withdrawals } = await billing.listWithdrawals({ accountId: account.id });
       return withdrawals[0]?.status === TransferStatus.CONFIRMED ? true : undefined;
@@ -159,7 +166,15 @@ describe("serve with dev chains", () => {
       expect(ledgerCharged).toBe(charged);
       expect(await balanceOf(treasury[0]!.to_address)).toBe(ledgerCharged);
       expect(await balanceOf(to)).toBe(2_500_000n);
+      // The fee's tokens stay at the deposit address, committed: the account cannot spend them.
       expect(await balanceOf(deposit)).toBe(10_000_000n - charged - 2_500_000n);
+      const fees = db
+        .prepare("SELECT SUM(amount) AS s FROM ledger_entries WHERE chain = 'base' AND credit_account = ?")
+        .safeIntegers(true)
+        .get("system:withdrawal-fees") as { s: bigint };
+      expect(fees.s).toBe(50_000n);
+      const { balances } = await billing.getBalances({ accountId: account.id });
+      expect(balances.find((b) => b.chain?.id === "base")?.available).toBe(available);
       expect(auditLedger(db)).toEqual([]);
     } finally {
       db.close();

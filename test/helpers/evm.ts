@@ -11,7 +11,7 @@ import {
   publicActions,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { ChainConfig } from "../../src/core/billing/chain-registry.js";
+import { type ChainConfig, defaultWithdrawalTerms } from "../../src/core/billing/chain-registry.js";
 import type { EvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import {
   testStablecoinAbi,
@@ -31,6 +31,7 @@ export function devChainConfig(dev: EvmDevChain, confirmations: number): ChainCo
     rpcUrl: dev.rpcUrl,
     finality: { confirmations },
     enabled: true,
+    withdrawal: defaultWithdrawalTerms("evm", 6),
   };
 }
 

@@ -15,6 +15,7 @@ import {
   SYSTEM_DEPOSITS,
   SYSTEM_MANUAL_CREDIT,
   SYSTEM_REVENUE,
+  SYSTEM_WITHDRAWAL_FEES,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
   type UsageCounts,
@@ -515,6 +516,7 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         chain: CHAIN,
         to: "0xdest",
         amount,
+        fee: 0n,
         now,
       });
       // Operator credit is spendable but nothing onchain backs it.
@@ -539,6 +541,7 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         createdAt: 10,
         confirmedAt: undefined,
         calls: 0,
+        fee: 0n,
       };
       expect(written).toEqual({ kind: "written", transfer });
       const first = (written as { transfer: TransferRow }).transfer;
@@ -569,6 +572,65 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         (await s.ledger.listTransfers("acct_a", "withdrawal", BigInt(listed[0]!.seq), 10)).map((t) => t.id),
       ).toEqual(["w1"]);
       expect(await s.ledger.listTransfers("acct_a", "settlement", FIRST_PAGE, 10)).toEqual([]);
+    }));
+
+  it("withdraw with a fee: amount and fee debited in one transaction to their system accounts, within what may leave; charged once however many attempts", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await scan(s, [deposit("0xd1", "acct_a", 1000n)]);
+      const w = (id: string, amount: bigint, fee: bigint, now = 10) => ({
+        id,
+        accountId: "acct_a",
+        chain: CHAIN,
+        to: "0xdest",
+        amount,
+        fee,
+        now,
+      });
+      // 1000 may leave: 951 + 50 is one unit too many, and nothing is written for it.
+      expect(await s.ledger.withdraw(w("w1", 951n, 50n))).toEqual({ kind: "insufficient", available: 1000n });
+      expect(await s.ledger.transfer("w1")).toBeUndefined();
+      const written = await s.ledger.withdraw(w("w1", 600n, 50n));
+      expect(written).toMatchObject({ kind: "written", transfer: { id: "w1", amount: 600n, fee: 50n } });
+      expect(await s.ledger.transfer("w1")).toEqual((written as { transfer: TransferRow }).transfer);
+      // A retry answers the first withdrawal, whatever the fee is now, and charges nothing more.
+      expect(await s.ledger.withdraw(w("w1", 600n, 80n, 20))).toMatchObject({
+        kind: "existing",
+        transfer: { fee: 50n },
+      });
+      // What is left: 1000 − 650 = 350; a fee of 0 writes no fee entry.
+      expect(await s.ledger.withdraw(w("w2", 301n, 50n))).toEqual({ kind: "insufficient", available: 350n });
+      expect((await s.ledger.withdraw(w("w2", 300n, 50n))).kind).toBe("written");
+      expect((await s.ledger.withdraw(w("w3", 1n, 0n))).kind).toBe("insufficient");
+
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPosted: 1000n,
+        creditsPosted: 1000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_WITHDRAWALS, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_WITHDRAWALS),
+        creditsPosted: 900n,
+      });
+      expect(await s.ledger.balance(SYSTEM_WITHDRAWAL_FEES, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_WITHDRAWAL_FEES),
+        creditsPosted: 100n,
+      });
+      // Conservation: what left the account is what the two system accounts hold, and the
+      // deposits account gave exactly what the account was credited.
+      expect((await s.ledger.balance(SYSTEM_DEPOSITS, CHAIN)).debitsPosted).toBe(1000n);
+
+      // The transfer of w1 fails onchain and is prepared anew, then lands: its fee stays one fee.
+      await s.work.markPrepared("w1", "0xtx1", "raw1", 30);
+      await s.work.markSent("w1", 40, 31);
+      await s.work.markRequeued("w1", "transaction 0xtx1 failed", 41, 41);
+      await s.work.markPrepared("w1", "0xtx2", "raw2", 42);
+      await s.work.markConfirmed("w1", 50);
+      expect(await s.work.transfer("w1")).toMatchObject({ status: "confirmed", fee: 50n, amount: 600n });
+      expect((await s.ledger.balance(SYSTEM_WITHDRAWAL_FEES, CHAIN)).creditsPosted).toBe(100n);
+      expect(
+        (await s.ledger.listTransfers("acct_a", "withdrawal", FIRST_PAGE, 10)).map((t) => t.fee),
+      ).toEqual([50n, 50n]);
     }));
 
   it("deposit addresses: saved once, looked up by account, loaded by family after a seq", () =>
@@ -760,6 +822,7 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
             chain: CHAIN,
             to: "0xd",
             amount: 5n,
+            fee: 0n,
             now: 150,
           })
         ).kind,
@@ -839,7 +902,15 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
 
       await scan(s, [deposit("So1", "acct_b", 100n)], 60, "solana");
       await call(s, "d1", "acct_b", 40n, 70, 40n, "solana");
-      const withdrawal = { id: "w1", accountId: "acct_b", chain: "solana", to: "So2", amount: 30n, now: 80 };
+      const withdrawal = {
+        id: "w1",
+        accountId: "acct_b",
+        chain: "solana",
+        to: "So2",
+        amount: 30n,
+        fee: 0n,
+        now: 80,
+      };
       expect((await s.ledger.withdraw(withdrawal)).kind).toBe("written");
 
       const expected = [
@@ -956,6 +1027,7 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
           chain: CHAIN,
           to: "0xd",
           amount: 1n,
+          fee: 0n,
           now: 200,
         }),
       ).toEqual({ kind: "insufficient", available: 0n });
@@ -982,7 +1054,7 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
       });
     }));
 
-  it("one credit id sent from many connections at once credits once; withdrawals at once never overdraw the backing", () =>
+  it("one credit id sent from many connections at once credits once; withdrawals at once never overdraw the backing, fees included", () =>
     withPg(async (s) => {
       await s.accounts.insertAccount("acct_a", "", 1);
       const credits = await Promise.all(
@@ -998,7 +1070,8 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
             accountId: "acct_a",
             chain: CHAIN,
             to: "0xd",
-            amount: 100n,
+            amount: 90n,
+            fee: 10n,
             now: i,
           }),
         ),
@@ -1011,6 +1084,8 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
         debitsPosted: 1000n,
         creditsPosted: 1500n,
       });
+      expect((await s.ledger.balance(SYSTEM_WITHDRAWALS, CHAIN)).creditsPosted).toBe(900n);
+      expect((await s.ledger.balance(SYSTEM_WITHDRAWAL_FEES, CHAIN)).creditsPosted).toBe(100n);
     }));
 
   it("chain roles: one process holds a chain; another takes over after close() or when the holder's connection dies", () =>

@@ -133,6 +133,7 @@ async function populate(at: string): Promise<{ alice: string; bob: string; walle
     chain: "base",
     to: "0xdest",
     amount: 20_000n,
+    fee: 1_000n,
     now: NOW + 10,
   });
   expect(withdrawal.kind).toBe("written");

@@ -86,7 +86,10 @@ function toRates(r: TokenRates) {
   };
 }
 
-/** A chain as callers may see it (never its RPC URL, which may embed a provider key). */
+/**
+ * A chain as callers may see it (never its RPC URL, which may embed a provider key), with the
+ * withdrawal minimum and fee a page or CLI shows before a withdrawal is confirmed.
+ */
 export function toChain(chain: ChainConfig): Chain {
   return create(ChainSchema, {
     id: chain.id,
@@ -94,6 +97,8 @@ export function toChain(chain: ChainConfig): Chain {
     asset: { ...chain.asset },
     enabled: chain.enabled,
     evmChainId: BigInt(chain.chainId ?? 0),
+    withdrawalMinimum: chain.withdrawal.minimum,
+    withdrawalFee: chain.withdrawal.fee,
   });
 }
 

@@ -6,6 +6,7 @@ import {
   readString,
   rejectUnknownKeys,
 } from "./json-reader.js";
+import { formatUnits, ledgerDecimals, parseDecimalAmount } from "./money.js";
 
 /** How a chain's deposits and settlements are secured. */
 export type ChainFamily = "evm" | "solana";
@@ -27,6 +28,16 @@ export interface AssetConfig {
   readonly address: string;
 }
 
+/**
+ * What a withdrawal on a chain must respect, in the chain's ledger units: the least amount that
+ * may be sent, and the network fee the account pays on top of it (its ledger debit is amount +
+ * fee). The fee stands for what one transfer costs the treasury, which signs and pays for it.
+ */
+export interface WithdrawalTerms {
+  readonly minimum: bigint;
+  readonly fee: bigint;
+}
+
 /** One chain of the registry. */
 export interface ChainConfig {
   /** The value of `x-gateway-billing-chain`, and the ledger's chain key. */
@@ -39,6 +50,7 @@ export interface ChainConfig {
   readonly finality: FinalityRule;
   /** A disabled chain takes no new holds; its balances stay readable and creditable. */
   readonly enabled: boolean;
+  readonly withdrawal: WithdrawalTerms;
 }
 
 /** The configured chains and the default an account bills until it picks its own. */
@@ -57,6 +69,41 @@ export const MAX_DECIMALS = 18;
 
 /** The header value (and RPC value) meaning "the account's default chain". */
 export const AUTO_CHAIN = "auto";
+
+/**
+ * The withdrawal terms of a chain whose entry names none, in whole tokens of its dollar
+ * stablecoin. An EVM L2 transfer costs the treasury well under a cent of gas; $0.05 leaves room
+ * for fee spikes. On Solana the signatures cost ~$0.002, but a withdrawal to a wallet without a
+ * token account makes the treasury pay that account's rent (0.00203928 SOL), which the
+ * recipient can reclaim by closing it: $0.50 covers it up to a SOL price of ~$245. The $1
+ * minimum keeps the fee a small part of any withdrawal. See docs/chains.md ("Withdrawals").
+ */
+const DEFAULT_WITHDRAWAL = {
+  evm: { minimum: "1", fee: "0.05" },
+  solana: { minimum: "1", fee: "0.50" },
+} as const satisfies Record<ChainFamily, Record<keyof WithdrawalTerms, string>>;
+
+/** A chain family's default withdrawal terms, in ledger units of an asset with `assetDecimals`. */
+export function defaultWithdrawalTerms(family: ChainFamily, assetDecimals: number): WithdrawalTerms {
+  const decimals = ledgerDecimals(assetDecimals);
+  const terms = DEFAULT_WITHDRAWAL[family];
+  return {
+    minimum: parseDecimalAmount(terms.minimum, decimals),
+    fee: parseDecimalAmount(terms.fee, decimals),
+  };
+}
+
+/** Withdrawal terms as a registry entry writes them (decimal amounts of the asset). */
+export function withdrawalTermsJson(chain: ChainConfig): {
+  withdrawal_minimum: string;
+  withdrawal_fee: string;
+} {
+  const decimals = ledgerDecimals(chain.asset.decimals);
+  return {
+    withdrawal_minimum: formatUnits(chain.withdrawal.minimum, decimals),
+    withdrawal_fee: formatUnits(chain.withdrawal.fee, decimals),
+  };
+}
 
 const CHAIN_ID = /^[a-z][a-z0-9-]{0,31}$/;
 const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
@@ -85,7 +132,8 @@ export function enabledChainIds(registry: ChainRegistry): string[] {
  * Parses and validates a chain registry file:
  * `{"default_chain": "base", "chains": [{"id", "family", "chain_id"?, "asset": {"symbol",
  * "decimals", "address"}, "rpc_url", "finality": {"confirmations"} | {"commitment"},
- * "enabled"?}]}`. Throws an Error naming the offending entry. A top-level `faucet_url` (what
+ * "enabled"?, "withdrawal_minimum"?, "withdrawal_fee"?}]}` (the last two decimal amounts of the
+ * asset as strings, e.g. "0.05"; the family's defaults when absent). Throws an Error naming the offending entry. A top-level `faucet_url` (what
  * `tollgate dev-chains` adds to the file it writes) is allowed and ignored here, so that file
  * works as TOLLGATE_CHAINS as it is.
  */
@@ -99,7 +147,21 @@ export function parseChainRegistry(json: unknown): ChainRegistry {
 
 function parseChain(value: unknown, path: string): ChainConfig {
   const obj = readObject(value, path);
-  rejectUnknownKeys(obj, ["id", "family", "chain_id", "asset", "rpc_url", "finality", "enabled"], path);
+  rejectUnknownKeys(
+    obj,
+    [
+      "id",
+      "family",
+      "chain_id",
+      "asset",
+      "rpc_url",
+      "finality",
+      "enabled",
+      "withdrawal_minimum",
+      "withdrawal_fee",
+    ],
+    path,
+  );
   const id = readString(obj, "id", path);
   if (!CHAIN_ID.test(id) || id === AUTO_CHAIN) {
     throw new Error(`${path}.id must be 1–32 of [a-z0-9-], start with a letter, and not be "auto"`);
@@ -139,6 +201,37 @@ function parseChain(value: unknown, path: string): ChainConfig {
     rpcUrl,
     finality: parseFinality(obj.finality, family, `${path}.finality`),
     enabled: readBoolean(obj, "enabled", path, true),
+    withdrawal: parseWithdrawalTerms(obj, family, asset.decimals, path),
+  };
+}
+
+function parseWithdrawalTerms(
+  obj: Record<string, unknown>,
+  family: ChainFamily,
+  assetDecimals: number,
+  path: string,
+): WithdrawalTerms {
+  const defaults = defaultWithdrawalTerms(family, assetDecimals);
+  const decimals = ledgerDecimals(assetDecimals);
+  const amount = (key: string, fallback: bigint): bigint => {
+    const value = obj[key];
+    if (value === undefined) return fallback;
+    try {
+      if (typeof value !== "string") throw new RangeError("not a string");
+      const units = parseDecimalAmount(value, decimals);
+      // An int64 in the ledger, with room for amount + fee.
+      if (units > 2n ** 62n) throw new RangeError("too large");
+      return units;
+    } catch {
+      throw new Error(
+        `${path}.${key} must be a decimal amount of the asset as a string, e.g. "0.05", ` +
+          `with at most ${decimals} decimals`,
+      );
+    }
+  };
+  return {
+    minimum: amount("withdrawal_minimum", defaults.minimum),
+    fee: amount("withdrawal_fee", defaults.fee),
   };
 }
 

@@ -4,7 +4,9 @@ import { type ChainRegistry, parseChainRegistry } from "./chain-registry.js";
  * The shipped chain registry, in the same shape as a TOLLGATE_CHAINS file. Addresses are the
  * chains' canonical dollar stablecoins (Circle USDC on Base, Arbitrum and Solana; Paxos USDG on
  * Robinhood Chain, whose canonical stablecoin is not USDC). Confirmation depths are
- * conservative starting points for the deposit watcher; operators tune them in config.
+ * conservative starting points for the deposit watcher; operators tune them in config. The
+ * withdrawal terms are the families' defaults (see DEFAULT_WITHDRAWAL in chain-registry.ts),
+ * written out so that a copy of this file shows where to change them.
  */
 export const DEFAULT_CHAINS_JSON = {
   default_chain: "base",
@@ -17,6 +19,8 @@ export const DEFAULT_CHAINS_JSON = {
       rpc_url: "https://mainnet.base.org",
       finality: { confirmations: 20 },
       enabled: true,
+      withdrawal_minimum: "1.00",
+      withdrawal_fee: "0.05",
     },
     {
       id: "arbitrum",
@@ -26,6 +30,8 @@ export const DEFAULT_CHAINS_JSON = {
       rpc_url: "https://arb1.arbitrum.io/rpc",
       finality: { confirmations: 20 },
       enabled: true,
+      withdrawal_minimum: "1.00",
+      withdrawal_fee: "0.05",
     },
     {
       id: "robinhood",
@@ -35,6 +41,8 @@ export const DEFAULT_CHAINS_JSON = {
       rpc_url: "https://rpc.mainnet.chain.robinhood.com",
       finality: { confirmations: 20 },
       enabled: true,
+      withdrawal_minimum: "1.00",
+      withdrawal_fee: "0.05",
     },
     {
       id: "solana",
@@ -43,6 +51,8 @@ export const DEFAULT_CHAINS_JSON = {
       rpc_url: "https://api.mainnet-beta.solana.com",
       finality: { commitment: "finalized" },
       enabled: true,
+      withdrawal_minimum: "1.00",
+      withdrawal_fee: "0.50",
     },
   ],
 } as const;

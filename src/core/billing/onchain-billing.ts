@@ -9,13 +9,20 @@ import {
   type SettlementView,
   type TransferRow,
 } from "../ports/ledger.js";
+import type { RateLimiter } from "../ports/rate-limits.js";
 import type { ChainBalance } from "./billing.js";
-import { idConflict, insufficientFunds } from "./billing-errors.js";
+import { idConflict } from "./billing-errors.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain } from "./chain-selection.js";
 import { withdrawalIdFor } from "./hold-ids.js";
 import { INT64_MAX } from "./money.js";
-import { chainsUnavailable, invalidAddress } from "./onchain-errors.js";
+import {
+  chainsUnavailable,
+  invalidAddress,
+  withdrawalBelowMinimum,
+  withdrawalInsufficient,
+  withdrawalRateLimited,
+} from "./onchain-errors.js";
 
 /**
  * What the core asks of the chains runtime (`src/chains/`), without knowing any chain family:
@@ -51,6 +58,11 @@ export interface OnchainBillingDeps {
   /** Undefined when this process runs without chain adapters. */
   readonly directory: ChainDirectory | undefined;
   readonly now: () => number;
+  /**
+   * Withdrawals per account per window (in this process's memory, or in Redis across hosts);
+   * undefined: not limited.
+   */
+  readonly withdrawalLimit?: RateLimiter | undefined;
 }
 
 /** A withdrawal to make. */
@@ -62,6 +74,8 @@ export interface WithdrawInput {
   readonly to: string;
   /** Optional idempotency key; "" withdraws unconditionally. */
   readonly withdrawalId: string;
+  /** Whether it counts against the account's withdrawal rate (key holders and sessions, not the operator). */
+  readonly limited: boolean;
 }
 
 const MAX_WITHDRAWAL_ID = 200;
@@ -92,13 +106,16 @@ export class OnchainBilling {
   }
 
   /**
-   * Debits the account and queues the onchain transfer, in one transaction; nothing is written
-   * when the chain, address or amount is refused.
+   * Debits the account amount + the chain's withdrawal fee and queues the onchain transfer of
+   * the amount, in one transaction; nothing is written when the chain, address or amount is
+   * refused, or the account is over its withdrawal rate. A retry of an existing withdrawal id
+   * skips the minimum and the rate (it withdraws nothing new) and answers the first withdrawal.
    */
   async withdraw(input: WithdrawInput): Promise<{ transfer: TransferRow; balance: ChainBalance }> {
     const chain = configuredChain(this.deps.chains, input.chain);
     const directory = this.requireDirectory(chain.id);
-    if (input.amount <= 0n || input.amount > INT64_MAX) {
+    const { fee } = chain.withdrawal;
+    if (input.amount <= 0n || input.amount > INT64_MAX - fee) {
       throw invalidField("amount", "amount must be a positive whole number of the chain's ledger units.");
     }
     const to = input.to.trim();
@@ -108,14 +125,21 @@ export class OnchainBilling {
       throw invalidField("withdrawal_id", `withdrawal_id must be at most ${MAX_WITHDRAWAL_ID} characters.`);
     }
     await this.requireAccount(input.accountId);
+    const id = key === "" ? newId("wd") : withdrawalIdFor(input.accountId, key);
+    const retry = key !== "" && (await this.deps.onchain.transfer(id)) !== undefined;
+    if (!retry) {
+      if (input.amount < chain.withdrawal.minimum) throw withdrawalBelowMinimum(chain, input.amount);
+      if (input.limited) await this.admit(input.accountId);
+    }
     // The deposit address must be known before money leaves it (the worker signs with its key).
     await directory.depositAddress(chain.id, input.accountId);
     const result = await this.deps.onchain.withdraw({
-      id: key === "" ? newId("wd") : withdrawalIdFor(input.accountId, key),
+      id,
       accountId: input.accountId,
       chain: chain.id,
       to,
       amount: input.amount,
+      fee,
       now: this.deps.now(),
     });
     switch (result.kind) {
@@ -128,8 +152,16 @@ export class OnchainBilling {
       case "conflict":
         throw idConflict(`withdrawal_id ${JSON.stringify(key)}`);
       case "insufficient":
-        throw insufficientFunds(chain, input.amount, result.available);
+        throw withdrawalInsufficient(chain, input.amount, result.available);
     }
+  }
+
+  /** Counts one withdrawal of the account against its rate, or refuses it. */
+  private async admit(accountId: string): Promise<void> {
+    const limit = this.deps.withdrawalLimit;
+    if (limit === undefined) return;
+    const decision = await limit.consume(accountId);
+    if (!decision.allowed) throw withdrawalRateLimited(decision, this.deps.now());
   }
 
   /** The account's withdrawals, newest first, with seq below `beforeSeq`. */

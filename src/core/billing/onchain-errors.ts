@@ -1,5 +1,8 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
+import type { RateLimitDecision } from "../ports/rate-limits.js";
+import type { ChainConfig } from "./chain-registry.js";
+import { formatUnits, ledgerDecimals } from "./money.js";
 
 /** This gateway has no chain adapter for `chain` (onchain features are off, or it has none). */
 export const chainsUnavailable = (chain: string): ConnectError =>
@@ -21,3 +24,72 @@ export const invalidAddress = (field: string, chain: string, address: string): C
       " (EVM: 0x + 40 hex digits, with a correct checksum if mixed-case; not the zero address).",
     { field, chain },
   );
+
+/** Ledger units of `chain` as a decimal amount of its asset, e.g. `1.050000 USDC`. */
+function amountOn(chain: ChainConfig, units: bigint): string {
+  return `${formatUnits(units, ledgerDecimals(chain.asset.decimals))} ${chain.asset.symbol}`;
+}
+
+/** The amount asked is below the chain's withdrawal minimum; nothing is written. */
+export const withdrawalBelowMinimum = (chain: ChainConfig, amount: bigint): ConnectError =>
+  reasonError(
+    Code.InvalidArgument,
+    "WITHDRAWAL_BELOW_MINIMUM",
+    `amount: a withdrawal on ${chain.id} sends at least ${amountOn(chain, chain.withdrawal.minimum)}; ` +
+      `${amountOn(chain, amount)} was asked.`,
+    {
+      field: "amount",
+      chain: chain.id,
+      minimum: chain.withdrawal.minimum.toString(),
+      ledger_decimals: `${ledgerDecimals(chain.asset.decimals)}`,
+    },
+  );
+
+/**
+ * amount + the chain's withdrawal fee is more than may leave the account now (`withdrawable`:
+ * spendable and backed by deposits). Says the most that can be sent instead.
+ */
+export const withdrawalInsufficient = (
+  chain: ChainConfig,
+  amount: bigint,
+  withdrawable: bigint,
+): ConnectError => {
+  const { fee } = chain.withdrawal;
+  const most = withdrawable - fee;
+  return reasonError(
+    Code.FailedPrecondition,
+    "INSUFFICIENT_FUNDS",
+    `Not enough to withdraw ${amountOn(chain, amount)} on ${chain.id}: with the ` +
+      `${amountOn(chain, fee)} network fee, ${amountOn(chain, amount + fee)} would leave the balance, and ` +
+      `${amountOn(chain, withdrawable)} may leave it now (funds that are spendable and backed by deposits; ` +
+      "operator credit cannot be withdrawn). " +
+      (most >= chain.withdrawal.minimum
+        ? `At most ${amountOn(chain, most)} can be withdrawn.`
+        : `That is less than the ${amountOn(chain, chain.withdrawal.minimum)} minimum plus the fee: nothing can be withdrawn now.`),
+    {
+      chain: chain.id,
+      needed: (amount + fee).toString(),
+      available: withdrawable.toString(),
+      fee: fee.toString(),
+      symbol: chain.asset.symbol,
+      decimals: `${chain.asset.decimals}`,
+      ledger_decimals: `${ledgerDecimals(chain.asset.decimals)}`,
+    },
+  );
+};
+
+/** The account made as many withdrawals in the last hour as the gateway allows; metadata says when to come back. */
+export const withdrawalRateLimited = (decision: RateLimitDecision, now: number): ConnectError => {
+  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
+  return reasonError(
+    Code.ResourceExhausted,
+    "WITHDRAWAL_RATE_LIMITED",
+    `This account may make at most ${decision.limit} withdrawals per hour and has made them; ` +
+      `the next one may be made in ${retryAfter} s.`,
+    {
+      limit: `${decision.limit}`,
+      retry_after: `${retryAfter}`,
+      reset: new Date(now + decision.resetMs).toISOString(),
+    },
+  );
+};

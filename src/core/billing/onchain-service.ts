@@ -29,7 +29,8 @@ const MAX_PAGE = 1000;
 
 /**
  * BillingService's onchain RPCs over {@link OnchainBilling}: reads and withdrawals are scoped
- * to the caller's account (the operator names one); the backlog is operator-only.
+ * to the caller's account (the operator names one); the backlog is operator-only. Withdrawals
+ * by the account's own callers count against its withdrawal rate.
  */
 export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
   return {
@@ -50,13 +51,16 @@ export function createOnchainMethods(onchain: OnchainBilling): OnchainMethods {
     },
 
     async withdraw(req, ctx) {
-      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const caller = ctx.values.get(callerKey);
+      const accountId = scopedAccount(caller, req.accountId);
       const { transfer, balance } = await onchain.withdraw({
         accountId,
         chain: req.chain,
         amount: req.amount,
         to: req.toAddress,
         withdrawalId: req.withdrawalId,
+        // The operator moves money on an account's behalf; only the account's own callers are rated.
+        limited: caller.kind !== "operator",
       });
       return { withdrawal: toWithdrawal(transfer), balance: toBalance(balance) };
     },
@@ -111,6 +115,7 @@ function toWithdrawal(t: TransferRow): Withdrawal {
     createdAt: timestampFromMs(t.createdAt),
     confirmedAt: t.confirmedAt === undefined ? undefined : timestampFromMs(t.confirmedAt),
     lastError: t.lastError,
+    fee: t.fee,
   });
 }
 

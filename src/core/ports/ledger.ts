@@ -16,6 +16,11 @@ export const SYSTEM_MANUAL_CREDIT = "system:manual-credit";
 export const SYSTEM_DEPOSITS = "system:deposits";
 /** The counterpart of withdrawals: funds sent onchain to an address the account named. */
 export const SYSTEM_WITHDRAWALS = "system:withdrawals";
+/**
+ * The counterpart of withdrawals' network fees: what accounts paid towards the treasury's cost
+ * of sending their withdrawals (see docs/chains.md, "Withdrawals").
+ */
+export const SYSTEM_WITHDRAWAL_FEES = "system:withdrawal-fees";
 
 /** Running totals of one ledger account on one chain, in the chain's ledger units (see money.ts). */
 export interface BalanceRow {
@@ -222,6 +227,8 @@ export interface TransferRow {
   readonly confirmedAt: number | undefined;
   /** Calls a settlement covers (0 for a withdrawal). */
   readonly calls: number;
+  /** A withdrawal's network fee, debited with it on top of `amount` (0 for a settlement). */
+  readonly fee: bigint;
 }
 
 /** A withdrawal to write. */
@@ -230,7 +237,10 @@ export interface NewWithdrawal {
   readonly accountId: string;
   readonly chain: string;
   readonly to: string;
+  /** What `to` receives, in ledger units. */
   readonly amount: bigint;
+  /** The network fee, debited on top of `amount` to {@link SYSTEM_WITHDRAWAL_FEES} (≥ 0). */
+  readonly fee: bigint;
   readonly now: number;
 }
 
@@ -238,7 +248,10 @@ export interface NewWithdrawal {
 export type WithdrawResult =
   | { readonly kind: "written" | "existing"; readonly transfer: TransferRow }
   | { readonly kind: "conflict" }
-  /** `available`: the most this account can withdraw now (spendable and backed onchain). */
+  /**
+   * `available`: the most that may leave this account now (spendable and backed onchain), fee
+   * included: amount + fee must not exceed it.
+   */
   | { readonly kind: "insufficient"; readonly available: bigint };
 
 /** The settlement backlog of one chain. */
@@ -308,8 +321,15 @@ export function emptyBacklog(chain: string): { -readonly [K in keyof BacklogRow]
 export interface OnchainStore {
   /** Pending deposits, then the newest `limit` credited ones. */
   listDeposits(accountId: string, limit: number): Promise<DepositRow[]>;
-  /** Debits the account and queues the transfer, in one transaction (idempotent by id). */
+  /**
+   * Debits the account amount + fee (the amount to {@link SYSTEM_WITHDRAWALS}, the fee to
+   * {@link SYSTEM_WITHDRAWAL_FEES}) and queues the transfer of the amount, in one transaction.
+   * Idempotent by id: an id seen before answers `existing` when the account, chain, address and
+   * amount match (whatever the fee is now), `conflict` otherwise.
+   */
   withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult>;
+  /** One transfer (settlement or withdrawal) by id. */
+  transfer(id: string): Promise<TransferRow | undefined>;
   /** The account's transfers of one kind, newest first, with seq below `beforeSeq`. */
   listTransfers(
     accountId: string,

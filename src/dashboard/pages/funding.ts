@@ -335,6 +335,12 @@ async function drawDeposits(ctx: PageContext, into: HTMLElement): Promise<void> 
   }
 }
 
+/**
+ * Withdrawal in two steps: the form names the chain's minimum and network fee and quotes what
+ * the user receives and what leaves the balance as they type; Withdraw shows that quote for
+ * confirmation, and only Confirm sends it (with one withdrawal id, so a double click withdraws
+ * once).
+ */
 function withdrawForm(
   ctx: PageContext,
   addresses: DepositAddress[],
@@ -358,51 +364,127 @@ function withdrawForm(
     size: 44,
   });
   const send = h("button", { type: "submit" }, "Withdraw");
+  const terms = h("p", { class: "muted", id: "withdraw-terms" });
+  const quote = h("p", { id: "withdraw-quote" });
+  const review = h("section", { class: "panel", id: "withdraw-review", hidden: true });
   const status = h("p", { role: "status", id: "withdraw-status" });
   const form = h(
     "form",
     { class: "row" },
     h("label", {}, "Chain", select),
-    h("label", {}, "Amount (dollars)", amount),
+    h("label", {}, "Amount you receive (dollars)", amount),
     h("label", {}, "To address", to),
     send,
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const decimals = chainLedgerDecimals(ctx, select.value);
+  const chain = () => chainById(ctx, select.value);
+  /** The typed amount as ledger units of the selected chain, or a reason it is not one. */
+  const asked = (): { units: bigint; chain: Chain } | string => {
+    const c = chain();
+    if (c === undefined) return "Pick a chain.";
+    const decimals = chainLedgerDecimals(ctx, c.id);
     const units = parseDollars(amount.value, decimals);
-    status.className = "error";
-    if (units === undefined || units <= 0n) {
-      status.textContent = `Enter an amount in dollars, with at most ${decimals} decimals.`;
+    if (units === undefined || units <= 0n)
+      return `Enter an amount in dollars, with at most ${decimals} decimals.`;
+    if (units < c.withdrawalMinimum) {
+      return `Withdrawals on ${c.id} are at least ${dollars(c.withdrawalMinimum, decimals)}.`;
+    }
+    return { units, chain: c };
+  };
+  const showTerms = () => {
+    const c = chain();
+    const decimals = chainLedgerDecimals(ctx, select.value);
+    terms.textContent =
+      c === undefined
+        ? ""
+        : `Minimum ${dollars(c.withdrawalMinimum, decimals)} · network fee ${dollars(c.withdrawalFee, decimals)}, ` +
+          "paid from your balance on top of the amount: it covers the gas the gateway pays to send it.";
+    const a = asked();
+    quote.textContent = typeof a === "string" ? "" : quoteOf(a.units, a.chain, decimals);
+    quote.hidden = false;
+    review.hidden = true;
+  };
+  select.addEventListener("change", showTerms);
+  amount.addEventListener("input", showTerms);
+  to.addEventListener("input", showTerms);
+  showTerms();
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const a = asked();
+    if (typeof a === "string") {
+      status.className = "error";
+      status.textContent = a;
       return;
     }
-    send.disabled = true;
     status.className = "";
-    status.textContent = "Sending…";
-    try {
-      const { withdrawal } = await billing.withdraw({
-        chain: select.value,
-        amount: units,
-        toAddress: to.value.trim(),
-        withdrawalId: crypto.randomUUID(),
-      });
-      status.className = "ok";
-      status.textContent = `Withdrawal of ${dollars(units, decimals)} on ${withdrawal?.chain} queued.`;
-      amount.value = "";
-      await onSent();
-    } catch (error) {
-      status.className = "error";
-      status.textContent = messageOf(error);
-    } finally {
-      send.disabled = false;
-    }
+    status.textContent = "";
+    const decimals = chainLedgerDecimals(ctx, a.chain.id);
+    const address = to.value.trim();
+    const withdrawalId = crypto.randomUUID();
+    const confirm = h("button", { type: "button" }, "Confirm withdrawal");
+    const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
+    cancel.addEventListener("click", showTerms);
+    confirm.addEventListener("click", async () => {
+      confirm.disabled = true;
+      cancel.disabled = true;
+      send.disabled = true;
+      status.textContent = "Sending…";
+      try {
+        const { withdrawal } = await billing.withdraw({
+          chain: a.chain.id,
+          amount: a.units,
+          toAddress: address,
+          withdrawalId,
+        });
+        status.className = "ok";
+        status.textContent =
+          `Withdrawal of ${dollars(a.units, decimals)} on ${withdrawal?.chain} queued ` +
+          `(network fee ${dollars(withdrawal?.fee ?? 0n, decimals)}).`;
+        amount.value = "";
+        showTerms();
+        await onSent();
+      } catch (error) {
+        status.className = "error";
+        status.textContent = messageOf(error);
+        showTerms();
+      } finally {
+        send.disabled = false;
+      }
+    });
+    mount(
+      review,
+      h(
+        "p",
+        { id: "withdraw-confirm-text" },
+        `${quoteOf(a.units, a.chain, decimals)} To ${address} on ${a.chain.id}.`,
+      ),
+      h("div", { class: "row" }, confirm, cancel),
+    );
+    quote.hidden = true;
+    review.hidden = false;
   });
   return h(
     "div",
     {},
-    h("p", { class: "muted" }, "Funds backed by your deposits can leave; the gateway pays the network fee."),
+    h(
+      "p",
+      { class: "muted" },
+      "Funds backed by your deposits can leave; credit granted by the operator cannot.",
+    ),
     form,
+    terms,
+    quote,
+    review,
     status,
+  );
+}
+
+/** What a withdrawal of `units` on `chain` sends, costs, and takes from the balance. */
+function quoteOf(units: bigint, chain: Chain, decimals: number): string {
+  const fee = chain.withdrawalFee;
+  return (
+    `You receive ${dollars(units, decimals)}, network fee ${dollars(fee, decimals)}: ` +
+    `${dollars(units + fee, decimals)} leaves your balance.`
   );
 }
 
@@ -423,16 +505,17 @@ async function drawWithdrawals(ctx: PageContext, into: HTMLElement): Promise<voi
     mount(
       into,
       table(
-        ["Time", "Chain", "Amount", "To", "Status", "Transaction"],
+        ["Time", "Chain", "Amount", "Fee", "To", "Status", "Transaction"],
         withdrawals.map((w) => [
           w.createdAt === undefined ? "" : timestampDate(w.createdAt).toLocaleString(),
           w.chain,
           dollars(w.amount, chainLedgerDecimals(ctx, w.chain)),
+          dollars(w.fee, chainLedgerDecimals(ctx, w.chain)),
           h("code", { title: w.toAddress }, short(w.toAddress)),
           h("span", { "data-withdrawal-status": w.id }, TRANSFER[w.status]),
           w.txHash === "" ? "—" : h("code", { title: w.txHash }, short(w.txHash)),
         ]),
-        new Set([2]),
+        new Set([2, 3]),
       ),
     );
   } catch (error) {

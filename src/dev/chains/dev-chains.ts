@@ -2,7 +2,12 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { type ChainConfig, type ChainRegistry, chainRegistry } from "../../core/billing/chain-registry.js";
+import {
+  type ChainConfig,
+  type ChainRegistry,
+  chainRegistry,
+  withdrawalTermsJson,
+} from "../../core/billing/chain-registry.js";
 import { DEV_CHAINS_FILE } from "./dev-chains-file.js";
 import { type EvmDevChain, startEvmDevChains } from "./evm/dev-chain.js";
 import type { SolanaDevChain } from "./solana/dev-chain.js";
@@ -149,6 +154,7 @@ function registryJson(registry: ChainRegistry): Record<string, unknown> {
       rpc_url: c.rpcUrl,
       finality: { ...c.finality },
       enabled: c.enabled,
+      ...withdrawalTermsJson(c),
     })),
   };
 }

@@ -16,6 +16,7 @@ import {
   type ResolveResult,
   type SettlementView,
   SYSTEM_REVENUE,
+  SYSTEM_WITHDRAWAL_FEES,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
   type UsageCounts,
@@ -263,26 +264,26 @@ const BALANCE = `
 
 /**
  * A withdrawal's writes, run in a transaction that rolls back unless all of them happened: the
- * account's debit (its available funds checked on its locked balance row), the backing it
- * commits (checked on the locked backing row), the queued transfer, the entry and the
- * withdrawals shard.
+ * account's debit of amount + fee (its available funds checked on its locked balance row), the
+ * backing it commits (checked on the locked backing row), the queued transfer, the entries, and
+ * the withdrawals and fees shards.
  */
 const WITHDRAW = `
   WITH debited AS (
-    UPDATE ledger_balances SET debits_posted = debits_posted + $5::bigint
+    UPDATE ledger_balances SET debits_posted = debits_posted + $5::bigint + $8::bigint
      WHERE account = $2::text AND chain = $3::text AND shard = 0
-       AND credits_posted - debits_posted - debits_pending >= $5::bigint
+       AND credits_posted - debits_posted - debits_pending >= $5::bigint + $8::bigint
     RETURNING 1
   ), backed AS (
-    UPDATE onchain_backing b SET committed = b.committed + $5::bigint
+    UPDATE onchain_backing b SET committed = b.committed + $5::bigint + $8::bigint
       FROM debited
-     WHERE b.account_id = $2::text AND b.chain = $3::text AND b.deposited - b.committed >= $5::bigint
+     WHERE b.account_id = $2::text AND b.chain = $3::text AND b.deposited - b.committed >= $5::bigint + $8::bigint
     RETURNING 1
   ), transfer AS (
-    INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, status, next_attempt_at,
+    INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, fee, status, next_attempt_at,
                                  created_at, updated_at)
-    SELECT $1::text, 'withdrawal', $2::text, $3::text, $4::text, $5::bigint, 'queued', $6::bigint, $6::bigint,
-           $6::bigint
+    SELECT $1::text, 'withdrawal', $2::text, $3::text, $4::text, $5::bigint, $8::bigint, 'queued', $6::bigint,
+           $6::bigint, $6::bigint
       FROM backed
     RETURNING *
   ), entry AS (
@@ -291,9 +292,19 @@ const WITHDRAW = `
     SELECT $1::text || '/withdrawal', $3::text, $2::text, '${SYSTEM_WITHDRAWALS}', $5::bigint, false, 'withdrawal',
            NULL, $4::text, $6::bigint
       FROM backed
+  ), fee_entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $1::text || '/fee', $3::text, $2::text, '${SYSTEM_WITHDRAWAL_FEES}', $8::bigint, false, 'withdrawal',
+           NULL, 'network fee', $6::bigint
+      FROM backed WHERE $8::bigint > 0
   ), paid AS (
     INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
     SELECT '${SYSTEM_WITHDRAWALS}', $3::text, $7::smallint, true, $5::bigint FROM backed
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
+  ), fees AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
+    SELECT '${SYSTEM_WITHDRAWAL_FEES}', $3::text, $9::smallint, true, $8::bigint FROM backed WHERE $8::bigint > 0
     ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
   )
   SELECT t.*, 0::bigint AS calls FROM transfer t`;
@@ -630,6 +641,8 @@ export class PgLedger implements LedgerStore, OnchainStore {
               w.amount,
               w.now,
               shardFor(SYSTEM_WITHDRAWALS).shard,
+              w.fee,
+              shardFor(SYSTEM_WITHDRAWAL_FEES).shard,
             ]);
             if (row === undefined) throw new NotWritten();
             return toTransfer(row);
@@ -653,7 +666,8 @@ export class PgLedger implements LedgerStore, OnchainStore {
       }
       if (taken !== undefined) throw taken;
       const available = row!.withdrawable as bigint;
-      if (w.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
+      if (w.amount + w.fee > available || attempt >= REFUSAL_RETRIES)
+        return { kind: "insufficient", available };
     }
   }
 
@@ -670,6 +684,11 @@ export class PgLedger implements LedgerStore, OnchainStore {
       [accountId, kind, beforeSeq, limit],
     );
     return rows.map(toTransfer);
+  }
+
+  async transfer(id: string): Promise<TransferRow | undefined> {
+    const [row] = await exactRows(this.pool, `${TRANSFER_WITH_CALLS} WHERE t.id = $1::text`, [id]);
+    return row === undefined ? undefined : toTransfer(row);
   }
 
   backlog(): Promise<BacklogRow[]> {

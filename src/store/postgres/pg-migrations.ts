@@ -356,4 +356,15 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 6,
+    name: "withdrawal network fees",
+    sql: `
+      -- A withdrawal's network fee, charged with it on top of amount (what the named address
+      -- receives): ledger entry '<transfer id>/fee' (kind 'withdrawal', account →
+      -- 'system:withdrawal-fees'), committed in onchain_backing with the amount. 0 for
+      -- settlements and for withdrawals written before fees existed.
+      ALTER TABLE chain_transfers ADD COLUMN fee BIGINT NOT NULL DEFAULT 0 CHECK (fee >= 0);
+    `,
+  },
 ];

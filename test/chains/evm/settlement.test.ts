@@ -289,8 +289,14 @@ describe("settlement on real anvil", () => {
       toAddress: to,
       withdrawalId: "w-1",
     });
-    expect(withdrawal).toMatchObject({ status: TransferStatus.QUEUED, amount: 1_250_000n, toAddress: to });
-    expect(balance?.available).toBe(12_000_000n - 1_250_000n);
+    // The chain's network fee is debited on top of what `to` receives.
+    expect(withdrawal).toMatchObject({
+      status: TransferStatus.QUEUED,
+      amount: 1_250_000n,
+      fee: 50_000n,
+      toAddress: to,
+    });
+    expect(balance?.available).toBe(12_000_000n - 1_250_000n - 50_000n);
     // A retry with the same id withdraws once.
     const retry = await f.billing.withdraw({
       accountId: account,

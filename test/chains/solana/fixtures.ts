@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Connection, PublicKey } from "@solana/web3.js";
 import { createSolanaAdapter } from "../../../src/chains/solana/solana-adapter.js";
-import type { ChainConfig } from "../../../src/core/billing/chain-registry.js";
+import { type ChainConfig, defaultWithdrawalTerms } from "../../../src/core/billing/chain-registry.js";
 import type { ChainAdapter } from "../../../src/core/ports/chains.js";
 import { type SolanaDevChain, startSolanaDevChain } from "../../../src/dev/chains/solana/dev-chain.js";
 
@@ -31,6 +31,7 @@ export function solanaChainConfig(
     rpcUrl: dev.rpcUrl,
     finality: { commitment },
     enabled: true,
+    withdrawal: defaultWithdrawalTerms("solana", dev.decimals),
   };
 }
 

@@ -275,8 +275,10 @@ describe("the Solana money path through the chains runtime (litesvm dev chain)",
       toAddress: wallet,
       withdrawalId: "w-sol-1",
     });
-    expect(withdrawal).toMatchObject({ status: TransferStatus.QUEUED, amount: 1_250_000n });
-    expect(await available(f, account)).toBe(3_000_000n - 1_250_000n);
+    // The chain's network fee ($0.50 on Solana: it covers the rent of the wallet's new token
+    // account) is debited on top; its tokens stay at the deposit address.
+    expect(withdrawal).toMatchObject({ status: TransferStatus.QUEUED, amount: 1_250_000n, fee: 500_000n });
+    expect(await available(f, account)).toBe(3_000_000n - 1_250_000n - 500_000n);
     await f.settleAll();
     expect(await f.balanceOf(wallet)).toBe(1_250_000n);
     expect(await f.balanceOf(address)).toBe(3_000_000n - 1_250_000n);

@@ -471,7 +471,8 @@ describe("the typed view", () => {
   });
 
   it("keeps a __proto__ field a field", () => {
-    const text = '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"__proto__":{"x":1}}';
+    const text =
+      '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"__proto__":{"x":1}}';
     const request = parseMessagesRequest(text, "create");
     expect(Object.hasOwn(request.rest, "__proto__")).toBe(true);
     expect(encodeMessagesRequest(request)).toBe(text);

@@ -34,6 +34,11 @@ describe("loadConfig", () => {
     ["TOLLGATE_UPSTREAM_CONNECTIONS", "-5"],
     ["TOLLGATE_UPSTREAM_CONNECTIONS", "lots"],
     ["TOLLGATE_PUBLIC_URL", "gateway.example"],
+    ["TOLLGATE_AUTH_FAILURES_PER_MINUTE", "-1"],
+    ["TOLLGATE_AUTH_BLOCK_S", "0"],
+    ["TOLLGATE_TRUST_PROXY", "proxy.internal"],
+    ["TOLLGATE_TRUST_PROXY", "10.0.0.0/33"],
+    ["TOLLGATE_TRUST_PROXY", "127.0.0.1,"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
@@ -54,6 +59,20 @@ describe("loadConfig", () => {
     const config = loadConfig({});
     expect(config.clientPolicy).toBe("any");
     expect(config.countTokensPerMinute).toBeGreaterThan(config.rateLimitPerMinute);
+  });
+
+  it("throttles 30 failed authentications a minute per address for 60 s, and believes no proxy, by default", () => {
+    expect(loadConfig({})).toMatchObject({ authFailuresPerMinute: 30, authBlockMs: 60_000, trustProxy: [] });
+    const config = loadConfig({
+      TOLLGATE_AUTH_FAILURES_PER_MINUTE: "0",
+      TOLLGATE_AUTH_BLOCK_S: "600",
+      TOLLGATE_TRUST_PROXY: "10.0.0.0/8, 127.0.0.1,2001:db8::/32,loopback",
+    });
+    expect(config).toMatchObject({
+      authFailuresPerMinute: 0,
+      authBlockMs: 600_000,
+      trustProxy: ["10.0.0.0/8", "127.0.0.1", "2001:db8::/32", "loopback"],
+    });
   });
 
   it("keeps the store in SQLite unless TOLLGATE_DATABASE_URL names a PostgreSQL database", () => {

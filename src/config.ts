@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { type ChainRegistry, parseChainRegistry } from "./core/billing/chain-registry.js";
 import { defaultPriceCatalog } from "./core/billing/default-catalog.js";
@@ -62,6 +63,15 @@ export interface Config {
   readonly rateLimitPerMinute: number;
   /** Requests per minute per key on count_tokens. */
   readonly countTokensPerMinute: number;
+  /** Failed authentications a client address may have per minute before it is blocked; 0: no throttle. */
+  readonly authFailuresPerMinute: number;
+  /** How long an address that went over that budget is refused, from its last counted failure. */
+  readonly authBlockMs: number;
+  /**
+   * The proxies in front of the facade whose X-Forwarded-For it believes (addresses, CIDR ranges,
+   * `loopback`, `linklocal`, `uniquelocal`); empty: none, a client is the connection's peer.
+   */
+  readonly trustProxy: readonly string[];
   /** Which clients may make text calls. */
   readonly clientPolicy: ClientPolicy;
   /** A gateway `ping` is sent after this long without an event from a streaming provider. */
@@ -224,6 +234,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     anthropic: anthropicUpstream(env, maxCallMs),
     rateLimitPerMinute: integer(env, "TOLLGATE_RATE_LIMIT_RPM", 600, 1, 1_000_000),
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
+    authFailuresPerMinute: integer(env, "TOLLGATE_AUTH_FAILURES_PER_MINUTE", 30, 0, 1_000_000),
+    authBlockMs: integer(env, "TOLLGATE_AUTH_BLOCK_S", 60, 1, 86_400) * 1000,
+    trustProxy: trustProxy(env),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
     webSearchMaxUses: integer(env, "TOLLGATE_WEB_SEARCH_MAX_USES", 5, 1, 100),
@@ -303,6 +316,34 @@ function publicUrl(env: Env): string | undefined {
     throw new ConfigError(variable, "must be an http:// or https:// origin without a path");
   }
   return parsed.origin;
+}
+
+/** The named ranges TOLLGATE_TRUST_PROXY takes besides addresses and CIDR ranges (Fastify's). */
+const PROXY_RANGES = ["loopback", "linklocal", "uniquelocal"];
+
+/** TOLLGATE_TRUST_PROXY: the proxies in front of the facade, comma-separated. */
+function trustProxy(env: Env): string[] {
+  const variable = "TOLLGATE_TRUST_PROXY";
+  const raw = optional(env, variable);
+  if (raw === undefined) return [];
+  return raw.split(",").map((part) => {
+    const entry = part.trim();
+    if (!PROXY_RANGES.includes(entry) && !isAddressOrRange(entry)) {
+      throw new ConfigError(
+        variable,
+        `expected the proxies' addresses or CIDR ranges (e.g. 10.0.0.0/8,127.0.0.1) or ${PROXY_RANGES.join(", ")}; got ${JSON.stringify(entry)}`,
+      );
+    }
+    return entry;
+  });
+}
+
+/** `192.0.2.1`, `10.0.0.0/8`, `2001:db8::/32`. */
+function isAddressOrRange(entry: string): boolean {
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 
 /** TOLLGATE_<name>_URL and TOLLGATE_<name>_API_KEY; a key alone means the public endpoint. */

@@ -341,7 +341,8 @@ async function assemble(
   }
 
   const probes: HealthProbe[] = [stores.probe, storageProbe(config.dataDir), ...(chains?.probes() ?? [])];
-  // Per-key limits: in this process's memory, or in Redis, shared by every host.
+  // Per-key limits and failed authentications per address: in this process's memory, or in
+  // Redis, shared by every host.
   let rateLimiter: RateLimiterFactory = memoryRateLimiter;
   if (mode !== "operator" && config.redisUrl !== undefined) {
     const { connectRedis, redisRateLimiter } = await import("./limits/redis.js");
@@ -361,6 +362,11 @@ async function assemble(
     sessions: stores.sessions,
     ledger: stores.ledger,
     onchain: stores.ledger,
+    // Failed authentications per client address, in the same store as the rate limits.
+    authFailures:
+      mode === "operator" || config.authFailuresPerMinute === 0
+        ? undefined
+        : { rateLimiter, perMinute: config.authFailuresPerMinute, blockMs: config.authBlockMs },
     adminToken: config.adminToken,
     now,
     chains: config.chains,
@@ -451,6 +457,7 @@ async function openFacade(
     images: config.images,
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
     clientTimeouts: config.clientTimeouts,
+    trustProxy: config.trustProxy,
   });
   parts.facade = facade;
   stack.defer(async ({ deadline, reason }) => {

@@ -1,6 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import type { AuthThrottle } from "./auth/auth-throttle.js";
 import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
+import { peerAddressKey } from "./auth/client-address.js";
 import { presentedCredential } from "./auth/credentials.js";
 import { KEY_PREFIX } from "./auth/keys.js";
 import { SESSION_HEADER, type Sessions } from "./auth/sessions.js";
@@ -25,8 +27,11 @@ export type Caller =
 /** The caller of the current RPC, set by {@link callerInterceptor}. */
 export const callerKey = createContextKey<Caller>({ kind: "anonymous" }, { description: "caller" });
 
-/** Resolves the caller of one RPC from its request metadata (asynchronously when it asks the store). */
-export type CallerResolver = (header: Headers) => Caller | Promise<Caller>;
+/**
+ * Resolves the caller of one RPC from its request metadata (asynchronously when it asks the
+ * store); `peer` is the address of the connection it came on (undefined in process).
+ */
+export type CallerResolver = (header: Headers, peer: string | undefined) => Caller | Promise<Caller>;
 
 /**
  * A caller the facade already authenticated for this call, handed over by an in-process
@@ -44,7 +49,10 @@ export const authenticatedCallerKey = createContextKey<Caller | undefined>(undef
 export function callerInterceptor(resolve: CallerResolver): Interceptor {
   return (next) => async (req) => {
     const handedOver = req.contextValues.get(authenticatedCallerKey);
-    req.contextValues.set(callerKey, handedOver ?? (await resolve(req.header)));
+    req.contextValues.set(
+      callerKey,
+      handedOver ?? (await resolve(req.header, req.contextValues.get(peerAddressKey))),
+    );
     return await next(req);
   };
 }
@@ -53,15 +61,23 @@ export function callerInterceptor(resolve: CallerResolver): Interceptor {
  * The network resolver: a dashboard session (`x-tollgate-session`) as its account; an API key
  * (`tg_…`) as its account; the operator token (when configured) as the operator; no credential
  * is anonymous. A presented credential that is none of these fails the call, so a typo never
- * silently downgrades to anonymous.
+ * silently downgrades to anonymous. Keys and the operator token are checked under the throttle
+ * on failed authentications, by the peer's address.
  */
 export function headerCallerResolver(
   authenticator: Authenticator,
+  throttle: AuthThrottle,
   adminToken: string | undefined,
   sessions?: Sessions,
 ): CallerResolver {
   const adminDigest = adminToken === undefined ? undefined : sha256(adminToken);
-  return async (header) => {
+  const credentialCaller = async (credential: string): Promise<Caller> => {
+    if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
+      if (timingSafeEqual(sha256(credential), adminDigest)) return { kind: "operator" };
+    }
+    return { kind: "key", key: await authenticator.authenticate(credential) };
+  };
+  return async (header, peer) => {
     const sessionToken = header.get(SESSION_HEADER);
     if (sessionToken !== null && sessions !== undefined) {
       const session = await sessions.resolve(sessionToken);
@@ -74,10 +90,7 @@ export function headerCallerResolver(
     }
     const credential = presentedCredential((name) => header.get(name));
     if (credential === undefined) return { kind: "anonymous" };
-    if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
-      if (timingSafeEqual(sha256(credential), adminDigest)) return { kind: "operator" };
-    }
-    return { kind: "key", key: await authenticator.authenticate(credential) };
+    return await throttle.guard(peer, () => credentialCaller(credential));
   };
 }
 

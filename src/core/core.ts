@@ -9,6 +9,7 @@ import {
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { createAuthService } from "./auth/auth-service.js";
+import { type AuthFailureLimits, AuthThrottle } from "./auth/auth-throttle.js";
 import { Authenticator } from "./auth/authenticator.js";
 import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
@@ -47,6 +48,8 @@ export interface CoreDeps {
   readonly ledger: LedgerStore;
   /** The onchain records callers see (deposits, withdrawals, the settlement backlog). */
   readonly onchain: OnchainStore;
+  /** The throttle on failed authentications per client address; nothing is throttled without it. */
+  readonly authFailures?: AuthFailureLimits | undefined;
   /** Operator token accepted in `authorization: Bearer`; undefined disables operator calls over the network. */
   readonly adminToken?: string | undefined;
   readonly now?: () => number;
@@ -124,6 +127,7 @@ export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
   const repo = deps.accounts;
   const authenticator = new Authenticator(repo, now);
+  const throttle = new AuthThrottle(deps.authFailures, now);
   const chains = deps.chains ?? defaultChainRegistry();
   const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, now });
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
@@ -182,7 +186,7 @@ export function createCore(deps: CoreDeps): Core {
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
   const routes = (router: ConnectRouter) => {
-    router.service(AuthService, createAuthService({ repo, authenticator, sessions, now }));
+    router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
     const billingMethods = createBillingService(billing, onchain, webSearchMaxUses);
     router.service(BillingService, {
       ...billingMethods,
@@ -222,7 +226,7 @@ export function createCore(deps: CoreDeps): Core {
   });
   return {
     routes,
-    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, deps.adminToken, sessions)),
+    routerOptions: routerOptionsFor(headerCallerResolver(authenticator, throttle, deps.adminToken, sessions)),
     routerOptionsFor,
     billing,
     counters,

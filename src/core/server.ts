@@ -1,10 +1,12 @@
 import type { Http2Server } from "node:http2";
+import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   type FastifyInstance,
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
 } from "fastify";
+import { peerAddressKey } from "./auth/client-address.js";
 import type { Core } from "./core.js";
 
 /** The core's server: Fastify over a cleartext HTTP/2 server. */
@@ -55,7 +57,12 @@ export async function buildCoreServer(
   server.addHook("onRequestAbort", async (request) => {
     inFlight.delete(request);
   });
-  await server.register(fastifyConnectPlugin, { ...core.routerOptions, routes: core.routes });
+  await server.register(fastifyConnectPlugin, {
+    ...core.routerOptions,
+    routes: core.routes,
+    // Failed authentications are throttled by the caller's address (src/core/auth/auth-throttle.ts).
+    contextValues: (request) => createContextValues().set(peerAddressKey, request.ip),
+  });
   return {
     server,
     inFlight: () => inFlight.size,

@@ -1,6 +1,10 @@
-import type { Client } from "@connectrpc/connect";
+import { isIP } from "node:net";
+import { type Client, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler } from "fastify";
+import { authThrottled } from "../core/auth/auth-throttle.js";
+import { throttleKey } from "../core/auth/client-address.js";
 import { presentedCredential } from "../core/auth/credentials.js";
+import { errorInfo } from "../core/errors.js";
 import type { AuthService, Principal } from "../gen/tollgate/auth/v1/auth_pb.js";
 
 declare module "fastify" {
@@ -14,15 +18,87 @@ declare module "fastify" {
 
 /**
  * An onRequest hook that authenticates the presented key through the core before the body is
- * read, so an unauthenticated caller never costs a body parse. Errors reach the scope's own
- * error handler, which answers in that format's envelope.
+ * read, so an unauthenticated caller never costs a body parse. The client's address goes with
+ * it: the core throttles failed authentications per address and refuses a blocked address
+ * (429 AUTH_THROTTLED) before looking its key up; this hook then refuses that address itself
+ * until the block ends, without calling the core. Errors reach the scope's own error handler,
+ * which answers in that format's envelope.
  */
 export function authenticateHook(auth: Client<typeof AuthService>): onRequestHookHandler {
+  const blocked = new BlockedAddresses();
   return async (request: FastifyRequest) => {
+    const address = clientAddress(request);
+    const refusal = blocked.refusal(address);
+    if (refusal !== undefined) throw refusal;
     const key = presentedCredential((name) => headerValue(request, name)) ?? "";
-    const { principal } = await auth.authenticate({ key }, { headers: { "x-request-id": request.id } });
-    request.principal = principal ?? null;
+    try {
+      const { principal } = await auth.authenticate(
+        { key, clientAddress: address },
+        { headers: { "x-request-id": request.id } },
+      );
+      request.principal = principal ?? null;
+    } catch (error) {
+      blocked.remember(address, error);
+      throw error;
+    }
   };
+}
+
+/**
+ * The client's IP address: Fastify's `request.ip`, which is the connection's peer unless
+ * TOLLGATE_TRUST_PROXY names that peer as a proxy (then the address that proxy forwarded). A
+ * forwarded value that is not an address falls back to the peer.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  return isIP(request.ip) !== 0 ? request.ip : (request.socket.remoteAddress ?? "");
+}
+
+/** Blocked addresses remembered at most; past it they are asked about again (a bound, not a policy). */
+const BLOCKED_LIMIT = 10_000;
+
+/**
+ * The addresses the core refused as throttled, and until when. A flood from a blocked address
+ * then costs the facade an HTTP answer and no more: no RPC, no counter read (in Redis, a round
+ * trip). The copy cannot go stale: nothing ends a block early, and no request of the address
+ * reaches the core meanwhile to extend it. The end is the core's `retry_after`, rounded up to
+ * the second, so an address may wait up to a second longer here than the block itself.
+ */
+class BlockedAddresses {
+  readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
+
+  /** The refusal for `address` while its block lasts; undefined otherwise. */
+  refusal(address: string): ConnectError | undefined {
+    const key = throttleKey(address);
+    const entry = this.#until.get(key);
+    if (entry === undefined) return undefined;
+    const now = Date.now();
+    if (entry.until <= now) {
+      this.#until.delete(key);
+      return undefined;
+    }
+    return authThrottled(
+      { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
+      now,
+    );
+  }
+
+  /** Takes note of the core's answer when it refused `address` as throttled. */
+  remember(address: string, error: unknown): void {
+    if (!(error instanceof ConnectError)) return;
+    const info = errorInfo(error);
+    if (info?.reason !== "AUTH_THROTTLED") return;
+    if (this.#until.size >= BLOCKED_LIMIT) this.#forgetEnded();
+    if (this.#until.size >= BLOCKED_LIMIT) this.#until.clear();
+    this.#until.set(throttleKey(address), {
+      until: Date.now() + Number(info.metadata.retry_after) * 1000,
+      limit: Number(info.metadata.limit),
+    });
+  }
+
+  #forgetEnded(): void {
+    const now = Date.now();
+    for (const [key, entry] of this.#until) if (entry.until <= now) this.#until.delete(key);
+  }
 }
 
 function headerValue(request: FastifyRequest, name: string): string | undefined {

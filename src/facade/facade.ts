@@ -32,6 +32,11 @@ export interface FacadeDeps {
   readonly images?: FacadeImageOptions | undefined;
   /** How long slow clients are waited for (the config defaults when absent). */
   readonly clientTimeouts?: ClientTimeouts | undefined;
+  /**
+   * The proxies whose X-Forwarded-For (and -Proto, -Host) is believed (TOLLGATE_TRUST_PROXY); none
+   * when empty or absent, so a client cannot choose the address its failures are counted under.
+   */
+  readonly trustProxy?: readonly string[] | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -54,10 +59,12 @@ export async function buildFacade({
   publicUrl,
   images,
   clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
+  trustProxy = [],
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
     logger,
+    trustProxy: trustProxy.length === 0 ? false : [...trustProxy],
     // Ids are always the gateway's own: a client-chosen id must never collide with a billing id.
     genReqId: newRequestId,
     requestIdHeader: false,

@@ -29,3 +29,30 @@ describe("memoryRateLimiter", () => {
     expect((await limiter.consume("k")).allowed).toBe(true);
   });
 });
+
+describe("memoryRateLimiter peek", () => {
+  it("reads a key's standing without counting; refused only once a request was refused", async () => {
+    const limiter = memoryRateLimiter("test", 2, 60_000);
+    expect(await limiter.peek("k")).toMatchObject({ allowed: true, remaining: 2 });
+    await limiter.consume("k");
+    await limiter.consume("k");
+    for (let i = 0; i < 3; i++)
+      expect(await limiter.peek("k")).toMatchObject({ allowed: true, remaining: 0 });
+    expect((await limiter.consume("k")).allowed).toBe(false);
+    const refused = await limiter.peek("k");
+    expect(refused).toMatchObject({ allowed: false, remaining: 0, limit: 2 });
+    expect(refused.resetMs).toBeGreaterThan(59_000);
+  });
+
+  it("keeps a key over its limit refused for blockMs from the request that went over", async () => {
+    const limiter = memoryRateLimiter("test", 1, 60_000, { blockMs: 300 });
+    await limiter.consume("k");
+    const over = await limiter.consume("k");
+    expect(over.allowed).toBe(false);
+    expect(over.resetMs).toBeLessThanOrEqual(300);
+    expect((await limiter.peek("k")).allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, 350));
+    expect((await limiter.peek("k")).allowed).toBe(true);
+    expect((await limiter.consume("k")).allowed).toBe(true);
+  });
+});

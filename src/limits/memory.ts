@@ -4,14 +4,24 @@
  * port (src/core/ports/rate-limits.ts).
  */
 import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
-import type { RateLimiter } from "../core/ports/rate-limits.js";
+import type { RateLimiter, RateLimitOptions } from "../core/ports/rate-limits.js";
 
 /**
  * A fixed-window limit of `limit` requests per `windowMs` per key, in this process's memory
  * (rate-limiter-flexible's RateLimiterMemory, whose Redis sibling shares the same interface).
  */
-export function memoryRateLimiter(_name: string, limit: number, windowMs: number): RateLimiter {
-  return rateLimiterOver(new RateLimiterMemory({ points: limit, duration: windowMs / 1000 }), limit);
+export function memoryRateLimiter(
+  _name: string,
+  limit: number,
+  windowMs: number,
+  options: RateLimitOptions = {},
+): RateLimiter {
+  return rateLimiterOver(new RateLimiterMemory(limiterOptions(limit, windowMs, options)), limit);
+}
+
+/** rate-limiter-flexible's options (seconds) for a limit of the port (milliseconds). */
+export function limiterOptions(limit: number, windowMs: number, { blockMs }: RateLimitOptions) {
+  return { points: limit, duration: windowMs / 1000, blockDuration: (blockMs ?? 0) / 1000 };
 }
 
 /** The core's RateLimiter over one of rate-limiter-flexible's limiters (memory or Redis). */
@@ -27,6 +37,18 @@ export function rateLimiterOver(limiter: RateLimiterAbstract, limit: number): Ra
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
         return { allowed: false, limit, remaining: 0, resetMs: rejection.msBeforeNext };
       }
+    },
+    peek: async (key) => {
+      // Null: nothing counted for the key in this window.
+      const res = await limiter.get(key);
+      const consumed = res?.consumedPoints ?? 0;
+      return {
+        // Over the limit only once a request was refused (the library counts that one too).
+        allowed: consumed <= limit,
+        limit,
+        remaining: Math.max(0, limit - consumed),
+        resetMs: res?.msBeforeNext ?? 0,
+      };
     },
   };
 }

@@ -7,9 +7,12 @@
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis } from "rate-limiter-flexible";
 import type { RateLimiterFactory } from "../core/ports/rate-limits.js";
-import { rateLimiterOver } from "./memory.js";
+import { limiterOptions, rateLimiterOver } from "./memory.js";
 
-/** Where every counter lives in Redis: `tollgate:rl:<limit name>:<key>`. */
+/**
+ * Where every counter lives in Redis: `tollgate:rl:<limit name>:<key>` (the key is a key id, or
+ * a client address for `auth_failures`).
+ */
 export const REDIS_KEY_PREFIX = "tollgate:rl";
 
 /**
@@ -22,8 +25,8 @@ export function redisRateLimiter(client: Redis, onFallback: (reason: string) => 
   client.on("ready", () => {
     fellBack = false;
   });
-  return (name, limit, windowMs) => {
-    const duration = windowMs / 1000;
+  return (name, limit, windowMs, options = {}) => {
+    const shape = limiterOptions(limit, windowMs, options);
     const fallBack = () => {
       if (fellBack) return;
       fellBack = true;
@@ -34,12 +37,11 @@ export function redisRateLimiter(client: Redis, onFallback: (reason: string) => 
     const limiter = new RateLimiterRedis({
       storeClient: client,
       keyPrefix: `${REDIS_KEY_PREFIX}:${name}`,
-      points: limit,
-      duration,
+      ...shape,
       // Not ready: answer from memory at once instead of queueing behind a reconnect.
       rejectIfRedisNotReady: true,
       // The library consults it only when Redis failed.
-      insuranceLimiter: new ReportingMemoryLimiter({ points: limit, duration }, fallBack),
+      insuranceLimiter: new ReportingMemoryLimiter(shape, fallBack),
     });
     return rateLimiterOver(limiter, limit);
   };
@@ -59,6 +61,11 @@ class ReportingMemoryLimiter extends RateLimiterMemory {
   ): ReturnType<RateLimiterMemory["consume"]> {
     this.onUse();
     return super.consume(...args);
+  }
+
+  override get(...args: Parameters<RateLimiterMemory["get"]>): ReturnType<RateLimiterMemory["get"]> {
+    this.onUse();
+    return super.get(...args);
   }
 }
 

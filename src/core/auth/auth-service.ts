@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   type Account,
   AccountSchema,
@@ -17,7 +17,9 @@ import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { accountNotFound, invalidField, keyNotFound } from "../errors.js";
 import { newId } from "../ids.js";
 import type { AccountRow, AccountStore, IdentityRow, KeyRow, WalletFamilyText } from "../ports/accounts.js";
+import type { AuthThrottle } from "./auth-throttle.js";
 import type { Authenticator } from "./authenticator.js";
+import { isAddress, peerAddressKey } from "./client-address.js";
 import { generateKey } from "./keys.js";
 import { csrfTokenFor, type Sessions, sessionInvalid } from "./sessions.js";
 
@@ -25,6 +27,8 @@ import { csrfTokenFor, type Sessions, sessionInvalid } from "./sessions.js";
 export interface AuthServiceDeps {
   readonly repo: AccountStore;
   readonly authenticator: Authenticator;
+  /** Failed key checks and sign-ins, counted per client address. */
+  readonly throttle: AuthThrottle;
   readonly sessions: Sessions;
   readonly now: () => number;
 }
@@ -40,6 +44,7 @@ const MAX_SIGN_IN_MESSAGE = 4096;
 export function createAuthService({
   repo,
   authenticator,
+  throttle,
   sessions,
   now,
 }: AuthServiceDeps): ServiceImpl<typeof AuthService> {
@@ -114,8 +119,9 @@ export function createAuthService({
       return { key: toApiKey((await repo.getKey(id))!) };
     },
 
-    async authenticate(req) {
-      const key = await authenticator.authenticate(req.key.trim());
+    async authenticate(req, ctx) {
+      const address = clientAddress(req.clientAddress, ctx);
+      const key = await throttle.guard(address, () => authenticator.authenticate(req.key.trim()));
       return {
         principal: {
           accountId: key.accountId,
@@ -144,9 +150,10 @@ export function createAuthService({
         expectedDomain: required("expected_domain", req.expectedDomain),
         expectedOrigin: required("expected_origin", req.expectedOrigin),
       };
+      const address = clientAddress(req.clientAddress, ctx);
       if (req.link && caller.kind !== "session") throw sessionInvalid();
       const linkTo = req.link && caller.kind === "session" ? caller.accountId : undefined;
-      const { token, view, created } = await sessions.signIn(input, linkTo);
+      const { token, view, created } = await throttle.guard(address, () => sessions.signIn(input, linkTo));
       const sessionToken = token ?? (caller.kind === "session" ? caller.token : "");
       return {
         sessionToken: token ?? "",
@@ -218,6 +225,16 @@ function toApiKey(row: KeyRow): ApiKey {
     lastUsedAt: row.last_used_at === null ? undefined : timestampFromMs(row.last_used_at),
     revokedAt: row.revoked_at === null ? undefined : timestampFromMs(row.revoked_at),
   });
+}
+
+/**
+ * Whose failures a key check or sign-in counts toward: the client the request names (the
+ * facade's), else the connection's peer (a direct gRPC caller), else none (in process).
+ */
+function clientAddress(named: string, ctx: HandlerContext): string | undefined {
+  if (named === "") return ctx.values.get(peerAddressKey);
+  if (!isAddress(named)) throw invalidField("client_address", "client_address must be an IP address.");
+  return named;
 }
 
 function required(field: string, value: string): string {

@@ -1,6 +1,7 @@
 /**
- * The rate-limit port: per-key counters the core consults before it admits a call. The stores
- * live in src/limits/: in this process's memory by default (src/limits/memory.ts), or in Redis
+ * The rate-limit port: per-key counters the core consults before it admits a call, and the
+ * per-address count of failed authentications (src/core/auth/auth-throttle.ts). The stores live
+ * in src/limits/: in this process's memory by default (src/limits/memory.ts), or in Redis
  * (src/limits/redis.ts, TOLLGATE_REDIS_URL) so that a limit holds across gateway hosts.
  */
 
@@ -12,7 +13,7 @@ export interface RateLimitDecision {
   readonly limit: number;
   /** Requests left in the current window (0 when refused). */
   readonly remaining: number;
-  /** Milliseconds until the window refills. */
+  /** Milliseconds until the window refills (or, for a blocked key, until its block ends). */
   readonly resetMs: number;
 }
 
@@ -22,10 +23,31 @@ export interface RateLimiter {
   readonly limit: number;
   /** Counts one request for `key` and says whether it is within the limit. */
   consume(key: string): Promise<RateLimitDecision>;
+  /**
+   * The limit as it stands for `key`, counting nothing: refused once a request of `key` was
+   * refused, until its window (or block) ends. Lets a caller count only some requests (failed
+   * authentications) yet refuse every request of a key over the limit.
+   */
+  peek(key: string): Promise<RateLimitDecision>;
+}
+
+/** How a limit treats a key once it goes over. */
+export interface RateLimitOptions {
+  /**
+   * Keep the key refused for this long from the request that went over, instead of until its
+   * window ends.
+   */
+  readonly blockMs?: number | undefined;
 }
 
 /**
  * Builds a limit of `limit` requests per `windowMs` per key, in the store it belongs to. `name`
- * keeps the limits apart in a shared store (`messages`, `count_tokens`, `images`).
+ * keeps the limits apart in a shared store (`messages`, `count_tokens`, `images`,
+ * `auth_failures`).
  */
-export type RateLimiterFactory = (name: string, limit: number, windowMs: number) => RateLimiter;
+export type RateLimiterFactory = (
+  name: string,
+  limit: number,
+  windowMs: number,
+  options?: RateLimitOptions,
+) => RateLimiter;

@@ -6,6 +6,7 @@ import {
   type ConnectError,
   type ConnectRouter,
   createClient,
+  createContextKey,
   type HandlerContext,
   type ServiceImpl,
   type Transport,
@@ -22,6 +23,8 @@ export const DASHBOARD_RPC_PREFIX = "/dashboard/rpc";
 export const SESSION_COOKIE = "tollgate_session";
 /** The header the page sends its CSRF token in, on every state-changing call. */
 export const CSRF_HEADER = "x-csrf-token";
+/** The browser's address, set by the dashboard plugin: failed sign-ins are throttled by it. */
+export const clientAddressKey = createContextKey("", { description: "client address" });
 
 /**
  * How the bridge treats one RPC: `public` needs no session; `read` forwards the session;
@@ -83,6 +86,7 @@ export function dashboardRoutes({
           ...req,
           expectedDomain: publicUrl?.host ?? host,
           expectedOrigin: publicUrl?.origin ?? `http://${host}`,
+          clientAddress: ctx.values.get(clientAddressKey),
         },
         callOptions(ctx, token),
       );

@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Transport } from "@connectrpc/connect";
+import { createContextValues, type Transport } from "@connectrpc/connect";
 import { contentTypeRegExp } from "@connectrpc/connect/protocol-connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { FastifyInstance } from "fastify";
-import { DASHBOARD_RPC_PREFIX, dashboardRoutes } from "./bridge.js";
+import { clientAddress } from "../authenticate.js";
+import { clientAddressKey, DASHBOARD_RPC_PREFIX, dashboardRoutes } from "./bridge.js";
 
 /** What `make build` writes for the page (esbuild; see the Makefile's `dashboard` target). */
 const ASSETS = {
@@ -52,6 +53,7 @@ export async function dashboardPlugin(app: FastifyInstance, { transport, publicU
         routes: dashboardRoutes({ transport, publicUrl }),
         grpc: false,
         grpcWeb: false,
+        contextValues: (request) => createContextValues().set(clientAddressKey, clientAddress(request)),
       });
     },
     { prefix: DASHBOARD_RPC_PREFIX },

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type Client, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler } from "fastify";
 import { authThrottled } from "../core/auth/auth-throttle.js";
@@ -21,15 +22,18 @@ declare module "fastify" {
  * read, so an unauthenticated caller never costs a body parse. The client's address goes with
  * it: the core throttles failed authentications per address and refuses a blocked address
  * (429 AUTH_THROTTLED) before looking its key up; this hook then refuses that address itself
- * until the block ends, without calling the core. Errors reach the scope's own error handler,
- * which answers in that format's envelope.
+ * until the block ends, without calling the core, and holds each such refusal back a second.
+ * Errors reach the scope's own error handler, which answers in that format's envelope.
  */
 export function authenticateHook(auth: Client<typeof AuthService>): onRequestHookHandler {
   const blocked = new BlockedAddresses();
   return async (request: FastifyRequest) => {
     const address = clientAddress(request);
     const refusal = blocked.refusal(address);
-    if (refusal !== undefined) throw refusal;
+    if (refusal !== undefined) {
+      await blocked.holdBack();
+      throw refusal;
+    }
     const key = presentedCredential((name) => headerValue(request, name)) ?? "";
     try {
       const { principal } = await auth.authenticate(
@@ -57,6 +61,17 @@ export function clientAddress(request: FastifyRequest): string {
 const BLOCKED_LIMIT = 10_000;
 
 /**
+ * How long the refusal of a blocked address is held back. A client waits for its answers, so a
+ * guesser gets about one answer per connection per second instead of as many as the gateway can
+ * give: its flood stops competing with valid callers for this process (answered at once, 2,000
+ * guesses over 8 connections doubled a valid caller's median latency; held back, they did not).
+ */
+const REFUSAL_DELAY_MS = 1_000;
+
+/** Refusals held back at once at most; past it they are answered at once, so held sockets stay bounded. */
+const MAX_HELD_REFUSALS = 1_000;
+
+/**
  * The addresses the core refused as throttled, and until when. A flood from a blocked address
  * then costs the facade an HTTP answer and no more: no RPC, no counter read (in Redis, a round
  * trip). The copy cannot go stale: nothing ends a block early, and no request of the address
@@ -65,6 +80,7 @@ const BLOCKED_LIMIT = 10_000;
  */
 class BlockedAddresses {
   readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
+  #held = 0;
 
   /** The refusal for `address` while its block lasts; undefined otherwise. */
   refusal(address: string): ConnectError | undefined {
@@ -80,6 +96,17 @@ class BlockedAddresses {
       { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
       now,
     );
+  }
+
+  /** Waits before a refusal is sent ({@link REFUSAL_DELAY_MS}), unless too many already wait. */
+  async holdBack(): Promise<void> {
+    if (this.#held >= MAX_HELD_REFUSALS) return;
+    this.#held++;
+    try {
+      await sleep(REFUSAL_DELAY_MS);
+    } finally {
+      this.#held--;
+    }
   }
 
   /** Takes note of the core's answer when it refused `address` as throttled. */

@@ -1,9 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { memoryRateLimiter } from "../../limits/memory.js";
-import { errorInfo, keyRevoked, keyUnknown } from "../errors.js";
-import { AuthThrottle } from "./auth-throttle.js";
-import { throttleKey } from "./client-address.js";
+import { AuthThrottle } from "../../src/core/auth/auth-throttle.js";
+import { throttleKey } from "../../src/core/auth/client-address.js";
+import { errorInfo, keyRevoked, keyUnknown } from "../../src/core/errors.js";
+import { memoryRateLimiter } from "../../src/limits/memory.js";
 
 /** A throttle of `perMinute` failures in memory, and a check that counts its runs. */
 function throttled(perMinute: number, blockMs = 60_000) {

@@ -566,85 +566,62 @@ describe(`the fuzzer (seed ${SEED}, ${TOTAL} requests)`, () => {
   const runs = (share: number) => Math.max(1, Math.round(TOTAL * share));
   const options = (offset: number, numRuns: number) => ({ seed: SEED + offset, numRuns, endOnFailure: true });
 
-  it("POST /v1/messages", async () => {
+  /**
+   * Fuzzes one JSON route: a seed body mutated, sent with a content type and credentials drawn
+   * from the arbitraries, and checked.
+   */
+  async function fuzzJsonRoute(
+    path: string,
+    seeds: readonly Record<string, unknown>[],
+    envelope: Envelope,
+    extraHeaders: Record<string, string>,
+    offset: number,
+    share: number,
+  ): Promise<void> {
     await fc.assert(
       fc.asyncProperty(
-        fc.nat(messageSeeds.length - 1),
+        fc.nat(seeds.length - 1),
         jsonMutation,
         jsonContentType,
         authArb,
         async (seedIndex, mutation, contentType, auth) => {
-          const body = mutateJson(messageSeeds[seedIndex]!, mutation);
           await check(
             {
               method: "POST",
-              path: "/v1/messages",
+              path,
               headers: {
                 ...(contentType === "" ? {} : { "content-type": contentType }),
-                "anthropic-version": "2023-06-01",
+                ...extraHeaders,
                 ...authHeaders(auth, t.secret),
               },
-              body,
+              body: mutateJson(seeds[seedIndex]!, mutation),
             },
-            "anthropic",
+            envelope,
           );
         },
       ),
-      options(0, runs(SHARE.messages)),
+      options(offset, runs(share)),
+    );
+  }
+
+  it("POST /v1/messages", async () => {
+    await fuzzJsonRoute(
+      "/v1/messages",
+      messageSeeds,
+      "anthropic",
+      { "anthropic-version": "2023-06-01" },
+      0,
+      SHARE.messages,
     );
   }, 600_000);
 
   it("POST /v1/messages/count_tokens", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.nat(messageSeeds.length - 1),
-        jsonMutation,
-        jsonContentType,
-        authArb,
-        async (seedIndex, mutation, contentType, auth) => {
-          const { max_tokens: _m, stream: _s, ...seed } = messageSeeds[seedIndex]!;
-          await check(
-            {
-              method: "POST",
-              path: "/v1/messages/count_tokens",
-              headers: {
-                ...(contentType === "" ? {} : { "content-type": contentType }),
-                ...authHeaders(auth, t.secret),
-              },
-              body: mutateJson(seed, mutation),
-            },
-            "anthropic",
-          );
-        },
-      ),
-      options(1, runs(SHARE.countTokens)),
-    );
+    const seeds = messageSeeds.map(({ max_tokens: _m, stream: _s, ...seed }) => seed);
+    await fuzzJsonRoute("/v1/messages/count_tokens", seeds, "anthropic", {}, 1, SHARE.countTokens);
   }, 600_000);
 
   it("POST /v1/images/generations", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.nat(imageSeeds.length - 1),
-        jsonMutation,
-        jsonContentType,
-        authArb,
-        async (seedIndex, mutation, contentType, auth) => {
-          await check(
-            {
-              method: "POST",
-              path: "/v1/images/generations",
-              headers: {
-                ...(contentType === "" ? {} : { "content-type": contentType }),
-                ...authHeaders(auth, t.secret),
-              },
-              body: mutateJson(imageSeeds[seedIndex]!, mutation),
-            },
-            "openai",
-          );
-        },
-      ),
-      options(2, runs(SHARE.generations)),
-    );
+    await fuzzJsonRoute("/v1/images/generations", imageSeeds, "openai", {}, 2, SHARE.generations);
   }, 600_000);
 
   it("POST /v1/images/edits", async () => {

@@ -20,6 +20,9 @@ export class ConfigError extends Error {
   }
 }
 
+/** The metrics port `tollgate dev` serves when TOLLGATE_METRICS_PORT is unset (Prometheus's exporter range). */
+export const DEV_METRICS_PORT = 9464;
+
 /** Everything the process is configured with; built once by {@link loadConfig}. */
 export interface Config {
   /** Address the public facade binds to. */
@@ -30,6 +33,13 @@ export interface Config {
   readonly coreHost: string;
   /** HTTP/2 cleartext port of the core (gRPC, gRPC-Web, Connect); 0 picks a free port. */
   readonly corePort: number;
+  /**
+   * Port of the Prometheus metrics endpoint (`GET /metrics`, docs/operations.md); 0 picks a free
+   * port. `off` serves none; unset is the mode's default (`dev`: {@link DEV_METRICS_PORT}, else off).
+   */
+  readonly metricsPort: number | "off" | undefined;
+  /** Address the metrics endpoint binds to. */
+  readonly metricsHost: string;
   /** Directory holding the SQLite database (absolute). */
   readonly dataDir: string;
   /** When set, this process runs only the facade and calls the core at this URL. */
@@ -219,6 +229,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     port: port(env, "TOLLGATE_PORT", 8787),
     coreHost: optional(env, "TOLLGATE_CORE_HOST") ?? "127.0.0.1",
     corePort: port(env, "TOLLGATE_CORE_PORT", 8788),
+    metricsPort:
+      optional(env, "TOLLGATE_METRICS_PORT") === "off" ? "off" : optionalPort(env, "TOLLGATE_METRICS_PORT"),
+    metricsHost: optional(env, "TOLLGATE_METRICS_HOST") ?? "127.0.0.1",
     dataDir: resolve(cwd, optional(env, "TOLLGATE_DATA_DIR") ?? "data"),
     coreUrl,
     adminToken,
@@ -517,6 +530,10 @@ function port(env: Env, name: string, fallback: number): number {
   return integer(env, name, fallback, 0, 65_535);
 }
 
+function optionalPort(env: Env, name: string): number | undefined {
+  return optional(env, name) === undefined ? undefined : port(env, name, 0);
+}
+
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = optional(env, name);
   if (raw === undefined) return fallback;
@@ -538,4 +555,13 @@ function oneOf<const T extends readonly string[]>(
   if (!allowed.includes(raw))
     throw new ConfigError(name, `must be one of ${allowed.join(", ")}, got ${JSON.stringify(raw)}`);
   return raw as T[number];
+}
+
+/**
+ * The metrics port a gateway serves: the configured one, else {@link DEV_METRICS_PORT} in dev
+ * mode; undefined when off (the default of `serve`).
+ */
+export function metricsPortOf(config: Config, devMode: boolean): number | undefined {
+  if (config.metricsPort === "off") return undefined;
+  return config.metricsPort ?? (devMode ? DEV_METRICS_PORT : undefined);
 }

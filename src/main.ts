@@ -15,18 +15,23 @@ export async function serve(config: Config, mode: RunMode = "serve"): Promise<Ru
   config = runtime.config;
   let facadeUrl: string;
   let coreUrl = config.coreUrl ?? "";
+  let metricsUrl: string | undefined;
   try {
     facadeUrl = await runtime.facade!.listen({ host: config.host, port: config.port });
     if (runtime.core !== undefined) {
       coreUrl = await runtime.core.server.listen({ host: config.coreHost, port: config.corePort });
     }
+    metricsUrl = await runtime.metrics?.listen(config.metricsHost);
   } catch (error) {
     await runtime.close(0, "listen failed");
     throw error;
   }
   // Before the ready line: whoever reads it may signal at once.
   exitOnSignal(runtime, config.shutdownTimeoutMs, "tollgate");
-  process.stdout.write(`tollgate ready: facade ${facadeUrl} core ${coreUrl} (${describe(runtime)})\n`);
+  const metrics = metricsUrl === undefined ? "" : ` metrics ${metricsUrl}`;
+  process.stdout.write(
+    `tollgate ready: facade ${facadeUrl} core ${coreUrl}${metrics} (${describe(runtime)})\n`,
+  );
   return runtime;
 }
 

@@ -4,7 +4,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
-import { type Config, requireMasterSecret } from "./config.js";
+import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
@@ -19,6 +19,7 @@ import type { DevUpstream } from "./dev/provider/dev-upstream.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
+import type { MetricsEndpoint } from "./metrics/endpoint.js";
 import type { Db } from "./store/database.js";
 import { storageProbe } from "./store/storage-probe.js";
 import type { StoreChoice, Stores } from "./store/store-set.js";
@@ -78,6 +79,11 @@ export interface Runtime {
   readonly sweeper: HoldSweeper | undefined;
   /** Billing anomalies counted by the core (unpriced or missing usage, capped charges). */
   readonly counters: BillingCounters | undefined;
+  /**
+   * The Prometheus metrics (TOLLGATE_METRICS_PORT; on by default in dev mode): the facade and the
+   * core report to it; `main` starts its listener, and closing the runtime stops it.
+   */
+  readonly metrics: MetricsEndpoint | undefined;
   /** The text provider's connection pool. */
   readonly textUpstream: AnthropicUpstream | undefined;
   /** Image providers and the `url` image sweeper. */
@@ -183,6 +189,7 @@ export async function openRuntime(config: Config, options: RuntimeOptions): Prom
     db: undefined,
     sweeper: undefined,
     counters: undefined,
+    metrics: undefined,
     textUpstream: undefined,
     images: undefined,
     chains: undefined,
@@ -220,6 +227,14 @@ async function assemble(
     parts.chainsWorker = worker;
     stack.defer(() => worker.stop());
     return config;
+  }
+  const metricsPort = mode === "operator" ? undefined : metricsPortOf(config, mode === "dev");
+  if (metricsPort !== undefined) {
+    // Loaded only by the gateways that serve metrics: prom-client stays out of the CLI.
+    const { openMetricsEndpoint } = await import("./metrics/endpoint.js");
+    const endpoint = openMetricsEndpoint(metricsPort);
+    parts.metrics = endpoint;
+    stack.defer(() => endpoint.close());
   }
   if (config.coreUrl !== undefined && mode !== "operator") {
     parts.transport = remoteCoreTransport(config.coreUrl);
@@ -390,9 +405,26 @@ async function assemble(
     chainDirectory: chains,
     faucet: onchain?.faucet,
     withdrawalLimit: rateLimiter("withdrawals", config.onchain.withdrawalsPerHour, 3_600_000),
+    metrics: parts.metrics?.registry,
     probes,
   });
   parts.counters = core.counters;
+  if (parts.metrics !== undefined) {
+    const { watchCore } = await import("./metrics/endpoint.js");
+    const running = chains;
+    watchCore(parts.metrics, {
+      counters: core.counters,
+      chains:
+        running === undefined
+          ? undefined
+          : {
+              ids: config.chains.chains.map((c) => c.id).filter((id) => running.adapter(id) !== undefined),
+              adapter: (id) => running.adapter(id),
+              store: stores.chainWork,
+            },
+      now: now ?? Date.now,
+    });
+  }
   if (mode === "operator") {
     parts.transport = createRouterTransport(core.routes, {
       router: core.routerOptionsFor(operatorCallerResolver),
@@ -448,11 +480,12 @@ async function openFacade(
   coreLocation: string,
   logger: RuntimeOptions["logger"],
   stack: ResourceStack,
-  parts: { facade: FastifyInstance | undefined },
+  parts: { facade: FastifyInstance | undefined; metrics: MetricsEndpoint | undefined },
 ): Promise<void> {
   const facade = await buildFacade({
     transport,
     coreLocation,
+    metrics: parts.metrics?.registry,
     logger: logger ?? false,
     images: config.images,
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),

@@ -35,6 +35,7 @@ import { TextInference } from "./inference/text-inference.js";
 import type { AccountStore, SessionStore } from "./ports/accounts.js";
 import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
+import { type Metrics, NO_METRICS } from "./ports/metrics.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
 import type { RateLimiter, RateLimiterFactory } from "./ports/rate-limits.js";
 
@@ -75,6 +76,8 @@ export interface CoreDeps {
   readonly faucet?: DevFaucet | undefined;
   /** Each account's withdrawals per hour (its own callers', not the operator's); unlimited when absent. */
   readonly withdrawalLimit?: RateLimiter | undefined;
+  /** Where holds, charges and provider latency are counted (the metrics endpoint); nowhere when absent. */
+  readonly metrics?: Metrics | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
@@ -132,11 +135,13 @@ export function createCore(deps: CoreDeps): Core {
   const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, now });
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
   const counters = new BillingCounters();
+  const metrics = deps.metrics ?? NO_METRICS;
   const billing = new Billing({
     ledger: deps.ledger,
     chains,
     catalog: deps.catalog ?? defaultPriceCatalog(),
     now,
+    metrics,
   });
   const sweeper = createHoldSweeper(billing, {
     maxCallMs: deps.maxCallMs ?? 15 * 60_000,
@@ -169,6 +174,7 @@ export function createCore(deps: CoreDeps): Core {
           streamPingMs: deps.inference.streamPingMs,
           webSearchMaxUses,
           counters,
+          metrics,
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
@@ -182,6 +188,7 @@ export function createCore(deps: CoreDeps): Core {
           store: deps.inference.images.store,
           urlTtlMs: deps.inference.images.urlTtlMs,
           limit: deps.inference.rateLimiter("images", deps.inference.images.perMinute, 60_000),
+          metrics,
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });

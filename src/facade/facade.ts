@@ -15,6 +15,7 @@ import { type ClientTimeouts, clientTimeoutOptions, DEFAULT_CLIENT_TIMEOUTS } fr
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import type { FacadeError } from "./http-status.js";
+import { addMetricsHooks, type RequestMetrics } from "./metrics-hook.js";
 import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
@@ -37,6 +38,8 @@ export interface FacadeDeps {
    * when empty or absent, so a client cannot choose the address its failures are counted under.
    */
   readonly trustProxy?: readonly string[] | undefined;
+  /** Where every request is counted and timed (the metrics endpoint); nowhere when absent. */
+  readonly metrics?: RequestMetrics | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -60,6 +63,7 @@ export async function buildFacade({
   images,
   clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
   trustProxy = [],
+  metrics,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -94,6 +98,7 @@ export async function buildFacade({
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
   });
+  if (metrics !== undefined) addMetricsHooks(app, metrics);
   // A 413, or any answer sent before the body was read, closes the connection once drained.
   app.addHook("onSend", unreadBodyHook());
 

@@ -26,6 +26,8 @@ export function childEnv(overrides: Record<string, string>): NodeJS.ProcessEnv {
     ...env,
     TOLLGATE_PORT: "0",
     TOLLGATE_CORE_PORT: "0",
+    // `tollgate dev` serves metrics on 9464 by default: gateways started side by side would collide.
+    TOLLGATE_METRICS_PORT: "0",
     TOLLGATE_LOG_LEVEL: "warn",
     TOLLGATE_DEV_CHAINS: "off",
     ...overrides,

@@ -9,6 +9,7 @@ import {
   type ResolveResult,
   SYSTEM_MANUAL_CREDIT,
 } from "../ports/ledger.js";
+import { type Metrics, NO_METRICS } from "../ports/metrics.js";
 import {
   amountOutOfRange,
   holdAlreadyResolved,
@@ -42,6 +43,8 @@ export interface BillingDeps {
   readonly chains: ChainRegistry;
   readonly catalog: PriceCatalog;
   readonly now: () => number;
+  /** Told of every hold placed and resolved and every amount charged; none when absent. */
+  readonly metrics?: Metrics | undefined;
 }
 
 /** An operator credit. */
@@ -79,7 +82,11 @@ const SWEEP_BATCH = 500;
  * once the ledger has made it durable.
  */
 export class Billing implements CallBilling {
-  constructor(private readonly deps: BillingDeps) {}
+  private readonly metrics: Metrics;
+
+  constructor(private readonly deps: BillingDeps) {
+    this.metrics = deps.metrics ?? NO_METRICS;
+  }
 
   get chains(): ChainRegistry {
     return this.deps.chains;
@@ -156,7 +163,9 @@ export class Billing implements CallBilling {
 
   /** Voids a pending hold: nothing is charged. Fails, changing nothing, if already resolved. */
   async release(holdId: string): Promise<HoldState> {
-    return this.resolved(holdId, await this.deps.ledger.void(holdId, "released", this.deps.now()), 0n);
+    const state = this.resolved(holdId, await this.deps.ledger.void(holdId, "released", this.deps.now()), 0n);
+    this.metrics.holdsResolved("released", 1);
+    return state;
   }
 
   /** Expires every hold placed more than `maxCallMs` ago; returns how many it voided. */
@@ -166,6 +175,7 @@ export class Billing implements CallBilling {
     for (;;) {
       const n = await this.deps.ledger.expireHolds(now - maxCallMs, now, SWEEP_BATCH);
       total += n;
+      if (n > 0) this.metrics.holdsResolved("swept", n);
       if (n < SWEEP_BATCH) return total;
     }
   }
@@ -270,8 +280,10 @@ export class Billing implements CallBilling {
     });
     switch (result.kind) {
       case "placed":
+        this.metrics.holdPlaced(call.kind);
+        return { state: result.state, placed: true };
       case "existing":
-        return { state: result.state, placed: result.kind === "placed" };
+        return { state: result.state, placed: false };
       case "conflict":
         throw idConflict(`request_id ${JSON.stringify(requestId)}`);
       case "insufficient":
@@ -316,7 +328,10 @@ export class Billing implements CallBilling {
       this.deps.now(),
       encodeCharges(priced),
     );
-    return { state: this.resolved(holdId, result, charge), capped, priced };
+    const state = this.resolved(holdId, result, charge);
+    this.metrics.holdsResolved("settled", 1);
+    this.metrics.charged(chain.id, hold.model, charge, ledgerDecimals(chain.asset.decimals));
+    return { state, capped, priced };
   }
 
   private async requireAccount(accountId: string): Promise<void> {

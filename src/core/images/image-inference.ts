@@ -5,6 +5,7 @@ import { isStorageFull, storageFull } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
 import type { ImageStore, StoredImage } from "../ports/image-store.js";
+import type { Metrics } from "../ports/metrics.js";
 import type { ImageInput, ImageUpstream } from "../ports/providers.js";
 import type { RateLimiter } from "../ports/rate-limits.js";
 import { imageNotFound, imageRefused } from "./image-errors.js";
@@ -26,6 +27,8 @@ export interface ImageInferenceDeps {
   readonly urlTtlMs: number;
   /** Per-key limit on image calls. */
   readonly limit: RateLimiter;
+  /** Told how long the provider took to answer each call. */
+  readonly metrics: Metrics;
   readonly now: () => number;
   /** Told of failures that are masked for the caller. */
   readonly onError: (error: unknown, context: string) => void;
@@ -93,7 +96,9 @@ export class ImageInference {
     const holdId = hold.hold.id;
     let charged = false;
     try {
+      const sentAt = performance.now();
       const image = await this.fetchImage(upstream, params, signal);
+      this.deps.metrics.providerAnswered(call.requestId, "image", (performance.now() - sentAt) / 1000);
       const delivered = await this.deliver(image.image, call.responseFormat);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);

@@ -4,6 +4,7 @@ import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
 import type { HoldRow } from "../ports/ledger.js";
+import type { Metrics } from "../ports/metrics.js";
 import {
   type TextUpstream,
   type UpstreamCall,
@@ -60,6 +61,8 @@ export interface TextInferenceDeps {
   readonly webSearchMaxUses: number;
   /** Where billing anomalies are counted (unpriced or missing usage, capped charges). */
   readonly counters: BillingCounters;
+  /** Told how long the provider took to answer each call. */
+  readonly metrics: Metrics;
   readonly now: () => number;
   /** Told of failures that cannot reach the caller any more (a settle after the answer went out). */
   readonly onError: (error: unknown, context: string) => void;
@@ -168,6 +171,7 @@ export class TextInference {
     signal.addEventListener("abort", onAbort, { once: true });
     const meter = new StreamMeter();
     let outcome: "pending" | "settled" = "pending";
+    const sentAt = performance.now();
     try {
       const response = await this.send(
         {
@@ -192,8 +196,10 @@ export class TextInference {
           upstreamRequestId: headerValue(response.headers["request-id"]),
         },
       };
-      if (!request.view.stream) {
+      if (request.view.stream) this.providerAnswered(call, sentAt);
+      else {
         const { text, message } = await this.readAnswer(response, signal);
+        this.providerAnswered(call, sentAt);
         const delivered = contentTexts(message.content);
         const problem = usageProblem(message.usage, delivered.length > 0);
         const usage =
@@ -213,6 +219,11 @@ export class TextInference {
       upstreamAbort.abort(CALL_ENDED);
       if (outcome === "pending") await this.finish(billed, meter);
     }
+  }
+
+  /** Reports the provider's latency for a call sent at `sentAt` (performance.now()). */
+  private providerAnswered(call: TextCall, sentAt: number): void {
+    this.deps.metrics.providerAnswered(call.requestId, "text", (performance.now() - sentAt) / 1000);
   }
 
   /**

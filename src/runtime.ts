@@ -377,6 +377,7 @@ async function assemble(
     sessions: stores.sessions,
     ledger: stores.ledger,
     onchain: stores.ledger,
+    idempotency: stores.idempotency,
     // Failed authentications per client address, in the same store as the rate limits.
     authFailures:
       mode === "operator" || config.authFailuresPerMinute === 0

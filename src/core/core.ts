@@ -29,10 +29,12 @@ import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
 import { DEFAULT_WEB_SEARCH_MAX_USES } from "./inference/billable-features.js";
 import type { ClientPolicy } from "./inference/client-policy.js";
+import { IdempotentCalls } from "./inference/idempotency.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
 import { TextInference } from "./inference/text-inference.js";
 import type { AccountStore, SessionStore } from "./ports/accounts.js";
+import type { IdempotencyStore } from "./ports/idempotency.js";
 import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
 import { type Metrics, NO_METRICS } from "./ports/metrics.js";
@@ -49,6 +51,8 @@ export interface CoreDeps {
   readonly ledger: LedgerStore;
   /** The onchain records callers see (deposits, withdrawals, the settlement backlog). */
   readonly onchain: OnchainStore;
+  /** Where billed calls' Idempotency-Keys are kept; without it a key is refused (501). */
+  readonly idempotency?: IdempotencyStore | undefined;
   /** The throttle on failed authentications per client address; nothing is throttled without it. */
   readonly authFailures?: AuthFailureLimits | undefined;
   /** Operator token accepted in `authorization: Bearer`; undefined disables operator calls over the network. */
@@ -192,6 +196,15 @@ export function createCore(deps: CoreDeps): Core {
           now,
           onError: (error, context) => deps.onInternalError?.(error, context),
         });
+  const idempotency =
+    deps.idempotency === undefined
+      ? undefined
+      : new IdempotentCalls({
+          store: deps.idempotency,
+          now,
+          maxCallMs: deps.maxCallMs ?? 15 * 60_000,
+          onError: (error, context) => deps.onInternalError?.(error, context),
+        });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
     const billingMethods = createBillingService(billing, onchain, webSearchMaxUses);
@@ -215,7 +228,7 @@ export function createCore(deps: CoreDeps): Core {
     });
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined)
-      router.service(InferenceService, createInferenceService(inference, now, images));
+      router.service(InferenceService, createInferenceService(inference, now, images, idempotency));
   };
   const masking: Interceptor = (next) => async (req) => {
     try {

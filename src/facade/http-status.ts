@@ -62,7 +62,10 @@ function statusOf(code: Code, reason: string | undefined): number {
       return 401;
     case Code.FailedPrecondition:
       // A call the wallet cannot pay for, on the chain it must be paid on, is a billing error.
-      return reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE" ? 402 : 400;
+      if (reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE") return 402;
+      // An idempotency key sent with another request (422), or whose answer was not kept (409).
+      if (reason === "IDEMPOTENCY_KEY_REUSED") return 422;
+      return reason === "IDEMPOTENCY_ANSWER_NOT_KEPT" ? 409 : 400;
     case Code.PermissionDenied:
       return 403;
     case Code.NotFound:
@@ -110,7 +113,9 @@ export function withWalletLink(error: FacadeError, request: FastifyRequest): Fac
 export function errorHeaders(error: FacadeError): Record<string, string> {
   const headers: Record<string, string> = {};
   if (error.chain !== undefined) headers["x-gateway-billing-chain"] = error.chain;
-  if (error.status === 402) headers["x-should-retry"] = "false";
+  // Retrying cannot fund the wallet, nor bring back an answer the gateway did not keep.
+  if (error.status === 402 || error.reason === "IDEMPOTENCY_ANSWER_NOT_KEPT")
+    headers["x-should-retry"] = "false";
   const { metadata } = error;
   if (error.reason === "RATE_LIMITED") {
     headers["retry-after"] = metadata.retry_after ?? "60";

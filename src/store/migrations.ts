@@ -358,4 +358,27 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE chain_transfers ADD COLUMN fee INTEGER NOT NULL DEFAULT 0 CHECK (fee >= 0);
     `,
   },
+  {
+    version: 8,
+    name: "idempotency keys of billed calls",
+    sql: `
+      -- Idempotency-Keys of billed calls (core/inference/idempotency.ts), per account. A claim
+      -- inserts the row ('running'); the call's end keeps its answer ('done', or 'dropped' when
+      -- too large to keep) or deletes the row (the call charged nothing). A row past expires_at,
+      -- or still 'running' past the longest call, is taken over by the next claim; expired rows
+      -- are swept.
+      CREATE TABLE idempotency_keys (
+        account_id   TEXT NOT NULL,
+        key          TEXT NOT NULL,
+        claim_id     TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        state        TEXT NOT NULL CHECK (state IN ('running', 'done', 'dropped')),
+        answer       BLOB,
+        claimed_at   INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL,
+        PRIMARY KEY (account_id, key)
+      ) STRICT;
+      CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+    `,
+  },
 ];

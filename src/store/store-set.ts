@@ -1,6 +1,7 @@
 import type { HealthProbe } from "../core/health-service.js";
 import type { AccountStore, SessionStore } from "../core/ports/accounts.js";
 import type { ChainRoles, ChainWorkStore } from "../core/ports/chain-work.js";
+import type { IdempotencyStore } from "../core/ports/idempotency.js";
 import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
 
@@ -20,6 +21,8 @@ export interface Stores {
   readonly ledger: LedgerStore & OnchainStore;
   /** What the chains worker and the deposit-address book write through. */
   readonly chainWork: ChainWorkStore;
+  /** The Idempotency-Keys of billed calls. */
+  readonly idempotency: IdempotencyStore;
   /** The store's health check (required: without it nothing can be billed). */
   readonly probe: HealthProbe;
   /** The SQLite database, when the store is SQLite (tools and tests read it directly). */

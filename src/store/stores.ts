@@ -3,6 +3,7 @@ import { openDatabase } from "./database.js";
 import { auditLedger } from "./ledger-audit.js";
 import { SessionRepository } from "./session-repository.js";
 import { SqliteChainWork } from "./sqlite-chain-work.js";
+import { SqliteIdempotency } from "./sqlite-idempotency.js";
 import { openSqliteLedger } from "./sqlite-ledger.js";
 import type { ChainWorkStores, StoreChoice, Stores } from "./store-set.js";
 
@@ -31,6 +32,7 @@ export async function openStores(
       sessions: new SessionRepository(db),
       ledger,
       chainWork: new SqliteChainWork(db),
+      idempotency: new SqliteIdempotency(db),
       probe: {
         name: "database",
         required: true,

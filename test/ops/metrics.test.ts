@@ -70,6 +70,20 @@ describe("the metrics endpoint", () => {
     await expect(
       anthropic.messages.create({ model: "model-haiku-4-5", messages: ask.messages } as never),
     ).rejects.toMatchObject({ status: 400 });
+    // A provider failure: held, then released, nothing charged.
+    t.script((request) =>
+      request.path === "/v1/messages"
+        ? {
+            kind: "json",
+            status: 500,
+            body: { type: "error", error: { type: "api_error", message: "down" } },
+          }
+        : undefined,
+    );
+    await expect(anthropic.messages.create({ model: "model-haiku-4-5", ...ask })).rejects.toMatchObject({
+      status: 502,
+    });
+    t.script(undefined);
     const poor = await accountWithKey(t.gateway.operator, "poor");
     const broke = new Anthropic({ apiKey: poor.secret, baseURL: t.baseUrl, maxRetries: 0 });
     await expect(broke.messages.create({ model: "model-haiku-4-5", ...ask })).rejects.toMatchObject({
@@ -85,15 +99,16 @@ describe("the metrics endpoint", () => {
     expect(requests({ ...messages, status: "200", reason: "none" })).toBe(3);
     expect(requests({ ...messages, status: "400", reason: "invalid_field" })).toBe(1);
     expect(requests({ ...messages, status: "402", reason: "insufficient_funds" })).toBe(1);
+    expect(requests({ ...messages, status: "502", reason: "upstream_error" })).toBe(1);
     expect(requests({ route: "/v1/images/generations", status: "200" })).toBe(1);
     expect(total(samples, "tollgate_payment_required_total")).toBe(1);
     expect(total(samples, "tollgate_payment_required_total", { reason: "insufficient_funds" })).toBe(1);
 
-    // Only the four admitted calls were held, and each was settled.
-    expect(total(samples, "tollgate_holds_placed_total", { kind: "text" })).toBe(3);
+    // Only the five admitted calls were held: four settled, the failed one released.
+    expect(total(samples, "tollgate_holds_placed_total", { kind: "text" })).toBe(4);
     expect(total(samples, "tollgate_holds_placed_total", { kind: "image" })).toBe(1);
     expect(total(samples, "tollgate_holds_resolved_total", { outcome: "settled" })).toBe(4);
-    expect(total(samples, "tollgate_holds_resolved_total", { outcome: "released" })).toBe(0);
+    expect(total(samples, "tollgate_holds_resolved_total", { outcome: "released" })).toBe(1);
     expect(total(samples, "tollgate_holds_resolved_total", { outcome: "swept" })).toBe(0);
     expect(total(samples, "tollgate_unpriced_usage_calls_total")).toBe(0);
 
@@ -119,7 +134,7 @@ describe("the metrics endpoint", () => {
     expect(count("tollgate_gateway_added_latency_seconds", { route: "/v1/messages" })).toBe(3);
     expect(count("tollgate_gateway_added_latency_seconds", { route: "/v1/images/generations" })).toBe(1);
     expect(count("tollgate_stream_first_byte_seconds", { route: "/v1/messages" })).toBe(1);
-    expect(count("tollgate_http_request_duration_seconds", { route: "/v1/messages" })).toBe(5);
+    expect(count("tollgate_http_request_duration_seconds", { route: "/v1/messages" })).toBe(6);
     // prom-client's default metrics, event-loop delay among them.
     expect(samples.some((s) => s.name === "nodejs_eventloop_lag_p99_seconds")).toBe(true);
     t.expectSoundLedger();

@@ -1,8 +1,10 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  EditImageRequestSchema,
   GeneratedImageSchema,
+  GenerateImageRequestSchema,
   ImageResponseFormat,
   type ImageResult,
   ImageResultSchema,
@@ -10,6 +12,7 @@ import {
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import type { AuthenticatedKey } from "../auth/authenticator.js";
 import { newRequestId } from "../ids.js";
+import { type IdempotentCalls, startIdempotent } from "../inference/idempotency.js";
 import type { ImageCall, ImageCallResult, ImageInference } from "./image-inference.js";
 
 /** The image RPCs of InferenceService. */
@@ -31,11 +34,13 @@ interface ImageRequestFields {
 
 /**
  * The image RPCs over {@link ImageInference} (or Unimplemented when the core serves no images):
- * caller, request id and proto mapping. `payingKey` is the text service's caller rule.
+ * caller, request id, idempotency keys and proto mapping. `payingKey` is the text service's
+ * caller rule.
  */
 export function imageRpcs(
   images: ImageInference | undefined,
   payingKey: (ctx: HandlerContext) => AuthenticatedKey,
+  idempotency?: IdempotentCalls,
 ): ImageRpcs {
   const served = (): ImageInference => {
     if (images === undefined) throw new ConnectError("This core serves no images.", Code.Unimplemented);
@@ -61,15 +66,46 @@ export function imageRpcs(
       references,
     };
   };
+  /**
+   * Runs an image call once per idempotency key: a retry of the same request (every field but
+   * the key equal) gets the kept result, marked replayed; a call that failed charged nothing
+   * and frees its key.
+   */
+  const once = async <Desc extends DescMessage>(
+    schema: Desc,
+    req: MessageShape<Desc> & { idempotencyKey: string },
+    ctx: HandlerContext,
+    route: string,
+    run: () => Promise<ImageCallResult>,
+  ): Promise<ImageResult> => {
+    const request = toBinary(schema, { ...req, idempotencyKey: "" });
+    const start = await startIdempotent(
+      idempotency,
+      payingKey(ctx).accountId,
+      req.idempotencyKey,
+      route,
+      request,
+    );
+    if (start?.kind === "replay") return { ...fromBinary(ImageResultSchema, start.answer), replayed: true };
+    let result: ImageResult;
+    try {
+      result = toResult(await run());
+    } catch (error) {
+      await start?.claim.release();
+      throw error;
+    }
+    await start?.claim.complete(toBinary(ImageResultSchema, result));
+    return result;
+  };
   return {
     async generateImage(req, ctx) {
-      const result = await served().run(call(req, ctx, undefined), ctx.signal);
-      return { result: toResult(result) };
+      const run = () => served().run(call(req, ctx, undefined), ctx.signal);
+      return { result: await once(GenerateImageRequestSchema, req, ctx, "/v1/images/generations", run) };
     },
     async editImage(req, ctx) {
       const references = req.images.map((image) => ({ data: image.data, filename: image.filename }));
-      const result = await served().run(call(req, ctx, references), ctx.signal);
-      return { result: toResult(result) };
+      const run = () => served().run(call(req, ctx, references), ctx.signal);
+      return { result: await once(EditImageRequestSchema, req, ctx, "/v1/images/edits", run) };
     },
     async getStoredImage(req) {
       const image = await served().stored(req.token);

@@ -16,17 +16,20 @@ import { newRequestId } from "../ids.js";
 import type { ImageInference } from "../images/image-inference.js";
 import { imageRpcs } from "../images/image-service.js";
 import type { RateLimitDecision } from "../ports/rate-limits.js";
+import { type IdempotentCalls, startIdempotent } from "./idempotency.js";
+import { recordedMessage, replayedMessage } from "./idempotent-messages.js";
 import { payingCallerRequired } from "./inference-errors.js";
 import type { MessagePart, TextInference } from "./text-inference.js";
 
 /**
  * The InferenceService RPCs over {@link TextInference} and, when given, {@link ImageInference}:
- * caller, request id and proto mapping.
+ * caller, request id, idempotency keys (when the core keeps them) and proto mapping.
  */
 export function createInferenceService(
   inference: TextInference,
   now: () => number,
   images?: ImageInference,
+  idempotency?: IdempotentCalls,
 ): ServiceImpl<typeof InferenceService> {
   const rateLimit = (decision: RateLimitDecision): RateLimit =>
     create(RateLimitSchema, {
@@ -65,8 +68,12 @@ export function createInferenceService(
     }
   };
 
+  async function* responses(parts: AsyncIterable<MessagePart>) {
+    for await (const part of parts) yield toResponse(part);
+  }
+
   return {
-    ...imageRpcs(images, payingKey),
+    ...imageRpcs(images, payingKey, idempotency),
 
     async *createMessage(req, ctx) {
       const key = payingKey(ctx);
@@ -80,7 +87,19 @@ export function createInferenceService(
         billingChain: req.billingChain,
         userAgent: req.clientUserAgent || (ctx.requestHeader.get("user-agent") ?? ""),
       };
-      for await (const part of inference.createMessage(call, ctx.signal)) yield toResponse(part);
+      const start = await startIdempotent(
+        idempotency,
+        key.accountId,
+        req.idempotencyKey,
+        "/v1/messages",
+        req.body,
+      );
+      if (start?.kind === "replay") {
+        yield* replayedMessage(start.answer);
+        return;
+      }
+      const parts = responses(inference.createMessage(call, ctx.signal));
+      yield* start === undefined ? parts : recordedMessage(parts, start.claim);
     },
 
     async countTokens(req, ctx) {

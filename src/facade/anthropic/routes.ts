@@ -52,6 +52,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         anthropicBeta: header(request, "anthropic-beta"),
         billingChain: header(request, "x-gateway-billing-chain"),
         clientUserAgent: header(request, "user-agent"),
+        idempotencyKey: header(request, "idempotency-key"),
       },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
@@ -152,6 +153,7 @@ function headHeaders(head: MessageHead): Record<string, string> {
   };
   if (head.repairedParams.length > 0) headers["x-gateway-repaired-params"] = head.repairedParams.join(",");
   if (head.clampedMaxTokens > 0n) headers["x-gateway-clamped-max-tokens"] = `${head.clampedMaxTokens}`;
+  if (head.replayed) headers["idempotent-replayed"] = "true";
   return headers;
 }
 

@@ -59,7 +59,11 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     const fields = generationFields(request.body);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.generateImage(
-      { ...fields, billingChain: header(request, "x-gateway-billing-chain") },
+      {
+        ...fields,
+        billingChain: header(request, "x-gateway-billing-chain"),
+        idempotencyKey: header(request, "idempotency-key"),
+      },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
@@ -73,6 +77,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
       {
         ...fields,
         billingChain: header(request, "x-gateway-billing-chain"),
+        idempotencyKey: header(request, "idempotency-key"),
         images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
       },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
@@ -116,5 +121,6 @@ function sendResult(
   if (result === undefined) throw new Error("the core answered without a result");
   const origin = publicUrl ?? `${request.protocol}://${request.host}`;
   reply.header("x-gateway-billing-chain", result.billingChain);
+  if (result.replayed) reply.header("idempotent-replayed", "true");
   return reply.send(imagesResponse(result, (token) => `${origin}/v1/images${FILES_PATH}/${token}`));
 }

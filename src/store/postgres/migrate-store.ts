@@ -59,6 +59,8 @@ const TABLES: readonly TableCopy[] = [
   { table: "onchain_backing" },
   { table: "chain_transfers" },
   { table: "settlement_intents" },
+  // Kept answers of idempotent calls: a retry after the move still gets its first answer.
+  { table: "idempotency_keys" },
 ];
 
 /** Tables whose rows PostgreSQL's migrations write themselves: not data an operator put there. */

@@ -3,6 +3,7 @@ import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./pg-accounts.js";
 import { auditPostgres } from "./pg-audit.js";
 import { PgChainRoles, PgChainWork } from "./pg-chain-work.js";
 import { openPostgres } from "./pg-database.js";
+import { PgIdempotency } from "./pg-idempotency.js";
 import { PgLedger } from "./pg-ledger.js";
 
 /**
@@ -28,6 +29,7 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
     sessions: new PgSessionStore(pool),
     ledger: new PgLedger(pool),
     chainWork: new PgChainWork(pool),
+    idempotency: new PgIdempotency(pool),
     probe: {
       name: "database",
       required: true,

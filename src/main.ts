@@ -42,7 +42,7 @@ export async function serve(config: Config, mode: RunMode = "serve"): Promise<Ru
  * finishes the ticks in progress and exits.
  */
 export async function runWorker(config: Config): Promise<Runtime> {
-  const runtime = await openRuntime(config, { mode: "worker" });
+  const runtime = await openRuntime(config, { mode: "worker", logger: { level: config.logLevel } });
   exitOnSignal(runtime, 0, "tollgate worker");
   const chains = runtime.chainsWorker?.chains ?? [];
   process.stdout.write(

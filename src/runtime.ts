@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
+import type { Logger } from "pino";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
 import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
@@ -12,6 +13,7 @@ import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
 import { createInProcessTransport } from "./core/in-process-transport.js";
+import type { Log } from "./core/ports/log.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
@@ -19,6 +21,7 @@ import type { DevUpstream } from "./dev/provider/dev-upstream.js";
 import { buildFacade } from "./facade/facade.js";
 import { type ImageResources, imageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
+import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
 import type { Db } from "./store/database.js";
 import { storageProbe } from "./store/storage-probe.js";
@@ -46,7 +49,11 @@ export type RuntimeMode = "serve" | "dev" | "embedded" | "operator" | "worker";
 /** Extra knobs, mostly for tests. */
 export interface RuntimeOptions {
   readonly mode: RuntimeMode;
-  readonly logger?: boolean | { readonly level: string };
+  /**
+   * The level of the JSON log (src/logger.ts); with `false`, the core and the chains log their
+   * errors only and the facade logs nothing (embedded runtimes in tests).
+   */
+  readonly logger?: false | { readonly level: LogLevel };
   readonly now?: () => number;
 }
 
@@ -215,14 +222,23 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 /** Opens each part in order, deferring its close on `stack`; returns the configuration in force. */
 async function assemble(
   config: Config,
-  { mode, logger = false, now }: RuntimeOptions,
+  { mode, logger: logging = false, now }: RuntimeOptions,
   stack: ResourceStack,
   parts: Mutable<Omit<Runtime, "close" | "mode" | "config">>,
 ): Promise<Config> {
+  const logLevel = logging === false ? "error" : logging.level;
+  // Unlogged runtimes (the CLI's operator mode, tests) keep errors off stdout, where a command's
+  // --json output goes.
+  const logger = logging === false ? undefined : openLogger(logLevel);
+  const log: Log = logger ?? lazyLog(() => openLogger(logLevel, 2));
   if (mode === "worker") {
     const { runChainsWorker } = await import("./chains/chains-worker.js");
     const worker = await runChainsWorker(
-      chainsWorkerSpec(config, { masterSecret: config.onchain.masterSecret!, startAt: "finalized" }),
+      chainsWorkerSpec(
+        config,
+        { masterSecret: config.onchain.masterSecret!, startAt: "finalized" },
+        logLevel,
+      ),
     );
     parts.chainsWorker = worker;
     stack.defer(() => worker.stop());
@@ -261,7 +277,7 @@ async function assemble(
         const { startDevChains } = await import("./dev/chains/dev-chains.js");
         devChains = await startDevChains(config.chains, {
           dataDir: config.dataDir,
-          log: (line) => process.stderr.write(`${line}\n`),
+          log: (line) => log.info({ component: "dev-chains" }, line),
         });
         stack.defer(() => devChains!.close());
         parts.dev = { ...parts.dev, chains: devChains };
@@ -322,9 +338,7 @@ async function assemble(
       ...chainsSettings(config, onchain),
       store: stores.chainWork,
       now,
-      log: (line) => console.error(line),
-      onError: (error, context) =>
-        console.error(`${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`),
+      ...chainsLogging(log),
     });
     parts.chains = chains;
     stack.defer(() => chains!.stop());
@@ -365,7 +379,7 @@ async function assemble(
     stack.defer(async () => {
       await redis.quit().catch(() => redis.disconnect());
     });
-    rateLimiter = redisRateLimiter(redis, (reason) => console.error(`rate limits: ${reason}`));
+    rateLimiter = redisRateLimiter(redis, (reason) => log.error({ component: "rate-limits" }, reason));
     probes.push({
       name: "redis",
       required: false,
@@ -402,7 +416,7 @@ async function assemble(
             streamPingMs: config.streamPingMs,
             images: images?.deps,
           },
-    onInternalError: (error, procedure) => console.error(`internal error in ${procedure}:`, error),
+    log: logger?.child({ component: "core" }) ?? log,
     chainDirectory: chains,
     faucet: onchain?.faucet,
     withdrawalLimit: rateLimiter("withdrawals", config.onchain.withdrawalsPerHour, 3_600_000),
@@ -437,11 +451,11 @@ async function assemble(
   // production runs it as `tollgate worker`, a process of its own. Never on the request loop.
   if (mode === "dev" && onchain !== undefined) {
     const { startChainsThread } = await import("./chains/chains-worker.js");
-    const worker = await startChainsThread(chainsWorkerSpec(config, onchain));
+    const worker = await startChainsThread(chainsWorkerSpec(config, onchain, logLevel));
     parts.chainsWorker = worker;
     stack.defer(() => worker.stop());
     const devChains = parts.dev.chains;
-    if (devChains !== undefined && chains !== undefined) await fundDevTreasuries(devChains, chains);
+    if (devChains !== undefined && chains !== undefined) await fundDevTreasuries(devChains, chains, log);
   }
 
   // Holds orphaned by a crash are voided before the first request is served.
@@ -459,7 +473,7 @@ async function assemble(
     while (coreServer.inFlight() > 0 && Date.now() < deadline) await sleep(10);
     await coreServer.server.close();
   });
-  images?.startSweeper((error) => console.error("internal error in the image sweeper:", error));
+  images?.startSweeper((error) => log.error({ err: error }, "the image sweeper failed"));
   await openFacade(config, parts.transport, "in-process", logger, stack, parts);
   return config;
 }
@@ -479,7 +493,7 @@ async function openFacade(
   config: Config,
   transport: Transport,
   coreLocation: string,
-  logger: RuntimeOptions["logger"],
+  logger: Logger | undefined,
   stack: ResourceStack,
   parts: { facade: FastifyInstance | undefined; metrics: MetricsEndpoint | undefined },
 ): Promise<void> {
@@ -487,7 +501,7 @@ async function openFacade(
     transport,
     coreLocation,
     metrics: parts.metrics?.registry,
-    logger: logger ?? false,
+    logger,
     images: config.images,
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
     clientTimeouts: config.clientTimeouts,
@@ -533,16 +547,14 @@ async function startDevUpstreamOnce(
 }
 
 /** The treasury pays every settlement's fees: give it dev gas on each local chain. */
-async function fundDevTreasuries(devChains: DevChains, chains: ChainsRuntime): Promise<void> {
+async function fundDevTreasuries(devChains: DevChains, chains: ChainsRuntime, log: Log): Promise<void> {
   for (const id of devChains.running) {
     const treasury = chains.adapter(id)?.treasuryAddress();
     if (treasury === undefined) continue;
     await devChains
       .fundFees(id, treasury)
       .catch((error: unknown) =>
-        process.stderr.write(
-          `dev chains: ${id}: could not fund the treasury's fees: ${(error as Error).message}\n`,
-        ),
+        log.warn({ component: "dev-chains", chain: id, err: error }, "could not fund the treasury's fees"),
       );
   }
 }
@@ -561,8 +573,8 @@ function chainsSettings(config: Config, onchain: OnchainSetup): ChainsSettings {
 }
 
 /** The chains worker's job for this gateway's configuration and chains. */
-function chainsWorkerSpec(config: Config, onchain: OnchainSetup): ChainsWorkerSpec {
-  return { store: storeChoice(config), ...chainsSettings(config, onchain) };
+function chainsWorkerSpec(config: Config, onchain: OnchainSetup, logLevel: LogLevel): ChainsWorkerSpec {
+  return { store: storeChoice(config), logLevel, ...chainsSettings(config, onchain) };
 }
 
 /** The configured store: PostgreSQL when TOLLGATE_DATABASE_URL names one, else SQLite in the data dir. */

@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import { chainsLogging, type LogLevel, openLogger } from "../logger.js";
 import type { StoreChoice } from "../store/store-set.js";
 import { openChainWorkStores } from "../store/stores.js";
 import { threadEntry } from "../thread-entry.js";
@@ -13,6 +14,8 @@ export type ChainsSettings = Pick<
 /** The chains worker's job: its chains' settings, over the configured store. */
 export interface ChainsWorkerSpec extends ChainsSettings {
   readonly store: StoreChoice;
+  /** The level of its JSON log lines (the gateway's TOLLGATE_LOG_LEVEL). */
+  readonly logLevel: LogLevel;
 }
 
 /** A running chains worker. */
@@ -32,16 +35,12 @@ export interface ChainsWorker {
 export async function runChainsWorker(spec: ChainsWorkerSpec): Promise<ChainsWorker> {
   const opened = await openChainWorkStores(spec.store);
   try {
-    const { store: _, ...settings } = spec;
+    const { store: _, logLevel, ...settings } = spec;
     const runtime = await ChainsRuntime.create({
       ...settings,
       store: opened.store,
       roles: opened.roles,
-      log: (line) => process.stderr.write(`${line}\n`),
-      onError: (error, context) =>
-        process.stderr.write(
-          `${context}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}\n`,
-        ),
+      ...chainsLogging(openLogger(logLevel)),
     });
     runtime.start();
     return {

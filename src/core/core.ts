@@ -37,6 +37,7 @@ import type { AccountStore, SessionStore } from "./ports/accounts.js";
 import type { IdempotencyStore } from "./ports/idempotency.js";
 import type { ImageStore } from "./ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "./ports/ledger.js";
+import { type Log, silentLog } from "./ports/log.js";
 import { type Metrics, NO_METRICS } from "./ports/metrics.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
 import type { RateLimiter, RateLimiterFactory } from "./ports/rate-limits.js";
@@ -58,8 +59,12 @@ export interface CoreDeps {
   /** Operator token accepted in `authorization: Bearer`; undefined disables operator calls over the network. */
   readonly adminToken?: string | undefined;
   readonly now?: () => number;
-  /** Told about every failure that is masked as Internal, with its original cause. */
-  readonly onInternalError?: (error: unknown, procedure: string) => void;
+  /**
+   * Where the core logs: every failure masked as Internal with its original cause, and what
+   * callers cannot see (masked provider failures, billing anomalies), each with its request id.
+   * Nothing is logged when absent.
+   */
+  readonly log?: Log | undefined;
   /** Chains callers may pay on; the shipped registry when absent. */
   readonly chains?: ChainRegistry | undefined;
   /** Prices; the shipped catalog when absent. */
@@ -132,6 +137,7 @@ export interface Core {
 /** Builds the core's services over its stores and providers. Never listens. */
 export function createCore(deps: CoreDeps): Core {
   const now = deps.now ?? Date.now;
+  const log = deps.log ?? silentLog;
   const repo = deps.accounts;
   const authenticator = new Authenticator(repo, now);
   const throttle = new AuthThrottle(deps.authFailures, now);
@@ -150,7 +156,7 @@ export function createCore(deps: CoreDeps): Core {
   const sweeper = createHoldSweeper(billing, {
     maxCallMs: deps.maxCallMs ?? 15 * 60_000,
     intervalMs: deps.holdSweepIntervalMs ?? 60_000,
-    onError: (error) => deps.onInternalError?.(error, "hold sweeper"),
+    onError: (error) => log.error({ err: error }, "the hold sweeper failed"),
   });
   const onchain = new OnchainBilling({
     ledger: deps.ledger,
@@ -180,7 +186,7 @@ export function createCore(deps: CoreDeps): Core {
           counters,
           metrics,
           now,
-          onError: (error, context) => deps.onInternalError?.(error, context),
+          log,
         });
   const images =
     deps.inference?.images === undefined
@@ -194,7 +200,7 @@ export function createCore(deps: CoreDeps): Core {
           limit: deps.inference.rateLimiter("images", deps.inference.images.perMinute, 60_000),
           metrics,
           now,
-          onError: (error, context) => deps.onInternalError?.(error, context),
+          log,
         });
   const idempotency =
     deps.idempotency === undefined
@@ -203,7 +209,7 @@ export function createCore(deps: CoreDeps): Core {
           store: deps.idempotency,
           now,
           maxCallMs: deps.maxCallMs ?? 15 * 60_000,
-          onError: (error, context) => deps.onInternalError?.(error, context),
+          onError: (error, context) => log.error({ err: error }, context),
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
@@ -235,7 +241,10 @@ export function createCore(deps: CoreDeps): Core {
       return await next(req);
     } catch (error) {
       const masked = toConnectError(error);
-      if (masked !== error) deps.onInternalError?.(error, req.url);
+      if (masked !== error) {
+        const requestId = req.header.get("x-request-id") || undefined;
+        log.error({ err: error, requestId, procedure: req.url }, "internal error");
+      }
       throw masked;
     }
   };

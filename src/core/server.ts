@@ -2,7 +2,9 @@ import type { Http2Server } from "node:http2";
 import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
+  type FastifyBaseLogger,
   type FastifyInstance,
+  LogController,
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
 } from "fastify";
@@ -27,20 +29,20 @@ export interface CoreServer {
 
 /** Options for the core's network server. */
 export interface CoreServerOptions {
-  readonly logger?: boolean | { readonly level: string };
+  /** The gateway's logger; nothing is logged when absent. */
+  readonly logger?: FastifyBaseLogger | undefined;
 }
 
 /**
  * The core on an HTTP/2 cleartext server: gRPC, gRPC-Web and Connect on one port. Never listens.
  * Tracks in-flight RPCs so shutdown can let them finish before sessions are closed.
  */
-export async function buildCoreServer(
-  core: Core,
-  { logger = false }: CoreServerOptions = {},
-): Promise<CoreServer> {
+export async function buildCoreServer(core: Core, { logger }: CoreServerOptions = {}): Promise<CoreServer> {
   const server: CoreFastify = Fastify<Http2Server>({
     http2: true,
-    logger,
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    // The facade logs each request once (src/facade/request-log.ts); a line per RPC would double it.
+    logController: new LogController({ disableRequestLogging: true }),
     // Without it, close() waits for every idle HTTP/2 client session to go away on its own.
     forceCloseConnections: true,
   });

@@ -1,5 +1,6 @@
 import { createClient, type Transport } from "@connectrpc/connect";
 import Fastify, {
+  type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
@@ -20,13 +21,15 @@ import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
 import { unreadBodyHook } from "./request-body.js";
+import { RequestLogController } from "./request-log.js";
 
 /** What the facade is built from: only a transport to the core, never the store or upstreams. */
 export interface FacadeDeps {
   readonly transport: Transport;
   /** Shown by the health route: "in-process" or the core's URL. */
   readonly coreLocation: string;
-  readonly logger?: boolean | { readonly level: string };
+  /** The gateway's logger (see src/logger.ts); nothing is logged when absent. */
+  readonly logger?: FastifyBaseLogger | undefined;
   /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the Host header when absent. */
   readonly publicUrl?: URL | undefined;
   /** Upload limits of the image routes and the public origin of `url` images. */
@@ -58,7 +61,7 @@ const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
 export async function buildFacade({
   transport,
   coreLocation,
-  logger = false,
+  logger,
   publicUrl,
   images,
   clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
@@ -67,7 +70,9 @@ export async function buildFacade({
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
-    logger,
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    // One line per request instead of Fastify's two; its fields are named like the core's.
+    logController: new RequestLogController(),
     trustProxy: trustProxy.length === 0 ? false : [...trustProxy],
     // Ids are always the gateway's own: a client-chosen id must never collide with a billing id.
     genReqId: newRequestId,

@@ -3,8 +3,13 @@ import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
 import { isStorageFull, storageFull } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
-import { upstreamFailureError, upstreamStatusError } from "../inference/upstream-errors.js";
+import {
+  type UpstreamErrorSink,
+  upstreamFailureError,
+  upstreamStatusError,
+} from "../inference/upstream-errors.js";
 import type { ImageStore, StoredImage } from "../ports/image-store.js";
+import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { ImageInput, ImageUpstream } from "../ports/providers.js";
 import type { RateLimiter } from "../ports/rate-limits.js";
@@ -31,7 +36,7 @@ export interface ImageInferenceDeps {
   readonly metrics: Metrics;
   readonly now: () => number;
   /** Told of failures that are masked for the caller. */
-  readonly onError: (error: unknown, context: string) => void;
+  readonly log: Log;
 }
 
 /** A paying caller's image call, as the Inference service hands it over. */
@@ -97,9 +102,9 @@ export class ImageInference {
     let charged = false;
     try {
       const sentAt = performance.now();
-      const image = await this.fetchImage(upstream, params, signal);
+      const image = await this.fetchImage(upstream, params, signal, call.requestId);
       this.deps.metrics.providerAnswered(call.requestId, "image", (performance.now() - sentAt) / 1000);
-      const delivered = await this.deliver(image.image, call.responseFormat);
+      const delivered = await this.deliver(image.image, call.responseFormat, call.requestId);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
       await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
@@ -115,7 +120,7 @@ export class ImageInference {
         text: image.text,
       };
     } finally {
-      if (!charged) await this.release(holdId);
+      if (!charged) await this.release(holdId, call.requestId);
     }
   }
 
@@ -137,8 +142,11 @@ export class ImageInference {
     upstream: ImageUpstream,
     params: ImageParams,
     signal: AbortSignal,
+    requestId: string,
   ): Promise<{ image: { data: Uint8Array; mimeType: ImageMimeType }; text: string }> {
     let outcome: Awaited<ReturnType<ImageUpstream["generate"]>>;
+    const sink: UpstreamErrorSink = (error, context) =>
+      this.deps.log.error({ err: error, requestId }, context);
     try {
       outcome = await upstream.generate({
         upstreamModel: params.model.route.upstreamModel,
@@ -150,11 +158,11 @@ export class ImageInference {
         signal,
       });
     } catch (error) {
-      throw upstreamFailureError(error, signal, this.deps.onError);
+      throw upstreamFailureError(error, signal, sink);
     }
     switch (outcome.kind) {
       case "http-error":
-        throw upstreamStatusError(outcome.status, outcome.body, outcome.retryAfter, this.deps.onError);
+        throw upstreamStatusError(outcome.status, outcome.body, outcome.retryAfter, sink);
       case "refused":
         throw imageRefused(outcome.detail);
       case "empty":
@@ -171,6 +179,7 @@ export class ImageInference {
   private async deliver(
     image: { data: Uint8Array; mimeType: ImageMimeType },
     format: ImageCall["responseFormat"],
+    requestId: string,
   ): Promise<DeliveredImage> {
     if (format === "b64_json") return { kind: "data", ...image };
     const token = newImageToken();
@@ -178,7 +187,7 @@ export class ImageInference {
     try {
       await this.deps.store.put(token, { ...image, expiresAt });
     } catch (error) {
-      this.deps.onError(error, "storing an image");
+      this.deps.log.error({ err: error, requestId }, "storing an image failed");
       const lead = "The image could not be stored; nothing was charged.";
       // A full disk is the gateway's to fix, and passes: a 503 the caller may retry.
       if (isStorageFull(error)) throw storageFull(lead);
@@ -187,11 +196,11 @@ export class ImageInference {
     return { kind: "url", token, mimeType: image.mimeType, expiresAt };
   }
 
-  private async release(holdId: string): Promise<void> {
+  private async release(holdId: string, requestId: string): Promise<void> {
     try {
       await this.deps.billing.release(holdId);
     } catch (error) {
-      this.deps.onError(error, `releasing ${holdId}`);
+      this.deps.log.error({ err: error, requestId, holdId }, "releasing a hold failed");
     }
   }
 }

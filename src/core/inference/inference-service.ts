@@ -106,6 +106,7 @@ export function createInferenceService(
       const key = payingKey(ctx);
       const count = await inference.countTokens({
         keyId: key.keyId,
+        requestId: ctx.requestHeader.get("x-request-id") || undefined,
         body: req.body,
         anthropicVersion: req.anthropicVersion,
         anthropicBeta: req.anthropicBeta,

@@ -4,6 +4,7 @@ import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
 import type { HoldRow } from "../ports/ledger.js";
+import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import {
   type TextUpstream,
@@ -34,7 +35,7 @@ import { readBody } from "./read-body.js";
 import { repairView } from "./repair.js";
 import { type SseFrame, sseFrames } from "./sse.js";
 import { StreamShape } from "./stream-shape.js";
-import { upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
+import { type UpstreamErrorSink, upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
   billedUsage,
   contentTexts,
@@ -64,8 +65,8 @@ export interface TextInferenceDeps {
   /** Told how long the provider took to answer each call. */
   readonly metrics: Metrics;
   readonly now: () => number;
-  /** Told of failures that cannot reach the caller any more (a settle after the answer went out). */
-  readonly onError: (error: unknown, context: string) => void;
+  /** Told of failures masked for the caller or that cannot reach it any more (a settle after the answer went out). */
+  readonly log: Log;
 }
 
 /** A paying caller's text call, as the Inference service hands it over. */
@@ -182,6 +183,7 @@ export class TextInference {
           signal: upstreamAbort.signal,
         },
         signal,
+        call.requestId,
       );
       yield {
         kind: "head",
@@ -198,7 +200,7 @@ export class TextInference {
       };
       if (request.view.stream) this.providerAnswered(call, sentAt);
       else {
-        const { text, message } = await this.readAnswer(response, signal);
+        const { text, message } = await this.readAnswer(response, signal, call.requestId);
         this.providerAnswered(call, sentAt);
         const delivered = contentTexts(message.content);
         const problem = usageProblem(message.usage, delivered.length > 0);
@@ -211,7 +213,7 @@ export class TextInference {
         yield { kind: "message", body: Buffer.from(text) };
         return;
       }
-      yield* this.relay(response, meter, signal);
+      yield* this.relay(response, meter, signal, call.requestId);
     } finally {
       signal.removeEventListener("abort", onAbort);
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
@@ -230,14 +232,14 @@ export class TextInference {
    * A non-streaming answer, read whole and checked to be a message: a body cut short, too large
    * or not a message is the provider failing (nothing delivered, nothing charged).
    */
-  private async readAnswer(response: UpstreamResponse, signal: AbortSignal) {
+  private async readAnswer(response: UpstreamResponse, signal: AbortSignal, requestId: string) {
     try {
       const text = await readBody(response.body, MESSAGE_BODY_LIMIT);
       return { text, message: readMessage(text) };
     } catch (error) {
       if (error instanceof UpstreamFailure && error.kind === "malformed")
-        this.deps.onError(error, "provider answered 200 with no message");
-      throw this.failure(error, signal);
+        this.deps.log.error({ err: error, requestId }, "provider answered 200 with no message");
+      throw this.failure(error, signal, requestId);
     }
   }
 
@@ -275,7 +277,9 @@ export class TextInference {
   }
 
   /** Counts a request's input tokens with the provider's counter; not funds-gated, not billed. */
-  async countTokens(call: Omit<TextCall, "accountId" | "billingChain" | "requestId">): Promise<TokenCount> {
+  async countTokens(
+    call: Omit<TextCall, "accountId" | "billingChain" | "requestId"> & { readonly requestId?: string },
+  ): Promise<TokenCount> {
     this.checkClient(call.userAgent);
     const rateLimit = await this.admit(this.deps.countTokensLimit, call.keyId);
     const request = parseMessagesRequest(call.body, "count_tokens");
@@ -287,7 +291,10 @@ export class TextInference {
     try {
       inputTokens = inputTokensOf(text);
     } catch (error) {
-      this.deps.onError(error, "provider answered count_tokens with no count");
+      this.deps.log.error(
+        { err: error, requestId: call.requestId },
+        "provider answered count_tokens with no count",
+      );
       throw upstreamError("a count without input_tokens");
     }
     return { inputTokens, body: Buffer.from(text), rateLimit, repairedParams: repaired };
@@ -330,6 +337,7 @@ export class TextInference {
     response: UpstreamResponse,
     meter: StreamMeter,
     signal: AbortSignal,
+    requestId: string,
   ): AsyncGenerator<MessagePart> {
     const frames = withKeepAlive<SseFrame, "ping">(sseFrames(response.body), this.deps.streamPingMs, "ping");
     const shape = new StreamShape();
@@ -356,8 +364,8 @@ export class TextInference {
     } catch (error) {
       // After message_stop the client has its whole answer: what the provider does next is its own.
       if (signal.aborted || shape.ended) return;
-      const failure = this.failure(error, signal);
-      this.deps.onError(error, "provider stream broke off");
+      const failure = this.failure(error, signal, requestId);
+      this.deps.log.error({ err: error, requestId }, "provider stream broke off");
       const data = JSON.stringify({
         type: "error",
         error: {
@@ -392,7 +400,10 @@ export class TextInference {
       const outputTokens = await this.countDelivered(meter.deliveredBlocks(), billed);
       await this.settle(billed, { ...meter.reported(this.resolveModel), outputTokens });
     } catch (error) {
-      this.deps.onError(error, `request ${call.requestId}: settling ${placed.id}`);
+      this.deps.log.error(
+        { err: error, requestId: call.requestId, holdId: placed.id },
+        "settling a stream failed",
+      );
     }
   }
 
@@ -405,9 +416,9 @@ export class TextInference {
   private async measured(billed: BilledCall, delivered: string[], problem: string): Promise<DeliveredUsage> {
     const { call, request } = billed;
     this.deps.counters.add("missing_usage");
-    this.deps.onError(
-      new Error(`the provider's usage cannot be billed (${problem}); charging the gateway's own count`),
-      `request ${call.requestId}`,
+    this.deps.log.error(
+      { requestId: call.requestId, problem },
+      "the provider's usage cannot be billed; charging the gateway's own count",
     );
     const sent = messagesBody(request);
     const countBody: Record<string, unknown> = {};
@@ -421,7 +432,10 @@ export class TextInference {
       // Every request reads some input: a count of none is the counter failing too.
       if (inputTokens === 0n) throw new Error("the counter says the request has no input");
     } catch (error) {
-      this.deps.onError(error, `request ${call.requestId}: counting the input of an answer without usage`);
+      this.deps.log.error(
+        { err: error, requestId: call.requestId },
+        "counting the input of an answer without usage failed",
+      );
       inputTokens = estimate([text]);
     }
     return {
@@ -458,7 +472,7 @@ export class TextInference {
       if (tokens < 1) throw new Error(`the counter says delivered text has ${tokens} tokens`);
       return BigInt(tokens);
     } catch (error) {
-      this.deps.onError(error, `request ${call.requestId}: counting delivered output`);
+      this.deps.log.error({ err: error, requestId: call.requestId }, "counting delivered output failed");
       return estimate(blocks);
     }
   }
@@ -466,28 +480,36 @@ export class TextInference {
   /** Calls the provider's count endpoint; returns its JSON text. */
   private async count(
     body: string | Uint8Array,
-    call: { anthropicVersion: string; anthropicBeta: string },
+    call: { anthropicVersion: string; anthropicBeta: string; requestId?: string },
     signal?: AbortSignal,
   ) {
-    const response = await this.send({
-      path: "/v1/messages/count_tokens",
-      body,
-      anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
-      anthropicBeta: call.anthropicBeta,
-      signal,
-    });
+    const response = await this.send(
+      {
+        path: "/v1/messages/count_tokens",
+        body,
+        anthropicVersion: call.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
+        anthropicBeta: call.anthropicBeta,
+        signal,
+      },
+      undefined,
+      call.requestId,
+    );
     return readBody(response.body, ERROR_BODY_LIMIT).catch((error: unknown) => {
-      throw this.failure(error);
+      throw this.failure(error, undefined, call.requestId);
     });
   }
 
   /** Sends to the provider; anything but a 200 becomes the matching error (the body is read). */
-  private async send(upstreamCall: UpstreamCall, signal?: AbortSignal): Promise<UpstreamResponse> {
+  private async send(
+    upstreamCall: UpstreamCall,
+    signal?: AbortSignal,
+    requestId?: string,
+  ): Promise<UpstreamResponse> {
     let response: UpstreamResponse;
     try {
       response = await this.deps.upstream.send(upstreamCall);
     } catch (error) {
-      throw this.failure(error, signal);
+      throw this.failure(error, signal, requestId);
     }
     if (response.status === 200) return response;
     const body = await readBody(response.body, ERROR_BODY_LIMIT).catch(() => "");
@@ -495,13 +517,18 @@ export class TextInference {
       response.status,
       body,
       headerValue(response.headers["retry-after"]),
-      this.deps.onError,
+      this.sink(requestId),
     );
   }
 
   /** A failure without an HTTP answer, as the caller sees it. */
-  private failure(error: unknown, signal?: AbortSignal): ConnectError {
-    return upstreamFailureError(error, signal, this.deps.onError);
+  private failure(error: unknown, signal?: AbortSignal, requestId?: string): ConnectError {
+    return upstreamFailureError(error, signal, this.sink(requestId));
+  }
+
+  /** Where the provider's masked failures of request `requestId` are logged. */
+  private sink(requestId: string | undefined): UpstreamErrorSink {
+    return (error, context) => this.deps.log.error({ err: error, requestId }, context);
   }
 
   /**
@@ -515,20 +542,18 @@ export class TextInference {
     const { capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
     if (priced.unpriced.length > 0) {
       this.deps.counters.add("unpriced_usage");
-      this.deps.onError(
-        new Error(`usage the gateway cannot price: ${priced.unpriced.join(", ")}; charged what it knows`),
-        `request ${call.requestId}: settling ${placed.id}`,
+      this.deps.log.error(
+        { requestId: call.requestId, holdId: placed.id, unpriced: priced.unpriced },
+        "usage the gateway cannot price; charged what it knows",
       );
     }
     if (capped || usage !== delivered) {
       this.deps.counters.add("capped_charge");
-      this.deps.onError(
-        new Error(
-          capped
-            ? "the delivered usage exceeded the call's hold; the charge was capped at the hold"
-            : `the provider reported more output than max_tokens ${billed.outputCap}; charged max_tokens`,
-        ),
-        `request ${call.requestId}: settling ${placed.id}`,
+      this.deps.log.error(
+        { requestId: call.requestId, holdId: placed.id, maxTokens: billed.outputCap },
+        capped
+          ? "the delivered usage exceeded the call's hold; the charge was capped at the hold"
+          : "the provider reported more output than max_tokens; charged max_tokens",
       );
     }
   }

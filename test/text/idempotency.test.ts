@@ -3,7 +3,13 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ScriptedEvent } from "../../src/dev/provider/dev-upstream.js";
+import {
+  type CreateMessageResponse,
+  InferenceService,
+  type MessageHead,
+} from "../../src/gen/tollgate/inference/v1/inference_pb.js";
 import { accountWithKey } from "../helpers/app.js";
+import { grpcClient, serverStream } from "../helpers/grpc.js";
 import { smallPng } from "../helpers/image-fixtures.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
@@ -198,6 +204,39 @@ describe("Idempotency-Key on /v1/messages", () => {
     t.expectSoundLedger();
   });
 
+  it("replays a stream its client cut short as delivered, ending with an error saying so", async () => {
+    const { key, body } = fresh({ stream: true });
+    const marker = body.messages[0]!.content;
+    t.script((request) =>
+      request.rawBody.includes(marker) ? { kind: "stream", events: slowStream(5_000) } : undefined,
+    );
+    const rows = await holds();
+    const abort = new AbortController();
+    const first = await post(body, key, t.secret, abort.signal);
+    const reader = first.body!.getReader();
+    let received = "";
+    while (!received.includes("content_block_start")) {
+      const { value } = await reader.read();
+      received += Buffer.from(value!).toString();
+    }
+    abort.abort();
+    // The cut call settles (input plus what was delivered) and keeps what it delivered.
+    let replay = await post(body, key);
+    for (let i = 0; i < 200 && replay.status === 409; i++) {
+      await sleep(20);
+      replay = await post(body, key);
+    }
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    const events = [...(await replay.text()).matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+    expect(events.slice(0, 2)).toEqual(["message_start", "content_block_start"]);
+    expect(events).not.toContain("message_stop");
+    expect(events.at(-1)).toBe("error");
+    expect(sent(marker)).toBe(1);
+    expect(await holds()).toBe(rows + 1);
+    t.expectSoundLedger();
+  });
+
   it("lets exactly one of many concurrent duplicates run", async () => {
     const { key, body } = fresh({ stream: true });
     const marker = body.messages[0]!.content;
@@ -297,6 +336,34 @@ describe("Idempotency-Key on /v1/messages", () => {
     expect(response.headers.get("idempotent-replayed")).toBe("true");
     expect(sent(marker)).toBe(1);
     t.expectSoundLedger();
+  });
+});
+
+describe("idempotency_key over gRPC", () => {
+  it("replays CreateMessage with its head marked replayed, billed once", async () => {
+    const client = grpcClient(InferenceService, t.gateway.coreUrl);
+    try {
+      const { key, body } = fresh();
+      const call = () =>
+        serverStream<CreateMessageResponse>(
+          client,
+          "CreateMessage",
+          { body: Buffer.from(JSON.stringify(body)), idempotencyKey: key },
+          { "x-api-key": t.secret },
+        );
+      const first = await call();
+      const retry = await call();
+      expect(first.map((p) => p.part.case)).toEqual(["head", "message"]);
+      const head = (parts: CreateMessageResponse[]) => parts[0]!.part.value as MessageHead;
+      expect(head(first).replayed).toBe(false);
+      expect(head(retry).replayed).toBe(true);
+      expect(head(retry).requestId).toBe(head(first).requestId);
+      expect(retry[1]!.part.value).toEqual(first[1]!.part.value);
+      expect(sent(body.messages[0]!.content)).toBe(1);
+      t.expectSoundLedger();
+    } finally {
+      client.close();
+    }
   });
 });
 

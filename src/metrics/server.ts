@@ -34,9 +34,17 @@ export async function listenMetrics(
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const refused = (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(
+              `the metrics port ${host}:${port} is in use: set TOLLGATE_METRICS_PORT to another port (0: any free one) or off`,
+            )
+          : error,
+      );
+    server.once("error", refused);
     server.listen(port, host, () => {
-      server.off("error", reject);
+      server.off("error", refused);
       resolve();
     });
   });

@@ -1,3 +1,5 @@
+import type { AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, describe, expect, it } from "vitest";
@@ -29,6 +31,19 @@ describe("tollgate dev's metrics port", () => {
       expect(await gateway.stop()).toBe(0);
     }
     await expect(fetch(url!)).rejects.toThrow();
+  });
+
+  it("refuses to start on a metrics port in use, naming the variable", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      await expect(
+        startGateway({ TOLLGATE_DATA_DIR: dir.path, TOLLGATE_METRICS_PORT: `${port}` }),
+      ).rejects.toThrow(/metrics port 127\.0\.0\.1:\d+ is in use: set TOLLGATE_METRICS_PORT/);
+    } finally {
+      taken.close();
+    }
   });
 
   it("is off with TOLLGATE_METRICS_PORT=off", async () => {

@@ -60,7 +60,7 @@ function exitOnSignal(runtime: Runtime, timeoutMs: number, name: string): void {
     void runtime.close(timeoutMs, signal).then(
       () => process.exit(0),
       (error: unknown) => {
-        console.error(`${name}: shutdown failed:`, error);
+        runtime.log.error({ err: error }, `${name}: shutdown failed`);
         process.exit(1);
       },
     );

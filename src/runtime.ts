@@ -13,7 +13,7 @@ import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
 import { createInProcessTransport } from "./core/in-process-transport.js";
-import type { Log } from "./core/ports/log.js";
+import { type Log, silentLog } from "./core/ports/log.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
 import { buildCoreServer, type CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
@@ -104,6 +104,8 @@ export interface Runtime {
   readonly chainsWorker: ChainsWorker | undefined;
   /** The local stand-ins dev mode started, for the ready line. */
   readonly dev: { readonly upstream?: DevUpstream; readonly chains?: DevChains; readonly images: boolean };
+  /** The gateway's JSON log (src/logger.ts): for what happens outside a request, up to its exit. */
+  readonly log: Log;
   /**
    * Stops accepting, lets in-flight requests finish for at most `timeoutMs`, then closes every
    * resource in the reverse order of opening. Safe to call more than once.
@@ -202,6 +204,7 @@ export async function openRuntime(config: Config, options: RuntimeOptions): Prom
     chains: undefined,
     chainsWorker: undefined,
     dev: { images: false },
+    log: silentLog,
   };
   try {
     config = await assemble(config, options, stack, parts);
@@ -231,6 +234,7 @@ async function assemble(
   // --json output goes.
   const logger = logging === false ? undefined : openLogger(logLevel);
   const log: Log = logger ?? lazyLog(() => openLogger(logLevel, 2));
+  parts.log = log;
   if (mode === "worker") {
     const { runChainsWorker } = await import("./chains/chains-worker.js");
     const worker = await runChainsWorker(

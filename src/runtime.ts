@@ -423,6 +423,7 @@ async function assemble(
     log: logger?.child({ component: "core" }) ?? log,
     chainDirectory: chains,
     faucet: onchain?.faucet,
+    devMode: mode === "dev",
     withdrawalLimit: rateLimiter("withdrawals", config.onchain.withdrawalsPerHour, 3_600_000),
     metrics: parts.metrics?.registry,
     probes,

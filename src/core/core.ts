@@ -83,6 +83,12 @@ export interface CoreDeps {
   readonly probes?: readonly HealthProbe[] | undefined;
   /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
   readonly faucet?: DevFaucet | undefined;
+  /**
+   * True only under `tollgate dev`: GetPricing says so, and the dashboard offers its test wallet.
+   * Set from the command that runs, not inferred from dev chains or a faucet, so `serve` never
+   * offers it whatever its chains.
+   */
+  readonly devMode?: boolean | undefined;
   /** Each account's withdrawals per hour (its own callers', not the operator's); unlimited when absent. */
   readonly withdrawalLimit?: RateLimiter | undefined;
   /** Where holds, charges and provider latency are counted (the metrics endpoint); nowhere when absent. */
@@ -217,6 +223,7 @@ export function createCore(deps: CoreDeps): Core {
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
+      getPricing: (req, ctx) => ({ ...billingMethods.getPricing(req, ctx), devMode: deps.devMode ?? false }),
       async getDepositAddresses(req, ctx) {
         const res = await billingMethods.getDepositAddresses(req, ctx);
         const testFunds = (chain: string) => deps.faucet?.chains.has(chain) ?? false;

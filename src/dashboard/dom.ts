@@ -67,7 +67,10 @@ export function copyButton(text: string, label = "Copy"): HTMLButtonElement {
   return button;
 }
 
-/** A horizontally scrollable table, so wide tables work at 375 px. */
+/**
+ * A table. Below 600 px each row becomes a card of "header: value" lines (app.css, from each
+ * cell's `data-label`), so no table is wider than a phone's screen.
+ */
 export function table(
   head: string[],
   rows: Child[][],
@@ -95,7 +98,9 @@ export function table(
           h(
             "tr",
             {},
-            cells.map((cell, i) => h("td", { class: numeric.has(i) ? "num" : undefined }, cell)),
+            cells.map((cell, i) =>
+              h("td", { class: numeric.has(i) ? "num" : undefined, "data-label": head[i] }, cell),
+            ),
           ),
         ),
       ),

@@ -1,5 +1,6 @@
 import type { Transaction } from "@solana/web3.js";
-import { getAddress, stringToHex } from "viem";
+import { getAddress, type Hex, stringToHex } from "viem";
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import { createSiweMessage } from "viem/siwe";
 import { type SignInResponse, WalletFamily } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { type Chain, ChainFamily } from "../gen/tollgate/billing/v1/billing_pb.js";
@@ -63,11 +64,55 @@ export async function signInWithEthereum(chains: readonly Chain[], link = false)
   const wallet = ethereumWallet();
   const address = await ethereumAccount();
   const current = Number(BigInt((await wallet.request({ method: "eth_chainId" })) as string));
+  return await signInWithSiwe(chains, address, current, link, async (message) => {
+    return (await wallet.request({
+      method: "personal_sign",
+      params: [stringToHex(message), address],
+    })) as string;
+  });
+}
+
+/** Where the dev-mode test wallet keeps its key: this tab only, gone when it closes. */
+const TEST_WALLET_KEY = "tollgate.dev-test-wallet.private-key";
+
+/**
+ * The dev-mode test wallet: a private key generated in this page and kept in sessionStorage, so
+ * it lasts as long as the tab. Anyone who can run script on the page can read it: it signs in to
+ * a `tollgate dev` gateway, nothing else, and is never offered by `serve`.
+ */
+export function testWallet(): PrivateKeyAccount {
+  let key = sessionStorage.getItem(TEST_WALLET_KEY);
+  if (key === null || !/^0x[0-9a-f]{64}$/i.test(key)) {
+    key = generatePrivateKey();
+    sessionStorage.setItem(TEST_WALLET_KEY, key);
+  }
+  return privateKeyToAccount(key as Hex);
+}
+
+/** Signs in with the test wallet: the same SIWE message and personal_sign as a browser wallet's. */
+export async function signInWithTestWallet(chains: readonly Chain[]): Promise<SignInResponse> {
+  const account = testWallet();
+  return await signInWithSiwe(chains, account.address, 0, false, (message) =>
+    account.signMessage({ message }),
+  );
+}
+
+/**
+ * The EIP-4361 exchange itself: a fresh nonce from the core, a message for this origin on the
+ * wallet's chain when the gateway knows it (else its first EVM chain), signed by `sign`.
+ */
+async function signInWithSiwe(
+  chains: readonly Chain[],
+  address: `0x${string}`,
+  walletChainId: number,
+  link: boolean,
+  sign: (message: string) => Promise<string>,
+): Promise<SignInResponse> {
   const known = chains
     .filter((c) => c.family === ChainFamily.EVM && c.enabled)
     .map((c) => Number(c.evmChainId));
   if (known.length === 0) throw new Error("This gateway has no EVM chain enabled.");
-  const chainId = known.includes(current) ? current : known[0]!;
+  const chainId = known.includes(walletChainId) ? walletChainId : known[0]!;
   const { nonce } = await auth.createSignInNonce({});
   const now = Date.now();
   const message = createSiweMessage({
@@ -81,10 +126,7 @@ export async function signInWithEthereum(chains: readonly Chain[], link = false)
     issuedAt: new Date(now),
     expirationTime: new Date(now + MESSAGE_LIFETIME_MS),
   });
-  const signature = (await wallet.request({
-    method: "personal_sign",
-    params: [stringToHex(message), address],
-  })) as string;
+  const signature = await sign(message);
   return await auth.signIn({ family: WalletFamily.EVM, message, signature, link });
 }
 

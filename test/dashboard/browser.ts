@@ -123,3 +123,64 @@ export async function injectSolanaWallet(
     };
   }, wallet.address);
 }
+
+/** What sticks out of the viewport sideways: the page's own scroll width and each element. */
+export interface Overflow {
+  readonly viewport: number;
+  readonly scrollWidth: number;
+  /** The outermost elements reaching past the viewport's right edge, as `tag#id.class (left–right)`. */
+  readonly elements: string[];
+}
+
+/**
+ * Measures horizontal overflow: the document's scroll width, and each outermost rendered element
+ * whose box ends right of the viewport (a table scrolled inside its own box counts too: the dashboard's
+ * tables must fit, not scroll). Text in `pre` blocks, which scroll on purpose, is the one
+ * exception; the skip link hides off the left edge on purpose, so only the right edge counts.
+ */
+export async function measureOverflow(page: Page): Promise<Overflow> {
+  return await page.evaluate(() => {
+    // Runs in the page; the test project has no DOM types, so the few used are named here.
+    interface Box {
+      readonly left: number;
+      readonly right: number;
+      readonly width: number;
+      readonly height: number;
+    }
+    interface El {
+      readonly id: string;
+      readonly className: unknown;
+      readonly tagName: string;
+      readonly parentElement: El | null;
+      closest(selector: string): El | null;
+      getBoundingClientRect(): Box;
+    }
+    const page = globalThis as unknown as {
+      innerWidth: number;
+      document: {
+        body: { querySelectorAll(selector: string): Iterable<El> };
+        documentElement: { scrollWidth: number };
+      };
+    };
+    const viewport = page.innerWidth;
+    const elements: string[] = [];
+    for (const element of page.document.body.querySelectorAll("*")) {
+      if (element.closest("pre") !== null) continue;
+      const box = element.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;
+      // Only the outermost culprit: its parent still fits.
+      const parent = element.parentElement?.getBoundingClientRect();
+      if (box.right > viewport + 0.5 && (parent === undefined || parent.right <= viewport + 0.5)) {
+        const id = element.id === "" ? "" : `#${element.id}`;
+        const cls =
+          typeof element.className === "string" && element.className !== ""
+            ? `.${element.className.split(" ").join(".")}`
+            : "";
+        elements.push(
+          `${element.tagName.toLowerCase()}${id}${cls} (${Math.round(box.left)}–${Math.round(box.right)})`,
+        );
+      }
+    }
+    return { viewport, scrollWidth: page.document.documentElement.scrollWidth, elements };
+  });
+}

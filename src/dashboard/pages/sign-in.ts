@@ -2,9 +2,13 @@ import type { SignInResponse } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { PageContext } from "../context.js";
 import { h, messageOf, mount } from "../dom.js";
 import { setCsrfToken } from "../rpc.js";
-import { signInWithEthereum, signInWithSolana } from "../wallets.js";
+import { signInWithEthereum, signInWithSolana, signInWithTestWallet } from "../wallets.js";
 
-/** Sign-in with an Ethereum (SIWE) or a Solana wallet. The first sign-in creates the account. */
+/**
+ * Sign-in with an Ethereum (SIWE) or a Solana wallet. The first sign-in creates the account. Under
+ * `tollgate dev` (GetPricing's dev_mode) a built-in test wallet is offered too, for a newcomer
+ * with no wallet extension.
+ */
 export async function signInPage(ctx: PageContext): Promise<void> {
   const status = h("p", { role: "status", id: "sign-in-status" });
   const option = (
@@ -33,6 +37,25 @@ export async function signInPage(ctx: PageContext): Promise<void> {
     });
     return h("div", { class: "panel-option" }, button, present ? null : h("p", { class: "error" }, missing));
   };
+  const testWallet = ctx.pricing.devMode
+    ? h(
+        "section",
+        { class: "panel test-wallet", id: "test-wallet", "aria-labelledby": "test-wallet-title" },
+        h("h2", { id: "test-wallet-title" }, "Test wallet — dev mode only, not a real wallet"),
+        h(
+          "p",
+          {},
+          "No wallet extension? This gateway runs as ",
+          h("code", {}, "tollgate dev"),
+          ", so this page can make a throwaway Ethereum key for you, kept in this tab only " +
+            "(sessionStorage). Sign in with it, then get test funds on the Wallet page. Never send " +
+            "real funds to it.",
+        ),
+        option("sign-in-test-wallet", "Sign in with the test wallet", true, "", () =>
+          signInWithTestWallet(ctx.pricing.chains),
+        ),
+      )
+    : null;
   mount(
     ctx.main,
     h("h1", {}, "Sign in"),
@@ -60,6 +83,7 @@ export async function signInPage(ctx: PageContext): Promise<void> {
         () => signInWithSolana(ctx.pricing.chains),
       ),
     ),
+    testWallet,
     status,
   );
 }

@@ -210,8 +210,9 @@ const CALL_HEADERS = ["Time", "Key", "Model", "Usage", "Price", "Chain", "Status
 const PRICE_COLUMN = 4;
 
 /**
- * The calls as a table (horizontally scrollable, so it works at 375 px), each call followed by a
- * row with its charge lines and its unpriced warning when it has any.
+ * The calls as a table, each call followed by a row with its charge lines and its unpriced
+ * warning when it has any. Its long cells wrap, so every column is in view at 1280 px; below
+ * 600 px each call is a card (app.css).
  */
 function callTable(calls: { row: UsageRow; cells: Child[] }[]): HTMLElement {
   return h(
@@ -240,7 +241,13 @@ function callTable(calls: { row: UsageRow; cells: Child[] }[]): HTMLElement {
             h(
               "tr",
               { class: breakdown === undefined ? undefined : "has-charges" },
-              cells.map((cell, i) => h("td", { class: i === PRICE_COLUMN ? "num" : undefined }, cell)),
+              cells.map((cell, i) =>
+                h(
+                  "td",
+                  { class: i === PRICE_COLUMN ? "num" : undefined, "data-label": CALL_HEADERS[i] },
+                  cell,
+                ),
+              ),
             ),
             breakdown === undefined
               ? null

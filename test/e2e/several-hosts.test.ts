@@ -240,12 +240,19 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
 async function worker(env: Record<string, string>) {
   const dir = tempDir();
   cleanups.push(dir.cleanup);
-  const started = await startWorkerProcess({ ...env, TOLLGATE_DATA_DIR: dir.path });
+  // Taking the chain's role is logged at info (the test environment logs warnings only).
+  const started = await startWorkerProcess({
+    ...env,
+    TOLLGATE_DATA_DIR: dir.path,
+    TOLLGATE_LOG_LEVEL: "info",
+  });
   const stop = async () => {
     await started.stop("SIGKILL");
   };
   cleanups.push(stop);
-  return { stop, log: started.stderr, runs: () => /base: this process runs it now/.test(started.stderr()) };
+  // Its log is JSON lines on stdout; a failed start lands on stderr.
+  const log = () => started.stdout() + started.stderr();
+  return { stop, log, runs: () => /base: this process runs it now/.test(started.stdout()) };
 }
 
 describe("chains workers on two hosts", () => {

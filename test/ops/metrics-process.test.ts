@@ -85,15 +85,15 @@ describe("the chain gauges, on dev chains", () => {
     try {
       const url = /tollgate ready: .* metrics (http:\/\/\S+\/metrics) /.exec(gateway.stdout())![1]!;
       const scrape = async () => (await fetch(url)).text();
-      let text = await scrape();
-      for (const chain of ["base", "arbitrum", "robinhood", "solana"]) {
-        expect(
-          sample(text, "tollgate_treasury_balance_microdollars", `chain="${chain}"`),
-        ).toBeGreaterThanOrEqual(0);
-        expect(
-          sample(text, "tollgate_deposit_watcher_lag_blocks", `chain="${chain}"`),
-        ).toBeGreaterThanOrEqual(0);
-      }
+      const chains = ["base", "arbitrum", "robinhood", "solana"];
+      // A chain's watcher lag appears once its watcher (in the chains thread) has set its cursor,
+      // and an RPC slower than the scrape's bound leaves its chain out: wait for a full scrape.
+      const rpcGauges = ["tollgate_deposit_watcher_lag_blocks", "tollgate_treasury_balance_microdollars"];
+      let text = await until("every chain's RPC gauges", async () => {
+        const scraped = await scrape();
+        const values = chains.flatMap((c) => rpcGauges.map((name) => sample(scraped, name, `chain="${c}"`)));
+        return values.every((v) => v !== undefined && v >= 0) ? scraped : undefined;
+      });
       // The dev treasuries are given gas for fees at start.
       expect(sample(text, "tollgate_treasury_fee_balance", 'chain="base",symbol="ETH"')).toBeGreaterThan(0);
 
@@ -118,14 +118,15 @@ describe("the chain gauges, on dev chains", () => {
         max_tokens: 32,
         messages: [{ role: "user", content: "hello" }],
       });
-      // Batch settlement (the default) waits a minute: the charge is in the backlog meanwhile.
-      text = await scrape();
-      expect(sample(text, "tollgate_settlement_backlog", 'chain="base",kind="unbatched_calls"')).toBe(1);
-      expect(sample(text, "tollgate_settlement_oldest_waiting_seconds", 'chain="base"')).toBeGreaterThan(0);
       const { rows } = await cliJson<{ rows: { amount?: string }[] }>(
         ["usage", "--account", account.id],
         env,
       );
+      // Batch settlement (the default) waits a minute: the charge is in the backlog meanwhile (for
+      // at least the time the usage command took).
+      text = await scrape();
+      expect(sample(text, "tollgate_settlement_backlog", 'chain="base",kind="unbatched_calls"')).toBe(1);
+      expect(sample(text, "tollgate_settlement_oldest_waiting_seconds", 'chain="base"')).toBeGreaterThan(0);
       expect(
         sample(text, "tollgate_charged_microdollars_total", 'chain="base",model="model-haiku-4-5"'),
       ).toBe(Number(rows[0]?.amount));

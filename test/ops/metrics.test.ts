@@ -70,6 +70,22 @@ describe("the metrics endpoint", () => {
     await expect(
       anthropic.messages.create({ model: "model-haiku-4-5", messages: ask.messages } as never),
     ).rejects.toMatchObject({ status: 400 });
+    // Usage the gateway cannot price in full: the known part is charged, the call counted.
+    t.script(() => ({
+      kind: "json",
+      status: 200,
+      body: {
+        id: "msg_unpriced",
+        type: "message",
+        role: "assistant",
+        model: "claude-sonnet-4-6",
+        content: [{ type: "text", text: "an answer" }],
+        stop_reason: "end_turn",
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 5, container_seconds: 42 },
+      },
+    }));
+    await anthropic.messages.create({ model: "model-sonnet-4-6", ...ask });
     // A provider failure: held, then released, nothing charged.
     t.script((request) =>
       request.path === "/v1/messages"
@@ -96,7 +112,7 @@ describe("the metrics endpoint", () => {
     const requests = (labels: Record<string, string>) =>
       total(samples, "tollgate_http_requests_total", labels);
     const messages = { route: "/v1/messages", method: "POST" };
-    expect(requests({ ...messages, status: "200", reason: "none" })).toBe(3);
+    expect(requests({ ...messages, status: "200", reason: "none" })).toBe(4);
     expect(requests({ ...messages, status: "400", reason: "invalid_field" })).toBe(1);
     expect(requests({ ...messages, status: "402", reason: "insufficient_funds" })).toBe(1);
     expect(requests({ ...messages, status: "502", reason: "upstream_error" })).toBe(1);
@@ -104,17 +120,17 @@ describe("the metrics endpoint", () => {
     expect(total(samples, "tollgate_payment_required_total")).toBe(1);
     expect(total(samples, "tollgate_payment_required_total", { reason: "insufficient_funds" })).toBe(1);
 
-    // Only the five admitted calls were held: four settled, the failed one released.
-    expect(total(samples, "tollgate_holds_placed_total", { kind: "text" })).toBe(4);
+    // Only the six admitted calls were held: five settled, the failed one released.
+    expect(total(samples, "tollgate_holds_placed_total", { kind: "text" })).toBe(5);
     expect(total(samples, "tollgate_holds_placed_total", { kind: "image" })).toBe(1);
-    expect(total(samples, "tollgate_holds_resolved_total", { outcome: "settled" })).toBe(4);
+    expect(total(samples, "tollgate_holds_resolved_total", { outcome: "settled" })).toBe(5);
     expect(total(samples, "tollgate_holds_resolved_total", { outcome: "released" })).toBe(1);
     expect(total(samples, "tollgate_holds_resolved_total", { outcome: "swept" })).toBe(0);
-    expect(total(samples, "tollgate_unpriced_usage_calls_total")).toBe(0);
+    expect(total(samples, "tollgate_unpriced_usage_calls_total")).toBe(1);
 
     // Amounts: exactly the ledger's settled rows, per chain and model.
     const rows = (await t.usage()).filter((row) => row.status === HoldStatus.SETTLED);
-    expect(rows).toHaveLength(4);
+    expect(rows).toHaveLength(5);
     const byModel = new Map<string, bigint>();
     for (const row of rows) {
       const key = `${row.chain}/${row.model}`;
@@ -129,12 +145,12 @@ describe("the metrics endpoint", () => {
     // Latency: one provider time per call, one gateway overhead per model call, one streamed first byte.
     const count = (name: string, labels: Record<string, string> = {}) =>
       total(samples, `${name}_count`, labels);
-    expect(count("tollgate_provider_latency_seconds", { kind: "text" })).toBe(3);
+    expect(count("tollgate_provider_latency_seconds", { kind: "text" })).toBe(4);
     expect(count("tollgate_provider_latency_seconds", { kind: "image" })).toBe(1);
-    expect(count("tollgate_gateway_added_latency_seconds", { route: "/v1/messages" })).toBe(3);
+    expect(count("tollgate_gateway_added_latency_seconds", { route: "/v1/messages" })).toBe(4);
     expect(count("tollgate_gateway_added_latency_seconds", { route: "/v1/images/generations" })).toBe(1);
     expect(count("tollgate_stream_first_byte_seconds", { route: "/v1/messages" })).toBe(1);
-    expect(count("tollgate_http_request_duration_seconds", { route: "/v1/messages" })).toBe(6);
+    expect(count("tollgate_http_request_duration_seconds", { route: "/v1/messages" })).toBe(7);
     // prom-client's default metrics, event-loop delay among them.
     expect(samples.some((s) => s.name === "nodejs_eventloop_lag_p99_seconds")).toBe(true);
     t.expectSoundLedger();

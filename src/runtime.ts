@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { createRouterTransport, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
@@ -15,11 +14,10 @@ import type { HealthProbe } from "./core/health-service.js";
 import { createInProcessTransport } from "./core/in-process-transport.js";
 import { type Log, silentLog } from "./core/ports/log.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
-import { buildCoreServer, type CoreServer } from "./core/server.js";
+import type { CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import type { DevUpstream } from "./dev/provider/dev-upstream.js";
-import { buildFacade } from "./facade/facade.js";
-import { type ImageResources, imageResources } from "./images-wiring.js";
+import type { ImageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
@@ -27,7 +25,7 @@ import type { Db } from "./store/database.js";
 import { storageProbe } from "./store/storage-probe.js";
 import type { StoreChoice, Stores } from "./store/store-set.js";
 import { openStores } from "./store/stores.js";
-import { AnthropicUpstream } from "./upstream/anthropic/client.js";
+import type { AnthropicUpstream } from "./upstream/anthropic/client.js";
 
 /**
  * What a runtime runs:
@@ -55,6 +53,12 @@ export interface RuntimeOptions {
    */
   readonly logger?: false | { readonly level: LogLevel };
   readonly now?: () => number;
+  /**
+   * Operator mode: whether to build the chain adapters (deposit addresses, address checks,
+   * treasury addresses). Default true; the CLI's commands that use none pass false and start
+   * without loading the chain libraries (viem, @solana/*).
+   */
+  readonly chainAdapters?: boolean;
 }
 
 /**
@@ -225,7 +229,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 /** Opens each part in order, deferring its close on `stack`; returns the configuration in force. */
 async function assemble(
   config: Config,
-  { mode, logger: logging = false, now }: RuntimeOptions,
+  { mode, chainAdapters = true, logger: logging = false, now }: RuntimeOptions,
   stack: ResourceStack,
   parts: Mutable<Omit<Runtime, "close" | "mode" | "config">>,
 ): Promise<Config> {
@@ -335,7 +339,7 @@ async function assemble(
   stack.defer(() => stores.close());
 
   let chains: ChainsRuntime | undefined;
-  if (onchain !== undefined) {
+  if (onchain !== undefined && chainAdapters) {
     // Loaded only when chains run: viem and friends stay out of chain-less processes.
     const { ChainsRuntime } = await import("./chains/chains-runtime.js");
     chains = await ChainsRuntime.create({
@@ -351,6 +355,9 @@ async function assemble(
   let textUpstream: AnthropicUpstream | undefined;
   let images: ImageResources | undefined;
   if (mode !== "operator") {
+    // Loaded here, not at the top: the operator's commands never load the provider clients.
+    const { AnthropicUpstream } = await import("./upstream/anthropic/client.js");
+    const { imageResources } = await import("./images-wiring.js");
     const { anthropic } = config;
     if (anthropic.url !== undefined) {
       const upstream = new AnthropicUpstream({
@@ -469,6 +476,7 @@ async function assemble(
   stack.defer(() => core.sweeper.stop());
   // The facade calls the core's services in this process without a protobuf round trip.
   parts.transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
+  const { buildCoreServer } = await import("./core/server.js");
   const coreServer = await buildCoreServer(core, { logger });
   parts.core = coreServer;
   // Closed after the facade has drained (the reverse of this order): calls in flight through the
@@ -502,6 +510,8 @@ async function openFacade(
   stack: ResourceStack,
   parts: { facade: FastifyInstance | undefined; metrics: MetricsEndpoint | undefined },
 ): Promise<void> {
+  // Fastify and the facade's routes: loaded only by the runtimes that serve them.
+  const { buildFacade } = await import("./facade/facade.js");
   const facade = await buildFacade({
     transport,
     coreLocation,
@@ -591,7 +601,9 @@ function storeChoice(config: Config): StoreChoice {
 
 /**
  * A gRPC transport to a core elsewhere (facade-only mode, and the CLI with TOLLGATE_CORE_URL).
- * With `bearer`, every call presents it (the CLI's operator token).
+ * With `bearer`, every call presents it (the CLI's operator token). The HTTP/2 client
+ * (@connectrpc/connect-node) is loaded at the first call, so that processes on a local core,
+ * such as the CLI's commands, start without it.
  */
 export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport {
   const interceptors: Interceptor[] = [];
@@ -601,7 +613,19 @@ export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport
       return next(req);
     });
   }
-  return createGrpcTransport({ baseUrl, interceptors });
+  let grpc: Promise<Transport> | undefined;
+  const opened = () =>
+    (grpc ??= import("@connectrpc/connect-node").then(({ createGrpcTransport }) =>
+      createGrpcTransport({ baseUrl, interceptors }),
+    ));
+  return {
+    async unary(method, signal, timeoutMs, header, input, contextValues) {
+      return await (await opened()).unary(method, signal, timeoutMs, header, input, contextValues);
+    },
+    async stream(method, signal, timeoutMs, header, input, contextValues) {
+      return await (await opened()).stream(method, signal, timeoutMs, header, input, contextValues);
+    },
+  };
 }
 
 /** Whether any image provider is configured (Gemini or OpenAI-images format). */

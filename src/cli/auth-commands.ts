@@ -44,6 +44,7 @@ export const accountCommands: Record<string, Command> = {
   create: {
     options: { name: { type: "string" } },
     positionals: 0,
+    database: "writes",
     async run(args, context) {
       const { account } = await context.auth.createAccount({ name: option(args, "name") });
       printAccount(context, "Created", account);
@@ -52,6 +53,7 @@ export const accountCommands: Record<string, Command> = {
   list: {
     options: {},
     positionals: 0,
+    database: "reads",
     async run(_args, context) {
       const accounts: Account[] = [];
       let pageToken = "";
@@ -67,6 +69,7 @@ export const accountCommands: Record<string, Command> = {
   suspend: {
     options: { reason: { type: "string" } },
     positionals: 1,
+    database: "writes",
     async run(args, context) {
       const { account } = await context.auth.suspendAccount({
         accountId: positional(args, "account id"),
@@ -78,6 +81,7 @@ export const accountCommands: Record<string, Command> = {
   reactivate: {
     options: {},
     positionals: 1,
+    database: "writes",
     async run(args, context) {
       const { account } = await context.auth.reactivateAccount({ accountId: positional(args, "account id") });
       printAccount(context, "Reactivated", account);
@@ -90,6 +94,7 @@ export const keyCommands: Record<string, Command> = {
   create: {
     options: { account: { type: "string" }, name: { type: "string" } },
     positionals: 0,
+    database: "writes",
     async run(args, context) {
       const { key, secret } = await context.auth.createKey({
         accountId: option(args, "account", true),
@@ -106,6 +111,7 @@ export const keyCommands: Record<string, Command> = {
   list: {
     options: { account: { type: "string" } },
     positionals: 0,
+    database: "reads",
     async run(args, context) {
       const { keys } = await context.auth.listKeys({ accountId: option(args, "account", true) });
       if (context.json) return context.out(JSON.stringify(keys.map(keyJson)));
@@ -127,6 +133,7 @@ export const keyCommands: Record<string, Command> = {
   revoke: {
     options: {},
     positionals: 1,
+    database: "writes",
     async run(args, context) {
       const { key } = await context.auth.revokeKey({ keyId: positional(args, "key id") });
       if (key === undefined) throw new Error("the core returned no key");

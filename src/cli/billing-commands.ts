@@ -24,6 +24,7 @@ export const creditCommand: Command = {
     "credit-id": { type: "string" },
   },
   positionals: 0,
+  database: "writes",
   async run(args, context) {
     const { billing } = context;
     const accountId = option(args, "account", true);
@@ -73,6 +74,7 @@ export const creditCommand: Command = {
 export const balanceCommand: Command = {
   options: { account: { type: "string" } },
   positionals: 0,
+  database: "reads",
   async run(args, context) {
     const response = await context.billing.getBalances({ accountId: option(args, "account", true) });
     if (context.json) return context.out(JSON.stringify(toJson(GetBalancesResponseSchema, response)));

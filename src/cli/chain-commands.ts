@@ -71,6 +71,8 @@ const time = (t: Parameters<typeof timestampDate>[0] | undefined) =>
 export const addressesCommand: Command = {
   options: { account: { type: "string" } },
   positionals: 0,
+  database: "writes",
+  chains: true,
   async run(args, context) {
     const response = await context.billing.getDepositAddresses({ accountId: option(args, "account", true) });
     if (context.json) return context.out(JSON.stringify(toJson(GetDepositAddressesResponseSchema, response)));
@@ -86,6 +88,7 @@ export const addressesCommand: Command = {
 export const depositsCommand: Command = {
   options: { account: { type: "string" } },
   positionals: 0,
+  database: "reads",
   async run(args, context) {
     const [response, chains] = await Promise.all([
       context.billing.listDeposits({ accountId: option(args, "account", true) }),
@@ -121,6 +124,8 @@ export const withdrawCommand: Command = {
     "withdrawal-id": { type: "string" },
   },
   positionals: 0,
+  database: "writes",
+  chains: true,
   async run(args, context) {
     const chain = await requireChain(context.billing, option(args, "chain", true));
     const amount = parseAmount(option(args, "amount", true), chain);
@@ -154,6 +159,7 @@ const TRANSFER_STATUS: Record<TransferStatus, string> = {
 export const withdrawalsCommand: Command = {
   options: { account: { type: "string" } },
   positionals: 0,
+  database: "reads",
   async run(args, context) {
     const [response, chains] = await Promise.all([
       context.billing.listWithdrawals({ accountId: option(args, "account", true) }),
@@ -186,6 +192,7 @@ const SETTLEMENT_STATUS: Record<SettlementStatus, string> = {
 export const usageCommand: Command = {
   options: { account: { type: "string" }, limit: { type: "string" } },
   positionals: 0,
+  database: "reads",
   async run(args, context) {
     const limit = option(args, "limit") === "" ? 20 : Number(option(args, "limit"));
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError("--limit must be 1–1000");
@@ -226,6 +233,8 @@ export function formatUsage(rows: readonly UsageRow[], chains: ReadonlyMap<strin
 export const settlementCommand: Command = {
   options: {},
   positionals: 0,
+  database: "reads",
+  chains: true,
   async run(_args, context) {
     const [response, chains] = await Promise.all([
       context.billing.getSettlementBacklog({}),
@@ -273,6 +282,8 @@ export const settlementCommand: Command = {
 export const faucetCommand: Command = {
   options: { account: { type: "string" }, chain: { type: "string" }, amount: { type: "string" } },
   positionals: 0,
+  database: "writes",
+  chains: true,
   async run(args, context) {
     const url = readDevChainsFile(loadConfig().dataDir)?.faucetUrl;
     if (url === undefined) {
@@ -295,7 +306,7 @@ export const faucetCommand: Command = {
     if (address === undefined) throw new UsageError(`${chain.id} has no deposit address on this gateway`);
     const txHash = await requestFaucet(url, chain.id, address, amount);
     if (context.json)
-      return context.out(JSON.stringify({ chain: chain.id, address, amount: `${amount}`, tx_hash: txHash }));
+      return context.out(JSON.stringify({ chain: chain.id, address, amount: `${amount}`, txHash }));
     context.out(
       `Minted ${formatUnits(amount, decimals)} test ${chain.asset?.symbol ?? ""} to ${address} on ${chain.id} (${txHash}).\n` +
         "It is credited once the chain's finality rule is met (see `tollgate deposits`).",

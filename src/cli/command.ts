@@ -21,10 +21,23 @@ export interface ParsedArgs {
   readonly positionals: string[];
 }
 
+/**
+ * What a command does with the local database (SQLite in the data directory): `writes` may create
+ * it; `reads` refuses a missing one, naming its path, rather than create it; `catalog` reads
+ * none of it and runs over an empty in-memory one when the file is missing.
+ */
+export type DatabaseUse = "writes" | "reads" | "catalog";
+
 /** One CLI command: its options, how many positionals it takes, and what it does. */
 export interface Command {
   readonly options: NonNullable<ParseArgsConfig["options"]>;
   readonly positionals: number;
+  readonly database: DatabaseUse;
+  /**
+   * Uses the chain adapters (deposit addresses, address checks, treasury addresses). Only these
+   * commands load the chain libraries (viem, @solana/*): the others start without them.
+   */
+  readonly chains?: true;
   run(args: ParsedArgs, context: CommandContext): Promise<void>;
 }
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { createClient } from "@connectrpc/connect";
-import { ConfigError, loadConfig } from "../config.js";
-import { runDevUpstream } from "../dev/cli/dev-upstream-command.js";
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { type Config, ConfigError, loadConfig } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
-import { runWorker, serve } from "../main.js";
 import { openRuntime } from "../runtime.js";
+import { DATABASE_FILE } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
 import {
@@ -102,19 +103,24 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     // Before loadConfig: the stand-in needs none of the gateway's configuration.
     if (group === "dev-upstream") {
+      const { runDevUpstream } = await import("../dev/cli/dev-upstream-command.js");
       await runDevUpstream(argv.slice(1));
       return -1;
     }
     const config = loadConfig();
+    // The gateway's modules (Fastify, the facade, the provider clients) are loaded by the
+    // commands that run them: an operator's command starts without them.
     if (group === "serve" || group === "dev") {
       if (argv.length > 1)
         throw new UsageError(`${group} takes no arguments (configure it with TOLLGATE_* variables)`);
+      const { serve } = await import("../main.js");
       await serve(config, group);
       return -1;
     }
     if (group === "worker") {
       if (argv.length > 1)
         throw new UsageError("worker takes no arguments (configure it with TOLLGATE_* variables)");
+      const { runWorker } = await import("../main.js");
       await runWorker(config);
       return -1;
     }
@@ -135,7 +141,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     const parsed = parse(command, argv.slice(topLevel === undefined ? 2 : 1));
     // The operator's way into the core: over gRPC with the operator token when a remote core is
     // configured, else the core built in-process over the local database, as the operator.
-    const runtime = await openRuntime(config, { mode: "operator" });
+    const runtime = await openRuntime(databaseFor(command, config), {
+      mode: "operator",
+      chainAdapters: command.chains === true,
+    });
     const transport = runtime.transport!;
     try {
       const context: CommandContext = {
@@ -152,6 +161,25 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   } catch (error) {
     return reportError(error);
   }
+}
+
+/**
+ * The configuration a command's runtime opens, so that a command that only reads never creates
+ * the database: on SQLite, a missing database file is refused for `reads` (naming its path: an
+ * empty answer would hide a wrong TOLLGATE_DATA_DIR) and stood in for by an empty in-memory one
+ * for `catalog`. A remote core or PostgreSQL is used as configured.
+ */
+function databaseFor(command: Command, config: Config): Config {
+  if (command.database === "writes" || config.coreUrl !== undefined || config.databaseUrl !== undefined) {
+    return config;
+  }
+  const path = resolve(config.dataDir, DATABASE_FILE);
+  if (existsSync(path)) return config;
+  if (command.database === "catalog") return { ...config, dataDir: ":memory:" };
+  throw new Error(
+    `no database yet at ${path}: nothing to show (the first command that writes, such as ` +
+      "`tollgate account create`, or `tollgate dev` creates it; TOLLGATE_DATA_DIR chooses the directory)",
+  );
 }
 
 function parse(command: Command, args: readonly string[]) {
@@ -176,7 +204,10 @@ function reportError(error: unknown): number {
     process.stderr.write(`tollgate: invalid configuration: ${error.message}\n`);
     return 2;
   }
-  const message = error instanceof Error ? error.message : String(error);
+  // The core's own words, without Connect's "[failed_precondition]" code prefix: its messages
+  // say what was refused and why (a refused withdrawal names what may leave the balance).
+  const message =
+    error instanceof ConnectError ? error.rawMessage : error instanceof Error ? error.message : String(error);
   process.stderr.write(`tollgate: ${message}\n`);
   return 1;
 }

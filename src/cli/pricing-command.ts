@@ -107,6 +107,7 @@ export function formatPricing(pricing: GetPricingResponse): string {
 export const pricingCommand: Command = {
   options: {},
   positionals: 0,
+  database: "catalog",
   async run(_args, context) {
     const response = await context.billing.getPricing({});
     if (context.json) return context.out(JSON.stringify(toJson(GetPricingResponseSchema, response)));

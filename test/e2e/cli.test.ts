@@ -1,9 +1,14 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { create, fromJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatUsage } from "../../src/cli/chain-commands.js";
 import { formatPricing } from "../../src/cli/pricing-command.js";
 import { formatMicroDollars } from "../../src/core/billing/charge-format.js";
+import { DEFAULT_CHAINS_JSON } from "../../src/core/billing/default-chains.js";
 import {
   ChainSchema,
   GetPricingResponseSchema,
@@ -11,7 +16,9 @@ import {
   SettlementStatus,
   UsageRowSchema,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { cliJson, runCli, tempDir } from "../helpers/process.js";
+import { openDatabase } from "../../src/store/database.js";
+import { auditLedger } from "../../src/store/ledger-audit.js";
+import { CLI, childEnv, cliJson, runCli, tempDir, until } from "../helpers/process.js";
 
 let dir: ReturnType<typeof tempDir>;
 let env: Record<string, string>;
@@ -153,6 +160,231 @@ describe("tollgate CLI (child process)", () => {
     expect(human.code).toBe(0);
     expect(human.stdout).toBe("AT  MODEL  CHAIN  CHARGED  SETTLEMENT  TRANSACTION\n");
     expect(await cliJson(["usage", "--account", account.id], env)).toEqual({});
+  });
+});
+
+/**
+ * Writes a module hook that appends every URL the child's modules resolve to `log` (Node's
+ * module hooks see each `import`, static or dynamic); returns the NODE_OPTIONS that load it.
+ */
+function recordImports(dir: string, log: string): string {
+  const hooks = join(dir, "record-hooks.mjs");
+  writeFileSync(
+    hooks,
+    `import { appendFileSync } from "node:fs";\n` +
+      "export async function resolve(specifier, context, next) {\n" +
+      "  const resolved = await next(specifier, context);\n" +
+      `  appendFileSync(${JSON.stringify(log)}, resolved.url + "\\n");\n` +
+      "  return resolved;\n}\n",
+  );
+  const register = join(dir, "record-register.mjs");
+  writeFileSync(
+    register,
+    `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
+  );
+  return `--import ${pathToFileURL(register).href}`;
+}
+
+/** The packages (node_modules names) among the URLs a recorded run resolved. */
+function packagesIn(log: string): Set<string> {
+  const names = readFileSync(log, "utf8")
+    .split("\n")
+    .map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1])
+    .filter((name) => name !== undefined);
+  return new Set(names);
+}
+
+/** Libraries an operator's command on a local database has no use for. */
+const HEAVY =
+  /^(viem|ox|@solana\/.*|litesvm|@foundry-rs\/.*|fastify|@fastify\/.*|undici|pg|ioredis|@connectrpc\/connect-node)$/;
+
+describe("tollgate CLI start-up", () => {
+  it("account list, balance, usage and key create load no chain library, HTTP server or provider client", async () => {
+    const dir = tempDir();
+    try {
+      // Chains as a newcomer has them (dev chains on the public dev secret): the commands that
+      // need the chain adapters still get them (addresses, the control below).
+      const env = { TOLLGATE_DATA_DIR: join(dir.path, "data"), TOLLGATE_DEV_CHAINS: "auto" };
+      const account = await cliJson<{ id: string }>(["account", "create"], env);
+      const runs = [
+        ["account", "list"],
+        ["balance", "--account", account.id],
+        ["usage", "--account", account.id],
+        ["key", "create", "--account", account.id],
+        ["addresses", "--account", account.id],
+      ];
+      const loaded: Set<string>[] = [];
+      for (const [i, args] of runs.entries()) {
+        const log = join(dir.path, `imports-${i}.log`);
+        writeFileSync(log, "");
+        const result = await runCli(args, { ...env, NODE_OPTIONS: recordImports(dir.path, log) });
+        expect(result.code, result.stderr).toBe(0);
+        loaded.push(packagesIn(log));
+      }
+      const control = loaded.pop()!;
+      for (const packages of loaded) {
+        expect(packages).toContain("better-sqlite3");
+        expect([...packages].filter((name) => HEAVY.test(name))).toEqual([]);
+      }
+      // The recording sees chain libraries when a command loads them.
+      expect(control).toContain("viem");
+      expect(control).toContain("@solana/web3.js");
+    } finally {
+      dir.cleanup();
+    }
+  });
+
+  it.each([
+    [["account", "list"]],
+    [["key", "list", "--account", "acct_x"]],
+    [["balance", "--account", "acct_x"]],
+    [["usage", "--account", "acct_x"]],
+    [["deposits", "--account", "acct_x"]],
+    [["withdrawals", "--account", "acct_x"]],
+    [["settlement"]],
+  ])("%j on a missing database names its path, exits 1 and creates nothing", async (args) => {
+    const dir = tempDir();
+    try {
+      const data = join(dir.path, "data");
+      const result = await runCli(args, { TOLLGATE_DATA_DIR: data });
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe("");
+      expect(result.stderr).toBe(
+        `tollgate: no database yet at ${join(data, "tollgate.db")}: nothing to show (the first command ` +
+          "that writes, such as `tollgate account create`, or `tollgate dev` creates it; TOLLGATE_DATA_DIR " +
+          "chooses the directory)\n",
+      );
+      expect(existsSync(data)).toBe(false);
+    } finally {
+      dir.cleanup();
+    }
+  });
+
+  it("pricing on a missing database prints the catalog and creates nothing; a write creates the database", async () => {
+    const dir = tempDir();
+    try {
+      const env = { TOLLGATE_DATA_DIR: join(dir.path, "data") };
+      const pricing = await cliJson<{ textModels: unknown[] }>(["pricing"], env);
+      expect(pricing.textModels.length).toBeGreaterThan(0);
+      expect(existsSync(env.TOLLGATE_DATA_DIR)).toBe(false);
+      const account = await cliJson<{ id: string }>(["account", "create"], env);
+      expect(existsSync(join(env.TOLLGATE_DATA_DIR, "tollgate.db"))).toBe(true);
+      expect(await cliJson<{ id: string }[]>(["account", "list"], env)).toEqual([
+        expect.objectContaining({ id: account.id }),
+      ]);
+    } finally {
+      dir.cleanup();
+    }
+  });
+});
+
+/** Paths of the object keys in `value` that are not lowerCamelCase. */
+function nonCamelKeys(value: unknown, path = "$"): string[] {
+  if (Array.isArray(value)) return value.flatMap((item, i) => nonCamelKeys(item, `${path}[${i}]`));
+  if (value === null || typeof value !== "object") return [];
+  return Object.entries(value).flatMap(([key, item]) => [
+    ...(/^[a-z][a-zA-Z0-9]*$/.test(key) ? [] : [`${path}.${key}`]),
+    ...nonCamelKeys(item, `${path}.${key}`),
+  ]);
+}
+
+// Every command's --json over real dev chains (an anvil for base, its faucet): one naming
+// convention, lowerCamelCase (proto JSON's), the hand-built documents included.
+describe("tollgate --json, every command", () => {
+  let dir: ReturnType<typeof tempDir>;
+  let env: Record<string, string>;
+  let stopChains: () => Promise<void>;
+
+  beforeAll(async () => {
+    dir = tempDir();
+    const chains = JSON.parse(JSON.stringify(DEFAULT_CHAINS_JSON)) as { chains: { id: string }[] };
+    chains.chains = chains.chains.filter((chain) => chain.id === "base");
+    const registry = join(dir.path, "chains.json");
+    writeFileSync(registry, JSON.stringify(chains));
+    env = { TOLLGATE_DATA_DIR: join(dir.path, "data"), TOLLGATE_CHAINS: registry, TOLLGATE_DEV_CHAINS: "on" };
+    const child = spawn(process.execPath, [CLI, "dev-chains"], {
+      env: childEnv(env),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise((done) => child.on("exit", done));
+    stopChains = async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    };
+    let output = "";
+    child.stdout.on("data", (chunk) => {
+      output += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      output += chunk;
+    });
+    await until(
+      "tollgate dev-chains to be ready",
+      async () => {
+        if (child.exitCode !== null) throw new Error(`dev-chains exited ${child.exitCode}: ${output}`);
+        return output.includes("tollgate dev-chains ready") ? true : undefined;
+      },
+      30_000,
+    );
+  }, 40_000);
+
+  afterAll(async () => {
+    await stopChains?.();
+    dir?.cleanup();
+  });
+
+  it("prints lowerCamelCase keys only, faucet's txHash included", async () => {
+    const account = await cliJson<{ id: string }>(["account", "create", "--name", "json"], env);
+    const key = await cliJson<{ id: string }>(["key", "create", "--account", account.id], env);
+    const id = ["--account", account.id];
+    const faucet = await cliJson(["faucet", ...id, "--chain", "base", "--amount", "1"], env);
+    expect(Object.keys(faucet).sort()).toEqual(["address", "amount", "chain", "txHash"]);
+    expect(faucet.txHash).toMatch(/^0x[0-9a-f]{64}$/);
+    const documents = [
+      account,
+      key,
+      faucet,
+      await cliJson(["account", "list"], env),
+      await cliJson(["key", "list", ...id], env),
+      await cliJson(["credit", ...id, "--chain", "base", "--amount", "2", "--reason", "json"], env),
+      await cliJson(["balance", ...id], env),
+      await cliJson(["pricing"], env),
+      await cliJson(["addresses", ...id], env),
+      await cliJson(["deposits", ...id], env),
+      await cliJson(["withdrawals", ...id], env),
+      await cliJson(["usage", ...id], env),
+      await cliJson(["settlement"], env),
+      await cliJson(["key", "revoke", key.id], env),
+      await cliJson(["account", "suspend", account.id, "--reason", "json"], env),
+      await cliJson(["account", "reactivate", account.id], env),
+    ];
+    expect(documents.flatMap((document) => nonCamelKeys(document))).toEqual([]);
+  });
+
+  it("refuses a withdrawal of operator credit in a withdrawal's words", async () => {
+    const account = await cliJson<{ id: string }>(["account", "create"], env);
+    const id = ["--account", account.id];
+    await cliJson(["credit", ...id, "--chain", "base", "--amount", "5", "--reason", "operator credit"], env);
+    const to = "0x000000000000000000000000000000000000dEaD";
+    const result = await runCli(["withdraw", ...id, "--chain", "base", "--amount", "1.5", "--to", to], env);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(
+      /^tollgate: Not enough to withdraw 1\.500000 USDC on base: .* 0\.000000 USDC may leave it now .*operator credit cannot be withdrawn\)\. .*nothing can be withdrawn now\.\n$/,
+    );
+    expect(result.stderr).not.toContain("this call needs");
+    expect(result.stderr).not.toContain("[failed_precondition]");
+    const balance = await cliJson<{ balances: { chain: { id: string }; available?: string }[] }>(
+      ["balance", ...id],
+      env,
+    );
+    expect(balance.balances.find((b) => b.chain.id === "base")?.available).toBe("5000000");
+    const db = openDatabase(env.TOLLGATE_DATA_DIR!);
+    try {
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      db.close();
+    }
   });
 });
 

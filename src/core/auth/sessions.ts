@@ -106,11 +106,11 @@ export class Sessions {
     linkTo?: string,
   ): Promise<{ token: string | undefined; view: SessionView; created: boolean }> {
     const now = this.deps.now();
-    const message = refusing(() => parseSignInMessage(input.family, input.message));
+    const message = await refusing(() => parseSignInMessage(input.family, input.message));
     if (!(await this.deps.repo.useNonce(message.nonce, now))) {
       throw signInRefused("nonce", "The nonce is unknown, used already or expired: ask for a new one.");
     }
-    refusing(() =>
+    await refusing(() =>
       checkSignInMessage(message, {
         domain: input.expectedDomain,
         origin: input.expectedOrigin,
@@ -172,9 +172,9 @@ export class Sessions {
   }
 }
 
-function refusing<T>(work: () => T): T {
+async function refusing<T>(work: () => T | Promise<T>): Promise<T> {
   try {
-    return work();
+    return await work();
   } catch (error) {
     if (error instanceof SignInRefused) throw signInRefused(error.problem, error.message);
     throw error;

@@ -1,7 +1,4 @@
 import { createPublicKey, verify } from "node:crypto";
-import { PublicKey } from "@solana/web3.js";
-import { getAddress, isAddress, verifyMessage } from "viem";
-import { parseSiweMessage } from "viem/siwe";
 import type { WalletFamilyText } from "../ports/accounts.js";
 
 /**
@@ -52,12 +49,18 @@ const SOLANA_HEADER =
 const FIELD = /^(URI|Version|Chain ID|Nonce|Issued At|Expiration Time|Not Before|Request ID): (.*)$/;
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
-/** Parses a signed message of either family; throws SignInRefused("malformed") when it is not one. */
-export function parseSignInMessage(family: WalletFamilyText, text: string): SignInMessage {
-  return family === "evm" ? parseEvm(text) : parseSolana(text);
+/**
+ * Parses a signed message of either family; throws SignInRefused("malformed") when it is not one.
+ * viem and @solana/web3.js are loaded at the first sign-in, not with the core: the CLI's
+ * commands, which build the core too, start without them.
+ */
+export async function parseSignInMessage(family: WalletFamilyText, text: string): Promise<SignInMessage> {
+  return family === "evm" ? await parseEvm(text) : parseSolana(text);
 }
 
-function parseEvm(text: string): SignInMessage {
+async function parseEvm(text: string): Promise<SignInMessage> {
+  const { parseSiweMessage } = await import("viem/siwe");
+  const { getAddress, isAddress } = await import("viem");
   const parsed = parseSiweMessage(text);
   const { domain, address, uri, version, chainId, nonce, issuedAt } = parsed;
   if (
@@ -198,6 +201,7 @@ export async function verifySignInSignature(
 ): Promise<boolean> {
   if (message.family === "evm") {
     if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return false;
+    const { verifyMessage } = await import("viem");
     return await verifyMessage({
       address: message.address as `0x${string}`,
       message: text,
@@ -206,6 +210,7 @@ export async function verifySignInSignature(
   }
   const bytes = Buffer.from(signature, "base64");
   if (bytes.length !== 64) return false;
+  const { PublicKey } = await import("@solana/web3.js");
   let key: Uint8Array;
   try {
     key = new PublicKey(message.address).toBytes();

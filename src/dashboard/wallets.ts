@@ -81,11 +81,17 @@ const TEST_WALLET_KEY = "tollgate.dev-test-wallet.private-key";
  * a `tollgate dev` gateway, nothing else, and is never offered by `serve`.
  */
 export function testWallet(): PrivateKeyAccount {
-  let key = sessionStorage.getItem(TEST_WALLET_KEY);
-  if (key === null || !/^0x[0-9a-f]{64}$/i.test(key)) {
-    key = generatePrivateKey();
-    sessionStorage.setItem(TEST_WALLET_KEY, key);
-  }
+  const stored = storedTestWallet();
+  if (stored !== undefined) return stored;
+  const key = generatePrivateKey();
+  sessionStorage.setItem(TEST_WALLET_KEY, key);
+  return privateKeyToAccount(key);
+}
+
+/** The test wallet this tab already made, if any (the Wallet page labels its address). */
+export function storedTestWallet(): PrivateKeyAccount | undefined {
+  const key = sessionStorage.getItem(TEST_WALLET_KEY);
+  if (key === null || !/^0x[0-9a-f]{64}$/i.test(key)) return undefined;
   return privateKeyToAccount(key as Hex);
 }
 

@@ -83,6 +83,7 @@ describe("the dashboard under tollgate dev, with no wallet extension", () => {
     expect(key).toMatch(/^0x[0-9a-f]{64}$/);
     const address = privateKeyToAccount(key as `0x${string}`).address;
     await expect.poll(() => page.locator("#identities").textContent()).toContain(address);
+    expect(await page.locator("#identities").textContent()).toContain("dev test wallet, not a real wallet");
 
     // Test funds from the dev faucet, followed to a credited balance.
     await page.locator("#faucet").waitFor();
@@ -137,6 +138,13 @@ describe("the dashboard under tollgate dev, with no wallet extension", () => {
     await screenshot(page, "first-minute-usage");
 
     await expectEveryPageFits(page, PRIVATE_PAGES, "signed-in");
+
+    // Signing out and in again in the same tab is the same wallet, so the same account.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in with the test wallet" }).click();
+    await page.getByRole("heading", { name: "Wallet", exact: true }).waitFor();
+    await expect.poll(() => page.locator('[data-available="base"]').textContent()).not.toBe("$0.00");
+    expect(await page.locator("#identities").textContent()).toContain(address);
     await context.close();
 
     const db = openDatabase(dir.path);

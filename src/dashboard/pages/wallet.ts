@@ -3,7 +3,7 @@ import type { PageContext } from "../context.js";
 import { errorLine, h, loading, messageOf, mount, table } from "../dom.js";
 import { dollars, ledgerDecimals } from "../money.js";
 import { billing, setCsrfToken } from "../rpc.js";
-import { signInWithEthereum, signInWithSolana } from "../wallets.js";
+import { signInWithEthereum, signInWithSolana, storedTestWallet } from "../wallets.js";
 import { fundingSection } from "./funding.js";
 
 /** Balances per chain, the default billing chain, and the wallets that sign in to the account. */
@@ -96,6 +96,7 @@ function identities(ctx: PageContext): HTMLElement {
   const linked = ctx.session?.identities ?? [];
   const has = (family: WalletFamily) => linked.some((identity) => identity.family === family);
   const status = h("p", { role: "status" });
+  const testAddress = storedTestWallet()?.address.toLowerCase();
   const link = (label: string, run: () => Promise<{ csrfToken: string }>) => {
     const button = h("button", { type: "button", class: "secondary" }, label);
     button.addEventListener("click", async () => {
@@ -120,7 +121,11 @@ function identities(ctx: PageContext): HTMLElement {
     table(
       ["Kind", "Address"],
       linked.map((identity) => [
-        identity.family === WalletFamily.EVM ? "Ethereum" : "Solana",
+        identity.family === WalletFamily.SOLANA
+          ? "Solana"
+          : identity.address.toLowerCase() === testAddress
+            ? "Ethereum (dev test wallet, not a real wallet)"
+            : "Ethereum",
         h("span", { class: "mono address" }, identity.address),
       ]),
     ),

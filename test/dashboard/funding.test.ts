@@ -88,8 +88,9 @@ describe("funding from the dashboard on the dev chains", () => {
       expect.arrayContaining(["wallet_switchEthereumChain", "eth_sendTransaction"]),
     );
     await expect.poll(() => page.locator('[data-available="arbitrum"]').textContent()).toBe("$3.50");
-    // The deposits table re-renders after the balances: wait for it too.
-    await expect.poll(() => page.locator("#deposits tbody tr").count()).toBe(2);
+    // The deposits table re-renders after the balances: wait for it too (on a loaded machine that
+    // can take longer than expect.poll's default second).
+    await expect.poll(() => page.locator("#deposits tbody tr").count(), { timeout: 10_000 }).toBe(2);
     expect(await page.locator("img.qr").count()).toBeGreaterThanOrEqual(3);
     await screenshot(page, "wallet-funded");
 

@@ -2,7 +2,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { type Config, ConfigError, loadConfig } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
@@ -209,6 +209,12 @@ function reportError(error: unknown): number {
   const message =
     error instanceof ConnectError ? error.rawMessage : error instanceof Error ? error.message : String(error);
   process.stderr.write(`tollgate: ${message}\n`);
+  // A remote core refusing the CLI is refusing its operator token: say which variable sets it.
+  if (error instanceof ConnectError && error.code === Code.Unauthenticated && process.env.TOLLGATE_CORE_URL) {
+    process.stderr.write(
+      "tollgate: the core at TOLLGATE_CORE_URL refused this command: set TOLLGATE_ADMIN_TOKEN to its operator token\n",
+    );
+  }
   return 1;
 }
 

@@ -139,7 +139,7 @@ describe("facade-only mode", () => {
     // Without the operator token, the remote core refuses account management.
     const refused = await runCli(["account", "create"], { TOLLGATE_CORE_URL: core.coreUrl });
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("unauthenticated");
+    expect(refused.stderr).toContain("set TOLLGATE_ADMIN_TOKEN to its operator token");
 
     // The core goes away: health turns 503 and calls fail cleanly in the envelope.
     await core.stop("SIGKILL");

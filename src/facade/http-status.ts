@@ -63,6 +63,8 @@ function statusOf(code: Code, reason: string | undefined): number {
     case Code.FailedPrecondition:
       // A call the wallet cannot pay for, on the chain it must be paid on, is a billing error.
       if (reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE") return 402;
+      // So is one past a spend cap the account or key set (x-should-retry: false, as every 402).
+      if (reason === "SPEND_CAP_REACHED") return 402;
       // An idempotency key sent with another request (422), or whose answer was not kept (409).
       if (reason === "IDEMPOTENCY_KEY_REUSED") return 422;
       return reason === "IDEMPOTENCY_ANSWER_NOT_KEPT" ? 409 : 400;

@@ -1,4 +1,5 @@
 import { INT64_MAX } from "../core/billing/money.js";
+import { type CapPeriod, capRefusal, type SpendCap } from "../core/billing/spend-caps.js";
 import {
   availableOf,
   type BalanceRow,
@@ -104,6 +105,27 @@ export class LedgerRepository {
         `INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
                                        cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      // The caps that bound a hold: the account's own and its key's, on the hold's chain.
+      capsFor: money<[string, string, string]>(
+        `SELECT * FROM spend_caps WHERE account_id = ? AND chain = ? AND key_id IN ('', ?)`,
+      ),
+      // What a cap's period has spent: open holds at their amount, settled ones at their charge.
+      spentSince: money<[string, string, number, string, string]>(
+        `SELECT COALESCE(SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END), 0) AS spent
+           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+          WHERE h.account_id = ? AND h.chain = ? AND h.created_at >= ? AND (? = '' OR h.key_id = ?)`,
+      ),
+      spendCaps: money<[string]>(
+        "SELECT * FROM spend_caps WHERE account_id = ? ORDER BY key_id, chain, period",
+      ),
+      setSpendCap: db.prepare<[string, string, string, CapPeriod, bigint, number]>(
+        `INSERT INTO spend_caps (account_id, key_id, chain, period, amount, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (account_id, key_id, chain, period)
+         DO UPDATE SET amount = excluded.amount, updated_at = excluded.updated_at`,
+      ),
+      clearSpendCap: db.prepare<[string, string, string, CapPeriod]>(
+        "DELETE FROM spend_caps WHERE account_id = ? AND key_id = ? AND chain = ? AND period = ?",
       ),
       openHold: db.prepare<[string, number]>("INSERT INTO open_holds (hold_id, created_at) VALUES (?, ?)"),
       closeHold: db.prepare<[string]>("DELETE FROM open_holds WHERE hold_id = ?"),
@@ -215,6 +237,9 @@ export class LedgerRepository {
     if (existing !== undefined) {
       return sameCall(existing.hold, hold) ? { kind: "existing", state: existing } : { kind: "conflict" };
     }
+    // Caps first, as PostgreSQL does: a capped call is refused as such even when funds are short too.
+    const refusal = hold.amount > 0n ? this.capRefusal(hold) : undefined;
+    if (refusal !== undefined) return { kind: "capped", refusal };
     const available = availableOf(this.balance(hold.accountId, hold.chain));
     if (hold.amount > available) return { kind: "insufficient", available };
     const { lastInsertRowid } = this.s.insertHold.run({ ...hold });
@@ -239,6 +264,34 @@ export class LedgerRepository {
       kind: "placed",
       state: { hold: { ...hold, seq: Number(lastInsertRowid) }, resolution: undefined },
     };
+  }
+
+  /** Sets a cap, replacing the one for the same account, key, chain and period. */
+  setSpendCap(cap: SpendCap, now: number): void {
+    this.s.setSpendCap.run(cap.accountId, cap.keyId, cap.chain, cap.period, cap.amount, now);
+  }
+
+  /** Removes a cap; whether there was one. */
+  clearSpendCap(cap: Omit<SpendCap, "amount">): boolean {
+    return this.s.clearSpendCap.run(cap.accountId, cap.keyId, cap.chain, cap.period).changes > 0;
+  }
+
+  /** The account's caps, its own (key "") first. */
+  spendCaps(accountId: string): SpendCap[] {
+    return this.s.spendCaps.all(accountId).map(toSpendCap);
+  }
+
+  /**
+   * The cap that refuses `hold`, if one does. Runs inside the hold's write transaction, so the
+   * holds it sums are every hold placed before this one.
+   */
+  private capRefusal(hold: NewHold) {
+    const caps = this.s.capsFor.all(hold.accountId, hold.chain, hold.keyId).map(toSpendCap);
+    if (caps.length === 0) return undefined;
+    return capRefusal(caps, hold.amount, hold.createdAt, (cap, since) => {
+      const row = this.s.spentSince.get(cap.accountId, cap.chain, since, cap.keyId, cap.keyId);
+      return row!.spent as bigint;
+    });
   }
 
   private resolveTx(
@@ -398,6 +451,17 @@ export class LedgerRepository {
 /** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
 export function isSystem(account: string): boolean {
   return account.startsWith("system:");
+}
+
+/** A spend_caps row as a cap. */
+export function toSpendCap(row: Raw): SpendCap {
+  return {
+    accountId: row.account_id as string,
+    keyId: row.key_id as string,
+    chain: row.chain as string,
+    period: row.period as CapPeriod,
+    amount: row.amount as bigint,
+  };
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

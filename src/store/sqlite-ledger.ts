@@ -1,3 +1,4 @@
+import type { SpendCap } from "../core/billing/spend-caps.js";
 import type {
   BacklogRow,
   BalanceRow,
@@ -122,6 +123,19 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
   async expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
     await this.#kept.flush();
     return this.writes.expireHolds(cutoff, now, limit);
+  }
+
+  /** Written on this thread's connection: rare, and read by the writer's next hold. */
+  async setSpendCap(cap: SpendCap, now: number): Promise<void> {
+    this.#ledger.setSpendCap(cap, now);
+  }
+
+  async clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean> {
+    return this.#ledger.clearSpendCap(cap);
+  }
+
+  async spendCaps(accountId: string): Promise<SpendCap[]> {
+    return this.#ledger.spendCaps(accountId);
   }
 
   credit(credit: NewCredit): Promise<CreditResult> {

@@ -2,6 +2,7 @@ import { Code, type ConnectError } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
 import type { ChainConfig } from "./chain-registry.js";
 import { formatUnits, ledgerDecimals } from "./money.js";
+import type { CapRefusal } from "./spend-caps.js";
 
 /** The header (and RPC field) that picks the chain a call bills on. */
 export const CHAIN_FIELD = "x-gateway-billing-chain";
@@ -22,6 +23,42 @@ export const insufficientFunds = (chain: ChainConfig, needed: bigint, available:
       chain: chain.id,
       needed: needed.toString(),
       available: available.toString(),
+      symbol,
+      decimals: `${assetDecimals}`,
+      ledger_decimals: `${decimals}`,
+    },
+  );
+};
+
+/**
+ * A spend cap leaves less than the call's hold; the facade answers 402 with `x-should-retry:
+ * false`. Names the cap (whose: the account or a key; its period), what is left of it and when
+ * it resets (metadata `resets_at`: ISO 8601, absent for a lifetime cap). Amounts as in
+ * {@link insufficientFunds}.
+ */
+export const spendCapReached = (chain: ChainConfig, needed: bigint, refusal: CapRefusal): ConnectError => {
+  const { symbol, decimals: assetDecimals } = chain.asset;
+  const decimals = ledgerDecimals(assetDecimals);
+  const { cap, remaining, resetsAt } = refusal;
+  const whose = cap.keyId === "" ? "the account's" : `key ${cap.keyId}'s`;
+  const label = cap.period === "lifetime" ? "lifetime" : cap.period === "day" ? "daily" : "monthly";
+  const reset = resetsAt === undefined ? undefined : new Date(resetsAt).toISOString();
+  return reasonError(
+    Code.FailedPrecondition,
+    "SPEND_CAP_REACHED",
+    `Spend cap reached on ${chain.id}: ${whose} ${label} cap of ${formatUnits(cap.amount, decimals)} ${symbol} ` +
+      `has ${formatUnits(remaining, decimals)} ${symbol} left and this call needs up to ` +
+      `${formatUnits(needed, decimals)} ${symbol}; ` +
+      (reset === undefined ? "a lifetime cap never resets." : `it resets at ${reset}.`),
+    {
+      chain: chain.id,
+      cap_scope: cap.keyId === "" ? "account" : "key",
+      ...(cap.keyId === "" ? {} : { key_id: cap.keyId }),
+      cap_period: cap.period,
+      cap_amount: cap.amount.toString(),
+      remaining: remaining.toString(),
+      needed: needed.toString(),
+      ...(reset === undefined ? {} : { resets_at: reset }),
       symbol,
       decimals: `${assetDecimals}`,
       ledger_decimals: `${decimals}`,

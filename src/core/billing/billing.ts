@@ -18,6 +18,7 @@ import {
   insufficientFunds,
   requestIdReused,
   settleExceedsHold,
+  spendCapReached,
 } from "./billing-errors.js";
 import type { CallBilling, HoldInput } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
@@ -288,6 +289,8 @@ export class Billing implements CallBilling {
         throw idConflict(`request_id ${JSON.stringify(requestId)}`);
       case "insufficient":
         throw insufficientFunds(chain, amount, result.available);
+      case "capped":
+        throw spendCapReached(chain, amount, result.refusal);
     }
   }
 

@@ -1,3 +1,4 @@
+import type { CapRefusal, SpendCap } from "../billing/spend-caps.js";
 /**
  * The ledger port: what the billing core asks of the store that keeps the money — balances,
  * holds and their outcomes, credits, and the onchain records callers see. Every method answers
@@ -88,7 +89,9 @@ export type PlaceHoldResult =
   | { readonly kind: "placed" | "existing"; readonly state: HoldState }
   /** The id exists for a different call. */
   | { readonly kind: "conflict" }
-  | { readonly kind: "insufficient"; readonly available: bigint };
+  | { readonly kind: "insufficient"; readonly available: bigint }
+  /** A spend cap of the account or key leaves less than the hold (checked with the funds). */
+  | { readonly kind: "capped"; readonly refusal: CapRefusal };
 
 /** The outcome of settling or voiding a hold. */
 export type ResolveResult =
@@ -160,6 +163,12 @@ export interface LedgerStore {
    * written when funds are short.
    */
   placeHold(hold: NewHold): Promise<PlaceHoldResult>;
+  /** Sets a spend cap (replacing the one for the same account, key, chain and period). */
+  setSpendCap(cap: SpendCap, now: number): Promise<void>;
+  /** Removes a spend cap; whether there was one. */
+  clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean>;
+  /** The account's caps, its own and its keys'. */
+  spendCaps(accountId: string): Promise<SpendCap[]>;
   /**
    * Posts `charge` (≤ the hold) and voids the rest of a pending hold, recording the usage, the
    * charge breakdown and the settlement intent in the same transaction. Changes nothing unless

@@ -61,6 +61,8 @@ const TABLES: readonly TableCopy[] = [
   { table: "settlement_intents" },
   // Kept answers of idempotent calls: a retry after the move still gets its first answer.
   { table: "idempotency_keys" },
+  // Caps on what accounts and keys may spend: they hold after the move.
+  { table: "spend_caps" },
 ];
 
 /** Tables whose rows PostgreSQL's migrations write themselves: not data an operator put there. */

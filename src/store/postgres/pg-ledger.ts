@@ -1,4 +1,5 @@
 import pg from "pg";
+import { type CapRefusal, capRefusal, periodStart, type SpendCap } from "../../core/billing/spend-caps.js";
 import {
   type BacklogRow,
   type BalanceRow,
@@ -22,7 +23,7 @@ import {
   type UsageCounts,
   type WithdrawResult,
 } from "../../core/ports/ledger.js";
-import { isSystem } from "../ledger-repository.js";
+import { isSystem, toSpendCap } from "../ledger-repository.js";
 import { sameCall, toBalance, toHoldState, toSettlementView, toTransfer } from "../ledger-rows.js";
 import { inTransaction } from "./pg-database.js";
 
@@ -126,6 +127,19 @@ const PLACE_HOLD = `
     ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
   )
   SELECT seq FROM hold`;
+
+/** What a cap's period has spent: open holds at their amount, settled ones at their charge. */
+const SPENT_SINCE = `
+  SELECT COALESCE(SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END), 0) AS spent
+    FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+   WHERE h.account_id = $1::text AND h.chain = $2::text AND h.created_at >= $3::bigint
+     AND ($4::text = '' OR h.key_id = $4::text)`;
+
+/** A hold's placement: its seq when placed, the cap that refused it, or neither (not placed). */
+interface Placement {
+  readonly seq?: bigint | undefined;
+  readonly refusal?: CapRefusal;
+}
 
 /** Why a hold was not placed: the hold already there, and what the account has available now. */
 const PLACE_HOLD_REFUSED = `
@@ -436,12 +450,16 @@ export class PgLedger implements LedgerStore, OnchainStore {
       hold.imageCount,
       hold.createdAt,
     ];
+    const caps = hold.amount > 0n ? await this.capsFor(hold) : [];
     for (let attempt = 1; ; attempt++) {
       let taken: unknown;
       try {
-        const [placed] = await retrying(() => exactRows(this.pool, PLACE_HOLD, values));
+        const placed = await retrying(() =>
+          caps.length === 0 ? this.placeUncapped(values) : this.placeWithinCaps(hold, caps, values),
+        );
+        if (placed.refusal !== undefined) return { kind: "capped", refusal: placed.refusal };
         // What was just written, without reading it back.
-        if (placed !== undefined) {
+        if (placed.seq !== undefined) {
           return {
             kind: "placed",
             state: { hold: { ...hold, seq: Number(placed.seq) }, resolution: undefined },
@@ -460,6 +478,77 @@ export class PgLedger implements LedgerStore, OnchainStore {
       const available = (row!.available as bigint | null) ?? 0n;
       if (hold.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
     }
+  }
+
+  /** PLACE_HOLD alone: one statement, one round trip (no caps bound the hold). */
+  private async placeUncapped(values: readonly unknown[]): Promise<Placement> {
+    const [placed] = await exactRows(this.pool, PLACE_HOLD, values);
+    return { seq: placed?.seq as bigint | undefined };
+  }
+
+  /**
+   * A hold some caps bound, in one READ COMMITTED transaction: lock the account's balance row on
+   * the chain (the lock every hold of the account there waits on, PLACE_HOLD's included), then
+   * sum the caps' periods. Each statement reads what was committed when it began, so the sums
+   * see every hold placed before the lock was granted: parallel holds cannot run past a cap.
+   * No balance row: no funds, and PLACE_HOLD refuses the hold.
+   */
+  private placeWithinCaps(hold: NewHold, caps: readonly SpendCap[], values: readonly unknown[]) {
+    return inTransaction(this.pool, async (client): Promise<Placement> => {
+      await client.query(
+        "SELECT 1 FROM ledger_balances WHERE account = $1 AND chain = $2 AND shard = 0 FOR NO KEY UPDATE",
+        [hold.accountId, hold.chain],
+      );
+      // A retry of a hold already placed is answered by the refusal path, not counted against itself.
+      const taken = await client.query("SELECT 1 FROM holds WHERE id = $1", [hold.id]);
+      if (taken.rowCount !== 0) return {};
+      const spent = new Map<SpendCap, bigint>();
+      for (const cap of caps) {
+        const since = periodStart(cap.period, hold.createdAt);
+        const [row] = await exactRows(client, SPENT_SINCE, [cap.accountId, cap.chain, since, cap.keyId]);
+        spent.set(cap, row!.spent as bigint);
+      }
+      const refusal = capRefusal(caps, hold.amount, hold.createdAt, (cap) => spent.get(cap)!);
+      if (refusal !== undefined) return { refusal };
+      const [placed] = await exactRows(client, PLACE_HOLD, values);
+      return { seq: placed?.seq as bigint | undefined };
+    });
+  }
+
+  /** The caps that bound a hold: the account's own and its key's, on the hold's chain. */
+  private async capsFor(hold: NewHold): Promise<SpendCap[]> {
+    const rows = await exactRows(
+      this.pool,
+      "SELECT * FROM spend_caps WHERE account_id = $1 AND chain = $2 AND key_id IN ('', $3)",
+      [hold.accountId, hold.chain, hold.keyId],
+    );
+    return rows.map(toSpendCap);
+  }
+
+  async setSpendCap(cap: SpendCap, now: number): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO spend_caps (account_id, key_id, chain, period, amount, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (account_id, key_id, chain, period)
+       DO UPDATE SET amount = EXCLUDED.amount, updated_at = EXCLUDED.updated_at`,
+      [cap.accountId, cap.keyId, cap.chain, cap.period, cap.amount, now],
+    );
+  }
+
+  async clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      "DELETE FROM spend_caps WHERE account_id = $1 AND key_id = $2 AND chain = $3 AND period = $4",
+      [cap.accountId, cap.keyId, cap.chain, cap.period],
+    );
+    return rowCount === 1;
+  }
+
+  async spendCaps(accountId: string): Promise<SpendCap[]> {
+    const rows = await exactRows(
+      this.pool,
+      `SELECT * FROM spend_caps WHERE account_id = $1 ORDER BY key_id COLLATE "C", chain COLLATE "C", period`,
+      [accountId],
+    );
+    return rows.map(toSpendCap);
   }
 
   settle(

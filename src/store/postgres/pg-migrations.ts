@@ -390,4 +390,23 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
     `,
   },
+  {
+    version: 8,
+    name: "spend caps",
+    sql: `
+      -- Spend caps (core/billing/spend-caps.ts): the most an account (key_id '') or one of its
+      -- keys may spend on a chain per UTC day, UTC month or ever, in the chain's ledger units.
+      -- Checked in the hold's transaction against the period's holds (holds_by_chain_time).
+      CREATE TABLE spend_caps (
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        key_id     TEXT NOT NULL,
+        chain      TEXT NOT NULL,
+        period     TEXT NOT NULL CHECK (period IN ('day', 'month', 'lifetime')),
+        amount     BIGINT NOT NULL CHECK (amount >= 0),
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (account_id, key_id, chain, period)
+      );
+      CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
+    `,
+  },
 ];

@@ -219,7 +219,7 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
-    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses);
+    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses, deps.accounts);
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),

@@ -288,10 +288,12 @@ export class LedgerRepository {
   private capRefusal(hold: NewHold) {
     const caps = this.s.capsFor.all(hold.accountId, hold.chain, hold.keyId).map(toSpendCap);
     if (caps.length === 0) return undefined;
-    return capRefusal(caps, hold.amount, hold.createdAt, (cap, since) => {
-      const row = this.s.spentSince.get(cap.accountId, cap.chain, since, cap.keyId, cap.keyId);
-      return row!.spent as bigint;
-    });
+    return capRefusal(caps, hold.amount, hold.createdAt, (cap, since) => this.capSpent(cap, since));
+  }
+
+  /** What the cap's holds placed at or after `since` have spent. */
+  capSpent(cap: SpendCap, since: number): bigint {
+    return this.s.spentSince.get(cap.accountId, cap.chain, since, cap.keyId, cap.keyId)!.spent as bigint;
   }
 
   private resolveTx(

@@ -138,6 +138,10 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
     return this.#ledger.spendCaps(accountId);
   }
 
+  async capSpent(cap: SpendCap, since: number): Promise<bigint> {
+    return this.#ledger.capSpent(cap, since);
+  }
+
   credit(credit: NewCredit): Promise<CreditResult> {
     return this.writes.credit(credit);
   }

@@ -66,6 +66,14 @@ export const spendCapReached = (chain: ChainConfig, needed: bigint, refusal: Cap
   );
 };
 
+/** An API key asked to change spend caps: it could lift its own, so only a session or the operator may. */
+export const capsNeedOwner = (): ConnectError =>
+  reasonError(
+    Code.PermissionDenied,
+    "SPEND_CAPS_OWNER_ONLY",
+    "Spend caps are set from the dashboard (a signed-in session) or by the operator, not with an API key.",
+  );
+
 /** The requested chain is not one callers may bill on. */
 export const chainUnknown = (value: string, allowed: readonly string[], field = CHAIN_FIELD): ConnectError =>
   reasonError(

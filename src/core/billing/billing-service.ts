@@ -1,12 +1,16 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { SpendCapPeriod } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { invalidField } from "../errors.js";
-import type { Billing } from "./billing.js";
+import type { AccountStore } from "../ports/accounts.js";
+import type { Billing, CapStanding } from "./billing.js";
+import { capsNeedOwner } from "./billing-errors.js";
 import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from "./billing-messages.js";
 import { INT64_MAX } from "./money.js";
 import type { OnchainBilling } from "./onchain-billing.js";
 import { createOnchainMethods } from "./onchain-service.js";
+import type { CapPeriod } from "./spend-caps.js";
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
@@ -21,6 +25,7 @@ export function createBillingService(
   billing: Billing,
   onchain: OnchainBilling,
   webSearchMaxUses: number,
+  accounts: Pick<AccountStore, "getKey">,
 ): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
   return {
     ...createOnchainMethods(onchain),
@@ -38,6 +43,27 @@ export function createBillingService(
     async setDefaultChain(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       return { accountId, defaultChain: await billing.setDefaultChain(accountId, req.chain) };
+    },
+
+    async setSpendCap(req, ctx) {
+      const caller = ctx.values.get(callerKey);
+      const accountId = scopedAccount(caller, req.accountId);
+      if (caller.kind === "key") throw capsNeedOwner();
+      const period = capPeriodOf(req.period);
+      if (req.amount !== undefined && req.amount < 0n) throw invalidField("amount", "amount must be ≥ 0.");
+      if (req.keyId !== "" && (await accounts.getKey(req.keyId))?.account_id !== accountId) {
+        throw invalidField("key_id", `The account has no key ${JSON.stringify(req.keyId)}.`);
+      }
+      const caps = await billing.setSpendCap(
+        { accountId, keyId: req.keyId, chain: req.chain, period },
+        req.amount,
+      );
+      return { accountId, caps: caps.map(toSpendCap) };
+    },
+
+    async listSpendCaps(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      return { accountId, caps: (await billing.spendCaps(accountId)).map(toSpendCap) };
     },
 
     async listUsage(req, ctx) {
@@ -112,4 +138,29 @@ function decodePageToken(token: string): bigint {
   const match = /^u:(\d{1,18})$/.exec(Buffer.from(token, "base64url").toString());
   if (match === null) throw invalidField("page_token", "page_token is not one this service issued.");
   return BigInt(match[1]!);
+}
+
+const PERIODS: ReadonlyMap<SpendCapPeriod, CapPeriod> = new Map([
+  [SpendCapPeriod.DAY, "day"],
+  [SpendCapPeriod.MONTH, "month"],
+  [SpendCapPeriod.LIFETIME, "lifetime"],
+]);
+
+/** The store's period for the wire's; unspecified is refused by name. */
+function capPeriodOf(period: SpendCapPeriod): CapPeriod {
+  const found = PERIODS.get(period);
+  if (found === undefined) throw invalidField("period", "period must be DAY, MONTH or LIFETIME.");
+  return found;
+}
+
+function toSpendCap({ cap, spent, resetsAt }: CapStanding) {
+  const period = [...PERIODS].find(([, p]) => p === cap.period)![0];
+  return {
+    keyId: cap.keyId,
+    chain: cap.chain,
+    period,
+    amount: cap.amount,
+    spent,
+    resetsAtMs: BigInt(resetsAt ?? 0),
+  };
 }

@@ -37,6 +37,7 @@ import {
   priceUsage,
   quotePico,
 } from "./pricing.js";
+import { periodReset, periodStart, type SpendCap } from "./spend-caps.js";
 
 /** What the billing core is built from. */
 export interface BillingDeps {
@@ -46,6 +47,13 @@ export interface BillingDeps {
   readonly now: () => number;
   /** Told of every hold placed and resolved and every amount charged; none when absent. */
   readonly metrics?: Metrics | undefined;
+}
+
+/** A cap with what its current period has spent, and when that period ends (undefined: never). */
+export interface CapStanding {
+  readonly cap: SpendCap;
+  readonly spent: bigint;
+  readonly resetsAt: number | undefined;
 }
 
 /** An operator credit. */
@@ -240,6 +248,32 @@ export class Billing implements CallBilling {
     const chain = enabledChain(this.deps.chains, requested, "chain");
     await this.deps.ledger.setDefaultChain(accountId, chain.id, this.deps.now());
     return chain.id;
+  }
+
+  /**
+   * Sets a spend cap (`amount` given) or clears it, on an enabled chain; the key, if any, is
+   * the caller's to check. Answers the account's caps afterwards.
+   */
+  async setSpendCap(target: Omit<SpendCap, "amount">, amount: bigint | undefined): Promise<CapStanding[]> {
+    await this.requireAccount(target.accountId);
+    const chain = enabledChain(this.deps.chains, target.chain, "chain").id;
+    if (amount === undefined) await this.deps.ledger.clearSpendCap({ ...target, chain });
+    else await this.deps.ledger.setSpendCap({ ...target, chain, amount }, this.deps.now());
+    return this.spendCaps(target.accountId);
+  }
+
+  /** The account's caps, each with what its current period has spent and when it resets. */
+  async spendCaps(accountId: string): Promise<CapStanding[]> {
+    await this.requireAccount(accountId);
+    const now = this.deps.now();
+    const caps = await this.deps.ledger.spendCaps(accountId);
+    return Promise.all(
+      caps.map(async (cap) => ({
+        cap,
+        spent: await this.deps.ledger.capSpent(cap, periodStart(cap.period, now)),
+        resetsAt: periodReset(cap.period, now),
+      })),
+    );
   }
 
   /** Funds the account may spend now on a chain. */

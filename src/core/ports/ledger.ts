@@ -169,6 +169,8 @@ export interface LedgerStore {
   clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean>;
   /** The account's caps, its own and its keys'. */
   spendCaps(accountId: string): Promise<SpendCap[]>;
+  /** What `cap`'s holds placed at or after `since` have spent (as the hold-time check counts it). */
+  capSpent(cap: SpendCap, since: number): Promise<bigint>;
   /**
    * Posts `charge` (≤ the hold) and voids the rest of a pending hold, recording the usage, the
    * charge breakdown and the settlement intent in the same transaction. Changes nothing unless

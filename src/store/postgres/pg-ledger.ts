@@ -135,6 +135,12 @@ const SPENT_SINCE = `
    WHERE h.account_id = $1::text AND h.chain = $2::text AND h.created_at >= $3::bigint
      AND ($4::text = '' OR h.key_id = $4::text)`;
 
+/** What the cap's holds placed at or after `since` have spent (SPENT_SINCE). */
+async function capSpentOn(db: Queryable, cap: SpendCap, since: number): Promise<bigint> {
+  const [row] = await exactRows(db, SPENT_SINCE, [cap.accountId, cap.chain, since, cap.keyId]);
+  return row!.spent as bigint;
+}
+
 /** A hold's placement: its seq when placed, the cap that refused it, or neither (not placed). */
 interface Placement {
   readonly seq?: bigint | undefined;
@@ -503,11 +509,8 @@ export class PgLedger implements LedgerStore, OnchainStore {
       const taken = await client.query("SELECT 1 FROM holds WHERE id = $1", [hold.id]);
       if (taken.rowCount !== 0) return {};
       const spent = new Map<SpendCap, bigint>();
-      for (const cap of caps) {
-        const since = periodStart(cap.period, hold.createdAt);
-        const [row] = await exactRows(client, SPENT_SINCE, [cap.accountId, cap.chain, since, cap.keyId]);
-        spent.set(cap, row!.spent as bigint);
-      }
+      for (const cap of caps)
+        spent.set(cap, await capSpentOn(client, cap, periodStart(cap.period, hold.createdAt)));
       const refusal = capRefusal(caps, hold.amount, hold.createdAt, (cap) => spent.get(cap)!);
       if (refusal !== undefined) return { refusal };
       const [placed] = await exactRows(client, PLACE_HOLD, values);
@@ -540,6 +543,10 @@ export class PgLedger implements LedgerStore, OnchainStore {
       [cap.accountId, cap.keyId, cap.chain, cap.period],
     );
     return rowCount === 1;
+  }
+
+  capSpent(cap: SpendCap, since: number): Promise<bigint> {
+    return capSpentOn(this.pool, cap, since);
   }
 
   async spendCaps(accountId: string): Promise<SpendCap[]> {

@@ -8,6 +8,7 @@ import {
   ApiKeySchema,
   KeyStatus,
 } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { capCommand, capsCommand } from "./cap-commands.js";
 import { type Command, type CommandContext, option, positional, table } from "./command.js";
 
 const accountJson = (a: Account): JsonValue => toJson(AccountSchema, a);
@@ -91,6 +92,8 @@ export const accountCommands: Record<string, Command> = {
 
 /** `tollgate key …` */
 export const keyCommands: Record<string, Command> = {
+  cap: capCommand,
+  caps: capsCommand,
   create: {
     options: { account: { type: "string" }, name: { type: "string" } },
     positionals: 0,

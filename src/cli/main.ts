@@ -41,6 +41,10 @@ Commands:
   key create --account ID [--name NAME]   create an API key (the secret is shown once)
   key list --account ID                   list an account's keys (never secrets)
   key revoke KEY_ID                       revoke a key (it fails on its very next request)
+  key cap --account ID --chain CHAIN [--key KEY_ID] [--daily X] [--monthly X] [--lifetime X]
+                                          cap what the account (or one key) may spend on a chain per
+                                          UTC day, month or ever (exact decimals; none clears a cap)
+  key caps --account ID                   an account's spend caps and what each period has spent
   credit --account ID --chain CHAIN --amount 12.50 --reason TEXT [--credit-id ID]
                                           credit an account by hand, in the chain asset's units
                                           (exact decimals; --credit-id makes a retry credit once)

@@ -3,6 +3,7 @@ import { type ApiKey, KeyStatus } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { PageContext } from "../context.js";
 import { copyButton, errorLine, h, loading, messageOf, mount, table } from "../dom.js";
 import { auth } from "../rpc.js";
+import { spendCapsSection } from "./spend-caps.js";
 
 /** When a timestamp happened, or a dash. */
 export function when(ts: Parameters<typeof timestampDate>[0] | undefined): string {
@@ -58,7 +59,7 @@ export async function keysPage(ctx: PageContext): Promise<void> {
           ),
         ),
       );
-      await drawList();
+      await Promise.all([drawList(), caps.draw()]);
     } catch (error) {
       formError.textContent = messageOf(error);
     } finally {
@@ -79,7 +80,7 @@ export async function keysPage(ctx: PageContext): Promise<void> {
         confirm.disabled = true;
         try {
           await auth.revokeKey({ keyId: key.id });
-          await drawList();
+          await Promise.all([drawList(), caps.draw()]);
         } catch (error) {
           mount(cell, errorLine(error));
         }
@@ -123,6 +124,16 @@ export async function keysPage(ctx: PageContext): Promise<void> {
     }
   };
 
-  mount(ctx.main, h("h1", {}, "API keys"), form, formError, created, h("h2", {}, "Your keys"), list);
-  await drawList();
+  const caps = spendCapsSection(ctx);
+  mount(
+    ctx.main,
+    h("h1", {}, "API keys"),
+    form,
+    formError,
+    created,
+    h("h2", {}, "Your keys"),
+    list,
+    caps.element,
+  );
+  await Promise.all([drawList(), caps.draw()]);
 }

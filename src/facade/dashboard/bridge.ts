@@ -54,6 +54,8 @@ const BILLING_POLICIES = {
   withdraw: "write",
   requestTestFunds: "write",
   prepareFunding: "read",
+  setSpendCap: "write",
+  listSpendCaps: "read",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
 /** What the bridge needs: the facade's transport to the core, and the public origin if configured. */

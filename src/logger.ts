@@ -21,9 +21,26 @@ export function openLogger(level: LogLevel, fd: 1 | 2 = 1): Logger {
       level,
       formatters: { level: (label) => ({ level: label }) },
       timestamp: pino.stdTimeFunctions.isoTime,
+      serializers: { err: (error: unknown) => compactDetails(pino.stdSerializers.err(error as Error)) },
     },
     pino.destination({ dest: fd, sync: true }),
   );
+}
+
+/**
+ * An error as logged, with a ConnectError's `details` (each a protobuf descriptor and its
+ * message: pages of schema) reduced to the detail's type name and value.
+ */
+function compactDetails(serialized: Record<string, unknown>): Record<string, unknown> {
+  const details = serialized.details;
+  if (!Array.isArray(details)) return serialized;
+  return {
+    ...serialized,
+    details: details.map((detail: { desc?: { typeName?: string }; type?: string; value?: unknown }) => ({
+      type: detail.desc?.typeName ?? detail.type,
+      value: detail.value,
+    })),
+  };
 }
 
 /**

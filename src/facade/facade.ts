@@ -21,7 +21,7 @@ import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
 import { unreadBodyHook } from "./request-body.js";
-import { RequestLogController } from "./request-log.js";
+import { addClientGoneLog, RequestLogController } from "./request-log.js";
 
 /** What the facade is built from: only a transport to the core, never the store or upstreams. */
 export interface FacadeDeps {
@@ -103,6 +103,7 @@ export async function buildFacade({
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
   });
+  addClientGoneLog(app);
   if (metrics !== undefined) addMetricsHooks(app, metrics);
   // A 413, or any answer sent before the body was read, closes the connection once drained.
   app.addHook("onSend", unreadBodyHook());

@@ -1,13 +1,12 @@
-import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from "fastify";
 
 /**
  * What the facade logs once per request, at `info`, when the response has ended, in place of
  * Fastify's two lines ("incoming request", "request completed"): the request id (the logger's
  * `requestId` field, also on every line the core logs about the request), the route as
  * registered (a pattern such as `/v1/images/files/:token`, so no token or query string lands in
- * the log), the status, the latency and the chain the call was billed on. The charge is not on
- * the line: a streamed call settles after its last byte, so at this point only the hold is
- * known; the settled charge is in the ledger under the same request id (`tollgate usage`).
+ * the log), the status, the latency, the chain the call was billed on and what it was charged
+ * (the core's last part of a call: {@link recordCharge}).
  */
 export interface RequestLine {
   readonly method: string;
@@ -18,8 +17,29 @@ export interface RequestLine {
   readonly latencyMs: number;
   /** The chain the call was billed on; absent for an unbilled request. */
   readonly chain?: string;
+  /**
+   * What the call was charged, in the chain's ledger units (µ$ on the shipped chains), as
+   * integer text; absent when nothing was billed, and for a stream whose client went away
+   * before its end (settled after; the core logs that charge on a line of its own).
+   */
+  readonly charge?: string;
   /** Why the response ended abnormally (the client went away, a stream failed). */
   readonly err?: Error;
+}
+
+const charges = new WeakMap<FastifyRequest, bigint>();
+/** Requests whose line was written: a response may both fail to write and close. */
+const logged = new WeakSet<FastifyRequest>();
+/**
+ * A response closed before its end: the client went away. Shared and not frozen (pino tags the
+ * errors it serialises); its stack is only its message, since where it was made says nothing.
+ */
+const CLIENT_GONE = new Error("the client went away before the response ended");
+CLIENT_GONE.stack = `Error: ${CLIENT_GONE.message}`;
+
+/** Records what the request's call was charged, for its request line. */
+export function recordCharge(request: FastifyRequest, charge: bigint): void {
+  charges.set(request, charge);
 }
 
 /**
@@ -40,7 +60,7 @@ export class RequestLogController extends LogController {
     request: FastifyRequest,
     reply: FastifyReply,
   ): void {
-    request.log.info(requestLine(request, reply, error), "request");
+    logRequest(request, reply, error);
   }
 
   override defaultErrorLog(error: Error, request: FastifyRequest, reply: FastifyReply): void {
@@ -59,18 +79,39 @@ export class RequestLogController extends LogController {
   }
 }
 
+/**
+ * Writes the request line of a response its client left before it ended. Fastify reports a
+ * request once its response finished (or failed to write): a closed, unfinished response —
+ * a stream whose client went away — it never reports.
+ */
+export function addClientGoneLog(app: FastifyInstance): void {
+  app.addHook("onRequest", async (request, reply) => {
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableFinished) logRequest(request, reply, CLIENT_GONE);
+    });
+  });
+}
+
+function logRequest(request: FastifyRequest, reply: FastifyReply, error: Error | null | undefined): void {
+  if (logged.has(request)) return;
+  logged.add(request);
+  request.log.info(requestLine(request, reply, error), "request");
+}
+
 function requestLine(
   request: FastifyRequest,
   reply: FastifyReply,
   error: Error | null | undefined,
 ): RequestLine {
   const chain = reply.getHeader("x-gateway-billing-chain");
+  const charge = charges.get(request);
   return {
     method: request.method,
     route: request.routeOptions.url ?? null,
     status: reply.statusCode,
     latencyMs: Math.round(reply.elapsedTime * 10) / 10,
     ...(typeof chain === "string" && chain !== "" ? { chain } : {}),
+    ...(charge === undefined ? {} : { charge: `${charge}` }),
     ...(error ? { err: error } : {}),
   };
 }

@@ -59,6 +59,26 @@ describe("image RPCs over grpc-js", () => {
       status: HoldStatus.SETTLED,
       amount: 134_000n,
     });
+    // The result says what the ledger charged.
+    expect(result.charge).toBe(134_000n);
+    t.expectSoundLedger();
+  });
+
+  it("a retry with the same idempotency key gets the kept result, charged 0, billed once", async () => {
+    const call = () =>
+      unary<GenerateImageResponse>(
+        client,
+        "GenerateImage",
+        { model: "image-pro", prompt: "a receipt", size: "1K", idempotencyKey: "grpc-image-once" },
+        { "x-api-key": t.secret },
+      );
+    const first = (await call()).result!;
+    const retry = (await call()).result!;
+    const [row] = await t.usage();
+    expect(row).toMatchObject({ requestId: first.requestId, status: HoldStatus.SETTLED });
+    expect(first).toMatchObject({ replayed: false, charge: row!.amount });
+    expect(retry).toMatchObject({ replayed: true, charge: 0n, requestId: first.requestId });
+    expect((await t.usage()).filter((r) => r.requestId === first.requestId)).toHaveLength(1);
     t.expectSoundLedger();
   });
 

@@ -354,7 +354,12 @@ describe("idempotency_key over gRPC", () => {
         );
       const first = await call();
       const retry = await call();
-      expect(first.map((p) => p.part.case)).toEqual(["head", "message"]);
+      expect(first.map((p) => p.part.case)).toEqual(["head", "message", "settled"]);
+      expect(retry.map((p) => p.part.case)).toEqual(["head", "message", "settled"]);
+      // The first call says what it was charged; the retry, billed nothing, says 0.
+      const charge = (parts: CreateMessageResponse[]) => (parts[2]!.part.value as { charge: bigint }).charge;
+      expect(charge(first)).toBeGreaterThan(0n);
+      expect(charge(retry)).toBe(0n);
       const head = (parts: CreateMessageResponse[]) => parts[0]!.part.value as MessageHead;
       expect(head(first).replayed).toBe(false);
       expect(head(retry).replayed).toBe(true);

@@ -46,7 +46,7 @@ describe("InferenceService over a real grpc-js client", () => {
         "x-api-key": t.secret,
       },
     );
-    expect(parts.map((p) => p.part.case)).toEqual(["head", "message"]);
+    expect(parts.map((p) => p.part.case)).toEqual(["head", "message", "settled"]);
     const head = parts[0]!.part.value as { billingChain: string; requestId: string; model: string };
     expect(head).toMatchObject({ billingChain: "base", model: "model-haiku-4-5" });
     const message = JSON.parse(Buffer.from(parts[1]!.part.value as Uint8Array).toString());
@@ -57,6 +57,8 @@ describe("InferenceService over a real grpc-js client", () => {
       output: message.usage.output_tokens,
     });
     expect(grpcRow!.amount).toBe(charge);
+    // The last part tells the caller what the ledger charged.
+    expect((parts[2]!.part.value as { charge: bigint }).charge).toBe(charge);
 
     const rest = await fetch(`${t.baseUrl}/v1/messages`, {
       method: "POST",
@@ -78,10 +80,15 @@ describe("InferenceService over a real grpc-js client", () => {
       { "x-api-key": t.secret },
     );
     expect(parts[0]!.part.case).toBe("head");
-    const events = parts.slice(1).map((p) => (p.part.value as { event: string }).event);
+    const settled = parts.at(-1)!.part;
+    expect(settled.case).toBe("settled");
+    const events = parts.slice(1, -1).map((p) => (p.part.value as { event: string }).event);
     expect(events[0]).toBe("message_start");
     expect(events.at(-1)).toBe("message_stop");
-    expect((await t.usage())[0]?.status).toBe(HoldStatus.SETTLED);
+    const [row] = await t.usage();
+    expect(row?.status).toBe(HoldStatus.SETTLED);
+    expect(row!.amount).toBeGreaterThan(0n);
+    expect((settled.value as { charge: bigint }).charge).toBe(row!.amount);
   });
 
   it("a cancelled stream aborts the upstream and is settled, never left pending", async () => {

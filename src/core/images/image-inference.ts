@@ -69,6 +69,8 @@ export interface ImageCallResult {
   readonly aspectRatio: string;
   readonly images: readonly DeliveredImage[];
   readonly text: string;
+  /** What the call was charged, in the chain's ledger units. */
+  readonly charge: bigint;
 }
 
 /**
@@ -107,7 +109,7 @@ export class ImageInference {
       const delivered = await this.deliver(image.image, call.responseFormat, call.requestId);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
-      await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
+      const { state } = await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
       charged = true;
       return {
         requestId: call.requestId,
@@ -118,6 +120,7 @@ export class ImageInference {
         aspectRatio,
         images: [delivered],
         text: image.text,
+        charge: state.resolution?.amount ?? 0n,
       };
     } finally {
       if (!charged) await this.release(holdId, call.requestId);

@@ -86,7 +86,8 @@ export function imageRpcs(
       route,
       request,
     );
-    if (start?.kind === "replay") return { ...fromBinary(ImageResultSchema, start.answer), replayed: true };
+    if (start?.kind === "replay")
+      return { ...fromBinary(ImageResultSchema, start.answer), replayed: true, charge: 0n };
     let result: ImageResult;
     try {
       result = toResult(await run());
@@ -123,6 +124,7 @@ function toResult(result: ImageCallResult): ImageResult {
     size: result.size,
     aspectRatio: result.aspectRatio,
     text: result.text,
+    charge: result.charge,
     images: result.images.map((image) =>
       image.kind === "data"
         ? create(GeneratedImageSchema, {

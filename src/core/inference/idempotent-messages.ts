@@ -44,10 +44,13 @@ export async function* recordedMessage(
 
 /**
  * A kept answer as a retry gets it: the first call's head (marked replayed) and parts. A stream
- * its client cut short ends with an `error` event saying so.
+ * its client cut short ends with an `error` event saying so. It ends with a charge of 0: the
+ * retry is not billed (the first call's own charge is not replayed).
  */
 export function replayedMessage(answer: Uint8Array): CreateMessageResponse[] {
-  const parts = unframe(answer).map((bytes) => fromBinary(CreateMessageResponseSchema, bytes));
+  const parts = unframe(answer)
+    .map((bytes) => fromBinary(CreateMessageResponseSchema, bytes))
+    .filter((part) => part.part.case !== "settled");
   const head = parts[0]?.part;
   if (head?.case !== "head") throw new Error("a kept answer without a head");
   head.value.replayed = true;
@@ -60,6 +63,7 @@ export function replayedMessage(answer: Uint8Array): CreateMessageResponse[] {
         part: { case: "event", value: { event: "error", data: CUT_SHORT } },
       }),
     );
+  parts.push(create(CreateMessageResponseSchema, { part: { case: "settled", value: { charge: 0n } } }));
   return parts;
 }
 

@@ -65,6 +65,10 @@ export function createInferenceService(
         });
       case "comment":
         return create(CreateMessageResponseSchema, { part: { case: "comment", value: part.text } });
+      case "settled":
+        return create(CreateMessageResponseSchema, {
+          part: { case: "settled", value: { charge: part.charge } },
+        });
     }
   };
 

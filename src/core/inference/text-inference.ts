@@ -94,12 +94,16 @@ export interface MessageHead {
   readonly upstreamRequestId: string;
 }
 
-/** One piece of an answer: the head first, then one message or a run of events. */
+/**
+ * One piece of an answer: the head first, then one message or a run of events, then — when the
+ * call ran to its end — what it was charged (in the chain's ledger units), once settled.
+ */
 export type MessagePart =
   | { readonly kind: "head"; readonly head: MessageHead }
   | { readonly kind: "message"; readonly body: Uint8Array }
   | { readonly kind: "event"; readonly event: string; readonly data: string }
-  | { readonly kind: "comment"; readonly text: string };
+  | { readonly kind: "comment"; readonly text: string }
+  | { readonly kind: "settled"; readonly charge: bigint };
 
 /** A count_tokens answer. */
 export interface TokenCount {
@@ -148,7 +152,8 @@ export class TextInference {
    * Runs one call. Nothing is yielded until funds are held and the provider has answered 200;
    * every failure before that throws, having charged nothing. After the head, a provider
    * failure arrives as an `error` event, and the call is settled for what was delivered when
-   * the generator ends — normally, by failure, or by the consumer stopping early.
+   * the generator ends — normally or by failure (its last part then says the charge), or by the
+   * consumer stopping early (the charge is then logged: nobody is left to tell).
    */
   async *createMessage(call: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
     this.checkClient(call.userAgent);
@@ -208,18 +213,32 @@ export class TextInference {
           problem === undefined
             ? billedUsage(message.usage ?? {}, message.model, this.resolveModel)
             : await this.measured(billed, delivered, problem);
-        await this.settle(billed, usage);
+        const charge = await this.settle(billed, usage);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
+        yield { kind: "settled", charge };
         return;
       }
       yield* this.relay(response, meter, signal, call.requestId);
+      // The caller left (the relay ends quietly): settled below, with nobody left to tell.
+      if (signal.aborted) return;
+      upstreamAbort.abort(CALL_ENDED);
+      outcome = "settled";
+      const charge = await this.finish(billed, meter);
+      if (charge !== undefined && !signal.aborted) yield { kind: "settled", charge };
     } finally {
       signal.removeEventListener("abort", onAbort);
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
-      if (outcome === "pending") await this.finish(billed, meter);
+      if (outcome === "pending") {
+        const charge = await this.finish(billed, meter);
+        if (meter.started && charge !== undefined)
+          this.deps.log.info(
+            { requestId: call.requestId, chain: placed.chain, charge: `${charge}` },
+            "settled after its caller stopped reading",
+          );
+      }
     }
   }
 
@@ -379,18 +398,19 @@ export class TextInference {
   }
 
   /**
-   * Settles a stream for what reached the client. A finished message bills its final usage.
+   * Settles a stream for what reached the client, returning the charge (undefined when the
+   * settle failed: the hold is then left to the sweeper). A finished message bills its final usage.
    * Otherwise: nothing delivered, or a provider failure before any content → nothing charged;
    * a stream cut by the client, or failing after some content → its input in full (it was
    * consumed) plus the delivered output, counted with the provider's own counter. A stream whose
    * usage is missing or cannot be true is measured the same way (never a silent $0).
    */
-  private async finish(billed: BilledCall, meter: StreamMeter): Promise<void> {
+  private async finish(billed: BilledCall, meter: StreamMeter): Promise<bigint | undefined> {
     const { placed, call } = billed;
     try {
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
         await this.deps.billing.release(placed.id);
-        return;
+        return 0n;
       }
       const problem = meter.usageProblem;
       if (problem !== undefined) {
@@ -398,12 +418,13 @@ export class TextInference {
       }
       if (meter.finished) return await this.settle(billed, meter.reported(this.resolveModel));
       const outputTokens = await this.countDelivered(meter.deliveredBlocks(), billed);
-      await this.settle(billed, { ...meter.reported(this.resolveModel), outputTokens });
+      return await this.settle(billed, { ...meter.reported(this.resolveModel), outputTokens });
     } catch (error) {
       this.deps.log.error(
         { err: error, requestId: call.requestId, holdId: placed.id },
         "settling a stream failed",
       );
+      return undefined;
     }
   }
 
@@ -536,10 +557,10 @@ export class TextInference {
    * A single-pass call is never charged more output than its max_tokens allows (a provider
    * reporting more went beyond its own limits); every call is capped at its hold.
    */
-  private async settle(billed: BilledCall, delivered: DeliveredUsage): Promise<void> {
+  private async settle(billed: BilledCall, delivered: DeliveredUsage): Promise<bigint> {
     const { placed, call } = billed;
     const usage = capOutput(delivered, billed.outputCap);
-    const { capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
+    const { state, capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
     if (priced.unpriced.length > 0) {
       this.deps.counters.add("unpriced_usage");
       this.deps.log.error(
@@ -556,6 +577,7 @@ export class TextInference {
           : "the provider reported more output than max_tokens; charged max_tokens",
       );
     }
+    return state.resolution?.amount ?? 0n;
   }
 
   private checkClient(userAgent: string): void {

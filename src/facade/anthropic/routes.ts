@@ -11,6 +11,7 @@ import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
+import { recordCharge } from "../request-log.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
 import { encodeComment, encodeEvent } from "./sse.js";
@@ -64,8 +65,11 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
     if (!head.part.value.stream) {
       const message = (await iterator.next()).value as CreateMessageResponse | undefined;
       if (message?.part.case !== "message") throw new Error("the core answered without a message");
-      // The message is the last part: this lets the core's call end (its finally blocks run).
-      await iterator.next();
+      // Then its charge, the last part: reading to the end lets the core's call end.
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
+        const { part } = next.value as CreateMessageResponse;
+        if (part.case === "settled") recordCharge(request, part.value.charge);
+      }
       return reply.type("application/json").send(Buffer.from(message.part.value));
     }
     await relayEvents(request, reply, iterator, stallMs);
@@ -126,7 +130,10 @@ async function relayEvents(
       let frame: string;
       if (part.case === "event") frame = encodeEvent(part.value.event, part.value.data);
       else if (part.case === "comment") frame = encodeComment(part.value);
-      else continue;
+      else {
+        if (part.case === "settled") recordCharge(request, part.value.charge);
+        continue;
+      }
       if (raw.destroyed) break;
       // A client that stops reading is waited for `stallMs`, then disconnected (settled as delivered).
       if (!raw.write(frame)) await waitForDrain(raw, stallMs);

@@ -7,6 +7,7 @@ import type { ImageResult, InferenceService } from "../../gen/tollgate/inference
 import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { unsupportedType } from "../request-body.js";
+import { recordCharge } from "../request-log.js";
 import { openaiErrorHandler } from "./envelope.js";
 import { editFields, generationFields, imagesResponse } from "./images-request.js";
 import { busboyOptions, readEditUpload, type UploadLimits } from "./uploads.js";
@@ -121,6 +122,7 @@ function sendResult(
   if (result === undefined) throw new Error("the core answered without a result");
   const origin = publicUrl ?? `${request.protocol}://${request.host}`;
   reply.header("x-gateway-billing-chain", result.billingChain);
+  recordCharge(request, result.charge);
   if (result.replayed) reply.header("idempotent-replayed", "true");
   return reply.send(imagesResponse(result, (token) => `${origin}/v1/images${FILES_PATH}/${token}`));
 }

@@ -1,8 +1,9 @@
 /**
  * What a spend cap adds to placing a hold on SQLite: placeHold (then void) timed one by one,
- * without caps and then under a key's daily and the account's monthly cap, after `N` settled
- * holds in the period. A capped hold sums its periods' holds (docs/billing.md "Spend caps"), so
- * its cost grows with N; writes run on this thread (`thread: false`), in a fresh data dir.
+ * without caps and then under a key's daily, the account's monthly and its lifetime cap, after
+ * `N` settled holds spread over the month's first 15 days. A capped hold sums its key's spend per
+ * day over each period (docs/billing.md "Spend caps"), so its cost should not grow with N; writes
+ * run on this thread (`thread: false`), in a fresh data dir.
  *
  * Usage: node dist/bench/spend-caps-hold.js DATA_DIR N
  */
@@ -37,7 +38,7 @@ async function main(dir: string, earlier: number): Promise<void> {
     memo: "",
     createdAt: now,
   });
-  const hold = (id: string): NewHold => ({
+  const hold = (id: string, createdAt = now): NewHold => ({
     id,
     accountId: "acct",
     requestId: id,
@@ -50,10 +51,10 @@ async function main(dir: string, earlier: number): Promise<void> {
     maxTokens: 1n,
     imageSize: "",
     imageCount: 0,
-    createdAt: now,
+    createdAt,
   });
   for (let i = 0; i < earlier; i++) {
-    await ledger.placeHold(hold(`earlier${i}`));
+    await ledger.placeHold(hold(`earlier${i}`, now - (i % 15) * 86_400_000));
     await ledger.settle(`earlier${i}`, 500n, USAGE, now, "");
   }
   /** p50 and p99 of placeHold in ms, each hold voided before the next. */
@@ -76,6 +77,10 @@ async function main(dir: string, earlier: number): Promise<void> {
   );
   await ledger.setSpendCap(
     { accountId: "acct", keyId: "", chain: "base", period: "month", amount: 10n ** 14n },
+    now,
+  );
+  await ledger.setSpendCap(
+    { accountId: "acct", keyId: "", chain: "base", period: "lifetime", amount: 10n ** 14n },
     now,
   );
   const capped = await timed("capped");

@@ -50,6 +50,21 @@ export const AUDIT_QUERIES = {
                  (SELECT amount FROM ledger_entries WHERE id = h.id || '/charge') AS charge_entry,
                  (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open
             FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`,
+  // Every key's spend per day that disagrees with its holds (what spend caps read).
+  spendDays: `SELECT x.account_id, x.key_id, x.chain, x.day, x.expected, d.spent
+                 FROM (SELECT h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000 AS day,
+                              SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END) AS expected
+                         FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+                        GROUP BY h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000) x
+                 LEFT JOIN spend_days d
+                   ON d.account_id = x.account_id AND d.key_id = x.key_id AND d.chain = x.chain AND d.day = x.day
+                WHERE COALESCE(d.spent, 0) <> x.expected
+               UNION ALL
+               SELECT d.account_id, d.key_id, d.chain, d.day, 0, d.spent FROM spend_days d
+                WHERE d.spent <> 0 AND NOT EXISTS (
+                      SELECT 1 FROM holds h
+                       WHERE h.account_id = d.account_id AND h.key_id = d.key_id AND h.chain = d.chain
+                         AND h.created_at >= d.day AND h.created_at < d.day + 86400000)`,
   ...ONCHAIN_AUDIT_QUERIES,
 } as const;
 
@@ -163,6 +178,19 @@ export function checkLedger(rows: AuditResults): string[] {
     if (h.status !== "settled" && charged !== 0n) problems.push(`hold ${h.id}: ${h.status} but charged`);
     if ((h.charge_entry ?? 0n) !== charged)
       problems.push(`hold ${h.id}: charge entry ${h.charge_entry} ≠ ${charged}`);
+  }
+  for (const d of rows.spendDays as unknown as {
+    account_id: string;
+    key_id: string;
+    chain: string;
+    day: bigint;
+    expected: bigint;
+    spent: bigint | null;
+  }[]) {
+    problems.push(
+      `${d.account_id} key '${d.key_id}' on ${d.chain}, day ${new Date(Number(d.day)).toISOString().slice(0, 10)}: ` +
+        `spend_days says ${d.spent ?? "nothing"}, its holds ${d.expected}`,
+    );
   }
   problems.push(...checkOnchain(rows));
   return problems;

@@ -1,5 +1,5 @@
 import { INT64_MAX } from "../core/billing/money.js";
-import { type CapPeriod, capRefusal, type SpendCap } from "../core/billing/spend-caps.js";
+import { type CapPeriod, capRefusal, type SpendCap, spendDay } from "../core/billing/spend-caps.js";
 import {
   availableOf,
   type BalanceRow,
@@ -110,11 +110,18 @@ export class LedgerRepository {
       capsFor: money<[string, string, string]>(
         `SELECT * FROM spend_caps WHERE account_id = ? AND chain = ? AND key_id IN ('', ?)`,
       ),
-      // What a cap's period has spent: open holds at their amount, settled ones at their charge.
+      // What a cap's period has spent: its days' rows, of every key for an account's cap.
       spentSince: money<[string, string, number, string, string]>(
-        `SELECT COALESCE(SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END), 0) AS spent
-           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
-          WHERE h.account_id = ? AND h.chain = ? AND h.created_at >= ? AND (? = '' OR h.key_id = ?)`,
+        `SELECT COALESCE(SUM(spent), 0) AS spent FROM spend_days
+          WHERE account_id = ? AND chain = ? AND day >= ? AND (? = '' OR key_id = ?)`,
+      ),
+      // A hold adds its amount to its key's day; its resolution then adds (charge − amount).
+      addSpent: db.prepare<[string, string, string, number, bigint]>(
+        `INSERT INTO spend_days (account_id, key_id, chain, day, spent) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = spent + excluded.spent`,
+      ),
+      reviseSpent: db.prepare<[bigint, string, string, string, number]>(
+        "UPDATE spend_days SET spent = spent + ? WHERE account_id = ? AND chain = ? AND key_id = ? AND day = ?",
       ),
       spendCaps: money<[string]>(
         "SELECT * FROM spend_caps WHERE account_id = ? ORDER BY key_id, chain, period",
@@ -258,6 +265,7 @@ export class LedgerRepository {
         hold.createdAt,
       );
       this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: hold.amount });
+      this.s.addSpent.run(hold.accountId, hold.keyId, hold.chain, spendDay(hold.createdAt), hold.amount);
     }
     // What was just written, without reading it back.
     return {
@@ -324,6 +332,14 @@ export class LedgerRepository {
     );
     this.s.closeHold.run(holdId);
     if (hold.amount > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -hold.amount });
+    if (charge !== hold.amount)
+      this.s.reviseSpent.run(
+        charge - hold.amount,
+        hold.accountId,
+        hold.chain,
+        hold.keyId,
+        spendDay(hold.createdAt),
+      );
     if (charge > 0n) {
       this.s.insertEntry.run(
         `${holdId}/charge`,

@@ -400,4 +400,30 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
     `,
   },
+  {
+    version: 10,
+    name: "spend by day",
+    sql: `
+      -- What each key (key_id '' for a call without one) has spent on a chain per UTC day (day:
+      -- the day's first millisecond): its holds placed that day, open ones at their held amount,
+      -- resolved ones at their charge. Written with every hold and resolution, so a spend cap
+      -- sums at most one row per key and day of its period instead of the period's holds. The
+      -- ledger audit recomputes it from the holds.
+      CREATE TABLE spend_days (
+        account_id TEXT NOT NULL,
+        key_id     TEXT NOT NULL,
+        chain      TEXT NOT NULL,
+        day        INTEGER NOT NULL,
+        spent      INTEGER NOT NULL CHECK (spent >= 0),
+        PRIMARY KEY (account_id, chain, key_id, day)
+      ) STRICT;
+      INSERT INTO spend_days (account_id, key_id, chain, day, spent)
+        SELECT h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000,
+               SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END)
+          FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+         GROUP BY h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000;
+      -- Caps no longer scan a period's holds.
+      DROP INDEX holds_by_chain_time;
+    `,
+  },
 ];

@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
+import { migrate } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
+import { migrations } from "../../src/store/migrations.js";
 import { type LedgerFixture, ledgerFixture, SMALL_TEXT_CALL } from "./fixtures.js";
 
 // The checker that runs after every ledger test must itself catch what it claims to.
@@ -57,5 +59,43 @@ describe("the ledger audit", () => {
   it("catches a pending hold missing from the sweeper's open list", () => {
     f.db.exec("DELETE FROM open_holds");
     expect(auditLedger(f.db)).toContainEqual(expect.stringMatching(/open list disagrees/));
+  });
+
+  it("catches a key's spend of a day that disagrees with its holds (what spend caps read)", () => {
+    f.db.prepare("UPDATE spend_days SET spent = spent - 1 WHERE account_id = ?").run(account);
+    expect(auditLedger(f.db)).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `^${account} key '' on base, day \\d{4}-\\d\\d-\\d\\d: spend_days says \\d+, its holds \\d+$`,
+        ),
+      ),
+    );
+    f.db.prepare("DELETE FROM spend_days WHERE account_id = ?").run(account);
+    expect(auditLedger(f.db)).toContainEqual(
+      expect.stringMatching(/spend_days says nothing, its holds \d+$/),
+    );
+  });
+
+  it("migration 10 fills spend_days from the holds a version-9 ledger has", () => {
+    const [settled, open] = f.db
+      .prepare("SELECT amount FROM holds WHERE account_id = ? ORDER BY seq")
+      .all(account) as { amount: number }[];
+    // The ledger as version 9 left it: no spend per day yet, caps scanning holds by time.
+    f.db.exec(`DROP TABLE spend_days;
+               CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
+               PRAGMA user_version = 9;`);
+    migrate(f.db, migrations);
+    expect(f.db.pragma("user_version", { simple: true })).toBe(10);
+    const [row] = f.db.prepare("SELECT spent FROM spend_days WHERE account_id = ?").all(account) as {
+      spent: number;
+    }[];
+    const charged = f.db
+      .prepare(
+        "SELECT r.amount FROM hold_resolutions r JOIN holds h ON h.id = r.hold_id WHERE h.account_id = ?",
+      )
+      .get(account) as { amount: number };
+    expect(charged.amount).toBeLessThan(settled!.amount);
+    expect(row!.spent).toBe(charged.amount + open!.amount);
+    expect(auditLedger(f.db)).toEqual([]);
   });
 });

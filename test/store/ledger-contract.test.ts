@@ -26,7 +26,7 @@ import { auditLedger } from "../../src/store/ledger-audit.js";
 import { PgAccountStore } from "../../src/store/postgres/pg-accounts.js";
 import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
 import { PgChainRoles, PgChainWork } from "../../src/store/postgres/pg-chain-work.js";
-import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { migratePostgres, openPostgres } from "../../src/store/postgres/pg-database.js";
 import { PgLedger } from "../../src/store/postgres/pg-ledger.js";
 import { SqliteChainWork } from "../../src/store/sqlite-chain-work.js";
 import { openSqliteLedger } from "../../src/store/sqlite-ledger.js";
@@ -957,6 +957,36 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
       await s.close();
     }
   }
+
+  it("migration 9 fills spend_days from the holds an older ledger has, across days, keys and outcomes", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 10_000n));
+      const day = 86_400_000;
+      await call(s, "m1", "acct_a", 40n, 5, 100n); // settled below its hold, day 0
+      await s.ledger.placeHold({ ...newHold("m2", "acct_a", 70n, 6), keyId: "key_2" }); // open, day 0
+      await s.ledger.placeHold(newHold("m3", "acct_a", 90n, day + 1)); // released, day 1
+      await s.ledger.void("m3", "released", day + 2);
+      await call(s, "m4", "acct_a", 30n, day + 3, 30n); // day 1
+      const read = async () =>
+        (
+          await s.pool.query<{ key_id: string; day: string; spent: string }>(
+            "SELECT key_id, day::text, spent::text FROM spend_days ORDER BY day, key_id",
+          )
+        ).rows;
+      const written = await read();
+      expect(written).toEqual([
+        { key_id: "key_1", day: "0", spent: "40" },
+        { key_id: "key_2", day: "0", spent: "70" },
+        { key_id: "key_1", day: `${day}`, spent: "30" },
+      ]);
+      // The ledger as version 8 left it, then migrated again.
+      await s.pool.query(`DROP TABLE spend_days;
+                          CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
+                          DELETE FROM schema_migrations WHERE version = 9`);
+      await migratePostgres(s.pool);
+      expect(await read()).toEqual(written);
+    }));
 
   it("64 holds at once on 16 connections against a balance covering exactly 10: 10 placed, 54 insufficient", () =>
     withPg(async (s) => {

@@ -3,7 +3,7 @@
  * UTC month, or ever. Enforced by the store in the hold's own transaction (see docs/billing.md
  * "Spend caps"), so parallel calls cannot run past a cap. What a period has spent counts its
  * holds: open ones at their held amount, settled ones at their charge, released or expired ones
- * at nothing.
+ * at nothing; the stores keep it per key and UTC day as holds are placed and resolved.
  */
 
 export type CapPeriod = "day" | "month" | "lifetime";
@@ -24,6 +24,17 @@ export interface CapRefusal {
   readonly cap: SpendCap;
   readonly remaining: bigint;
   readonly resetsAt: number | undefined;
+}
+
+/** Milliseconds in a UTC day (JavaScript time has no leap seconds). */
+export const DAY_MS = 86_400_000;
+
+/**
+ * The UTC day a hold placed at `at` (epoch ms) is spent on, as the day's first millisecond: the
+ * stores keep what each key spent per day (spend_days), and every period starts on a day.
+ */
+export function spendDay(at: number): number {
+  return at - (at % DAY_MS);
 }
 
 /** The first millisecond of the period containing `now` (epoch ms, UTC); 0 for lifetime. */

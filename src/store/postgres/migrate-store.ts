@@ -61,8 +61,9 @@ const TABLES: readonly TableCopy[] = [
   { table: "settlement_intents" },
   // Kept answers of idempotent calls: a retry after the move still gets its first answer.
   { table: "idempotency_keys" },
-  // Caps on what accounts and keys may spend: they hold after the move.
+  // Caps on what accounts and keys may spend, and what each key spent per day: they hold after the move.
   { table: "spend_caps" },
+  { table: "spend_days" },
 ];
 
 /** Tables whose rows PostgreSQL's migrations write themselves: not data an operator put there. */
@@ -319,7 +320,7 @@ async function planCopies(db: Db, pool: pg.Pool): Promise<CopyPlan[]> {
   if (unknown.length > 0) {
     throw new Error(
       `the SQLite database has tables migrate-store does not know how to copy: ${unknown.join(", ")} ` +
-        "(a migration newer than this copy code: add them to TABLES in src/store/migrate-store.ts)",
+        "(a migration newer than this copy code: add them to TABLES in src/store/postgres/migrate-store.ts)",
     );
   }
 

@@ -1,5 +1,12 @@
 import pg from "pg";
-import { type CapRefusal, capRefusal, periodStart, type SpendCap } from "../../core/billing/spend-caps.js";
+import {
+  type CapRefusal,
+  capRefusal,
+  DAY_MS,
+  periodStart,
+  type SpendCap,
+  spendDay,
+} from "../../core/billing/spend-caps.js";
 import {
   type BacklogRow,
   type BalanceRow,
@@ -125,20 +132,54 @@ const PLACE_HOLD = `
     INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
     SELECT '${SYSTEM_REVENUE}', $5::text, hold.seq % ${SYSTEM_SHARDS}, true, $6::bigint FROM hold, funds
     ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
+  ), spent AS (
+    INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+    SELECT $2::text, $4::text, $5::text, $13::bigint - $13::bigint % ${DAY_MS}, $6::bigint FROM hold, funds
+    ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent
   )
   SELECT seq FROM hold`;
 
-/** What a cap's period has spent: open holds at their amount, settled ones at their charge. */
+/** What a cap's period has spent: its days' rows, of every key for an account's cap. */
 const SPENT_SINCE = `
-  SELECT COALESCE(SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END), 0) AS spent
-    FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
-   WHERE h.account_id = $1::text AND h.chain = $2::text AND h.created_at >= $3::bigint
-     AND ($4::text = '' OR h.key_id = $4::text)`;
+  SELECT COALESCE(SUM(spent), 0) AS spent FROM spend_days
+   WHERE account_id = $1::text AND chain = $2::text AND day >= $3::bigint AND ($4::text = '' OR key_id = $4::text)`;
 
 /** What the cap's holds placed at or after `since` have spent (SPENT_SINCE). */
 async function capSpentOn(db: Queryable, cap: SpendCap, since: number): Promise<bigint> {
   const [row] = await exactRows(db, SPENT_SINCE, [cap.accountId, cap.chain, since, cap.keyId]);
   return row!.spent as bigint;
+}
+
+/** Takes expired holds off their keys' days (UNSPEND), one row per key and day, in key order. */
+async function unspend(client: Queryable, expired: readonly Raw[]): Promise<void> {
+  const days = new Map<
+    string,
+    { account: string; chain: string; key: string; day: number; amount: bigint }
+  >();
+  for (const h of expired) {
+    const amount = h.amount as bigint;
+    if (amount === 0n) continue;
+    const day = spendDay(Number(h.created_at));
+    const id = `${h.account_id}\u0000${h.chain}\u0000${h.key_id}\u0000${day}`;
+    const entry = days.get(id) ?? {
+      account: h.account_id as string,
+      chain: h.chain as string,
+      key: h.key_id as string,
+      day,
+      amount: 0n,
+    };
+    entry.amount += amount;
+    days.set(id, entry);
+  }
+  const rows = [...days.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  const updated = await client.query(UNSPEND, [
+    rows.map((r) => r.account),
+    rows.map((r) => r.chain),
+    rows.map((r) => r.key),
+    rows.map((r) => `${r.day}`),
+    rows.map((r) => r.amount.toString()),
+  ]);
+  if (updated.rowCount !== rows.length) throw new Error("expired holds without their spend_days rows");
 }
 
 /** A hold's placement: its seq when placed, the cap that refused it, or neither (not placed). */
@@ -213,6 +254,11 @@ const RESOLVE = `
            $3::bigint - COALESCE(k.onchain, 0), $11::bigint
       FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
      WHERE $2::text = 'settled' AND $3::bigint > 0
+  ), spent AS (
+    UPDATE spend_days d SET spent = d.spent + $3::bigint - hold.amount
+      FROM hold, released
+     WHERE $3::bigint <> hold.amount AND d.account_id = hold.account_id AND d.chain = hold.chain
+       AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % ${DAY_MS}
   )
   SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now FROM hold`;
 
@@ -232,7 +278,14 @@ const CLAIM_EXPIRED = `
     SELECT hold_id, 'expired', 0, $3::bigint FROM closed
     RETURNING hold_id
   )
-  SELECT h.seq, h.account_id, h.chain, h.amount FROM holds h JOIN expired ON expired.hold_id = h.id`;
+  SELECT h.seq, h.account_id, h.key_id, h.chain, h.amount, h.created_at
+    FROM holds h JOIN expired ON expired.hold_id = h.id`;
+
+/** Takes expired holds' amounts off their keys' days (after their balance rows were locked). */
+const UNSPEND = `
+  UPDATE spend_days d SET spent = d.spent - u.amount
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (account_id, chain, key_id, day, amount)
+   WHERE d.account_id = u.account_id AND d.chain = u.chain AND d.key_id = u.key_id AND d.day = u.day`;
 
 /** Users' rows before system rows, each in key order: the order every writer locks them in. */
 const LOCK_BALANCES = `
@@ -612,6 +665,7 @@ export class PgLedger implements LedgerStore, OnchainStore {
           ]);
           // Every pending amount sits on a row its hold created: one missing is a broken ledger.
           if (released.rowCount !== rows.length) throw new Error("expired holds without their balance rows");
+          await unspend(client, expired);
         }
         return expired.length;
       }),

@@ -8,6 +8,7 @@ import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
+import { receiptKeyFromMasterSecret } from "./core/billing/receipts.js";
 import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
@@ -22,6 +23,7 @@ import { memoryRateLimiter } from "./limits/memory.js";
 import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
 import type { Db } from "./store/database.js";
+import { dataDirReceiptKey } from "./store/receipt-key-file.js";
 import { storageProbe } from "./store/storage-probe.js";
 import type { StoreChoice, Stores } from "./store/store-set.js";
 import { openStores } from "./store/stores.js";
@@ -397,7 +399,16 @@ async function assemble(
       check: async () => `${await redis.ping()} (rate limits)`,
     });
   }
+  // Receipts are signed with a key derived from the master secret (every host alike); without
+  // one (chains off), with a key kept in the data dir.
+  const receiptSecret = onchain?.masterSecret ?? config.onchain.masterSecret;
+  const receiptKey =
+    receiptSecret === undefined
+      ? dataDirReceiptKey(config.dataDir)
+      : receiptKeyFromMasterSecret(receiptSecret);
   const core = createCore({
+    receiptKey,
+    publicOrigin: config.images.publicUrl,
     accounts: stores.accounts,
     sessions: stores.sessions,
     ledger: stores.ledger,

@@ -1,3 +1,4 @@
+import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
@@ -22,6 +23,7 @@ import { createFundingMethods, type DevFaucet } from "./billing/funding.js";
 import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
 import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
+import { ReceiptSigner, Receipts } from "./billing/receipts.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
 import { createHealthService, type HealthProbe } from "./health-service.js";
@@ -89,6 +91,13 @@ export interface CoreDeps {
    * offers it whatever its chains.
    */
   readonly devMode?: boolean | undefined;
+  /**
+   * The Ed25519 key receipts are signed with (src/core/billing/receipts.ts): the runtime derives
+   * it from the master secret, so every host signs alike.
+   */
+  readonly receiptKey?: KeyObject | undefined;
+  /** TOLLGATE_PUBLIC_URL's origin: what receipts name as the gateway (else the facade's Host). */
+  readonly publicOrigin?: string | undefined;
   /** Each account's withdrawals per hour (its own callers', not the operator's); unlimited when absent. */
   readonly withdrawalLimit?: RateLimiter | undefined;
   /** Where holds, charges and provider latency are counted (the metrics endpoint); nowhere when absent. */
@@ -172,6 +181,16 @@ export function createCore(deps: CoreDeps): Core {
     now,
     withdrawalLimit: deps.withdrawalLimit,
   });
+  // Without a key of its own (tests), a core signs with one it makes, lost when it stops.
+  const receipts = new Receipts(
+    new ReceiptSigner(deps.receiptKey ?? generateKeyPairSync("ed25519").privateKey),
+    {
+      call: (accountId, requestId) => billing.call(accountId, requestId),
+      chainConfig: (id) => billing.chainConfig(id),
+      settlements: (holdIds) => onchain.settlements(holdIds),
+    },
+    deps.publicOrigin,
+  );
   const probes = deps.probes ?? [];
   const inference =
     deps.inference === undefined
@@ -219,7 +238,7 @@ export function createCore(deps: CoreDeps): Core {
         });
   const routes = (router: ConnectRouter) => {
     router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
-    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses, deps.accounts);
+    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses, deps.accounts, receipts);
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
@@ -241,7 +260,7 @@ export function createCore(deps: CoreDeps): Core {
     });
     router.service(HealthService, createHealthService(probes));
     if (inference !== undefined)
-      router.service(InferenceService, createInferenceService(inference, now, images, idempotency));
+      router.service(InferenceService, createInferenceService(inference, now, receipts, images, idempotency));
   };
   const masking: Interceptor = (next) => async (req) => {
     try {

@@ -3,11 +3,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { presentedCredential } from "../core/auth/credentials.js";
 import { authenticatedCallerKey } from "../core/caller.js";
 
-/** Metadata for core calls: the caller's key (the core authenticates every RPC) and the request id. */
+/** Metadata for core calls: the caller's key (the core authenticates every RPC), the request id and the origin. */
 export function coreHeaders(request: FastifyRequest): Record<string, string> {
   return {
     "x-request-id": request.id,
     "x-api-key": presentedCredential((name) => header(request, name) || undefined) ?? "",
+    // What receipts name as the gateway, when the core has no TOLLGATE_PUBLIC_URL of its own.
+    "x-gateway-origin": request.publicOrigin,
   };
 }
 

@@ -8,6 +8,7 @@ import Fastify, {
 } from "fastify";
 import { newRequestId } from "../core/ids.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
@@ -20,6 +21,7 @@ import { addMetricsHooks, type RequestMetrics } from "./metrics-hook.js";
 import { openaiErrorBody } from "./openai/envelope.js";
 import { openaiRoutes } from "./openai/routes.js";
 import type { UploadLimits } from "./openai/uploads.js";
+import { receiptRoutes } from "./receipts/routes.js";
 import { unreadBodyHook } from "./request-body.js";
 import { addClientGoneLog, RequestLogController } from "./request-log.js";
 
@@ -142,6 +144,7 @@ export async function buildFacade({
     publicUrl: images?.publicUrl,
     prefix: "/v1/images",
   });
+  await app.register(receiptRoutes, { auth, billing: createClient(BillingService, transport) });
   await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

@@ -65,9 +65,10 @@ function statusOf(code: Code, reason: string | undefined): number {
       if (reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE") return 402;
       // So is one past a spend cap the account or key set (x-should-retry: false, as every 402).
       if (reason === "SPEND_CAP_REACHED") return 402;
-      // An idempotency key sent with another request (422), or whose answer was not kept (409).
+      // An idempotency key sent with another request (422).
       if (reason === "IDEMPOTENCY_KEY_REUSED") return 422;
-      return reason === "IDEMPOTENCY_ANSWER_NOT_KEPT" ? 409 : 400;
+      // An answer not kept for a retry, or a receipt of a call still running: try later (409).
+      return reason === "IDEMPOTENCY_ANSWER_NOT_KEPT" || reason === "RECEIPT_PENDING" ? 409 : 400;
     case Code.PermissionDenied:
       return 403;
     case Code.NotFound:

@@ -45,6 +45,22 @@ describe("chain registry", () => {
     expect(registry.byId.get("robinhood")!.asset.decimals).toBe(18);
   });
 
+  it("names each chain as CAIP-2 does: eip155 by its chain id, Solana by its genesis (mainnet's unless set)", () => {
+    const shipped = defaultChainRegistry();
+    expect(shipped.chains.map((c) => c.network)).toEqual([
+      "eip155:8453",
+      "eip155:42161",
+      "eip155:4663",
+      "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+    ]);
+    const json = chainsJson();
+    (json.chains[3] as Record<string, unknown>).network = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
+    (json.chains[0] as Record<string, unknown>).network = "eip155:8453";
+    const registry = parseChainRegistry(json);
+    expect(registry.byId.get("solana")!.network).toBe("solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1");
+    expect(registry.byId.get("base")!.network).toBe("eip155:8453");
+  });
+
   it.each([
     [
       (j: ReturnType<typeof chainsJson>) => (j.default_chain = "nowhere"),
@@ -82,6 +98,15 @@ describe("chain registry", () => {
           address: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
         }),
       /chains\[3\]\.asset\.address is not a valid base58 mint/,
+    ],
+    [
+      (j: ReturnType<typeof chainsJson>) => ((j.chains[0] as Record<string, unknown>).network = "eip155:1"),
+      /chains\[0\]\.network must be "eip155:8453" \(its chain_id\), or be left out/,
+    ],
+    [
+      (j: ReturnType<typeof chainsJson>) =>
+        ((j.chains[3] as Record<string, unknown>).network = "solana mainnet"),
+      /chains\[3\]\.network must be a CAIP-2 chain id/,
     ],
   ])("refuses a broken registry (%#)", (mutate, message) => {
     const json = chainsJson();

@@ -1,3 +1,4 @@
+import { createPublicKey, verify } from "node:crypto";
 import Anthropic from "@anthropic-ai/sdk";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,6 +95,29 @@ describe("the dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Export CSV" }).click();
     const csv = await (await (await download).createReadStream()).toArray();
     expect(Buffer.concat(csv).toString()).toContain(`${row!.requestId},browser key,model-haiku-4-5`);
+    // Its signed receipt downloads from the row, and verifies against the published key.
+    const receiptDownload = page.waitForEvent("download");
+    await page.locator(`[data-receipt="${row!.requestId}"]`).click();
+    const file = await receiptDownload;
+    expect(file.suggestedFilename()).toBe(`receipt-${row!.requestId}.json`);
+    const receipt = JSON.parse(Buffer.concat(await (await file.createReadStream()).toArray()).toString()) as {
+      format: string;
+      signature: string;
+    };
+    expect(receipt.format).toBe("jws");
+    const [header, payload, signature] = receipt.signature.split(".");
+    const { keys } = (await (await fetch(`${t.baseUrl}/.well-known/jwks.json`)).json()) as {
+      keys: { kty: string; crv: string; x: string }[];
+    };
+    const publicKey = createPublicKey({ key: keys[0]!, format: "jwk" });
+    expect(
+      verify(null, Buffer.from(`${header}.${payload}`), publicKey, Buffer.from(signature!, "base64url")),
+    ).toBe(true);
+    expect(JSON.parse(Buffer.from(payload!, "base64url").toString())).toMatchObject({
+      requestId: row!.requestId,
+      resourceUrl: `${t.baseUrl}/v1/messages`,
+      charge: { amount: `${row!.amount}` },
+    });
     await screenshot(page, "usage");
 
     // A call with web search in fast mode: the Usage page says what it was charged for. (A

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { createPublicKey, verify } from "node:crypto";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
@@ -95,7 +96,9 @@ describe("serve with dev chains", () => {
       expect(message.content[0]?.type).toBe("text");
     }
 
-    type UsageRows = { rows: { amount?: string; settlementStatus?: string; settlementTxHash?: string }[] };
+    type UsageRows = {
+      rows: { requestId: string; amount?: string; settlementStatus?: string; settlementTxHash?: string }[];
+    };
     const rows = await until("every call to settle onchain", async () => {
       const usage = await cliJson<UsageRows>(["usage", "--account", account.id], env);
       return usage.rows.length === 4 &&
@@ -104,6 +107,30 @@ describe("serve with dev chains", () => {
         : undefined;
     });
     for (const row of rows) expect(row.settlementTxHash).toMatch(/^0x[0-9a-f]{64}$/);
+    // Each call's receipt, fetched now, names the confirmed settlement transaction; its
+    // signature checks against the published key (derived from the master secret).
+    const { keys } = (await (await fetch(`${gateway.facadeUrl}/.well-known/jwks.json`)).json()) as {
+      keys: { kty: string; crv: string; x: string }[];
+    };
+    const publicKey = createPublicKey({ key: keys[0]!, format: "jwk" });
+    for (const row of rows) {
+      const response = await fetch(`${gateway.facadeUrl}/v1/receipts/${row.requestId}`, {
+        headers: { "x-api-key": key.secret },
+      });
+      const [header, payload, signature] = ((await response.json()) as { signature: string }).signature.split(
+        ".",
+      );
+      expect(
+        verify(null, Buffer.from(`${header}.${payload}`), publicKey, Buffer.from(signature!, "base64url")),
+      ).toBe(true);
+      expect(JSON.parse(Buffer.from(payload!, "base64url").toString())).toMatchObject({
+        network: "eip155:8453",
+        requestId: row.requestId,
+        charge: { amount: row.amount },
+        transaction: row.settlementTxHash,
+        settlement: { status: "confirmed", transaction: row.settlementTxHash },
+      });
+    }
     const charged = rows.reduce((sum, r) => sum + BigInt(r.amount ?? "0"), 0n);
     expect(charged).toBeGreaterThan(0n);
 

@@ -27,6 +27,7 @@ export function devChainConfig(dev: EvmDevChain, confirmations: number): ChainCo
     id: dev.id,
     family: "evm",
     chainId: dev.chainId,
+    network: `eip155:${dev.chainId}`,
     asset: { symbol: "USDC", decimals: 6, address: dev.token },
     rpcUrl: dev.rpcUrl,
     finality: { confirmations },

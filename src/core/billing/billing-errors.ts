@@ -147,3 +147,19 @@ export const requestIdReused = (requestId: string): ConnectError =>
     `Request id ${JSON.stringify(requestId)} was already used for a call; each call needs its own.`,
     { request_id: requestId },
   );
+
+export const receiptNotFound = (requestId: string): ConnectError =>
+  reasonError(
+    Code.NotFound,
+    "RECEIPT_NOT_FOUND",
+    `No call with request id ${JSON.stringify(requestId)} was billed to this account.`,
+    { request_id: requestId },
+  );
+
+export const receiptPending = (requestId: string): ConnectError =>
+  reasonError(
+    Code.FailedPrecondition,
+    "RECEIPT_PENDING",
+    `The call ${requestId} is still running: its receipt is signed once it has settled.`,
+    { request_id: requestId },
+  );

@@ -10,6 +10,7 @@ import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from ".
 import { INT64_MAX } from "./money.js";
 import type { OnchainBilling } from "./onchain-billing.js";
 import { createOnchainMethods } from "./onchain-service.js";
+import type { Receipts } from "./receipts.js";
 import type { CapPeriod } from "./spend-caps.js";
 
 const DEFAULT_PAGE = 100;
@@ -26,6 +27,7 @@ export function createBillingService(
   onchain: OnchainBilling,
   webSearchMaxUses: number,
   accounts: Pick<AccountStore, "getKey">,
+  receipts: Receipts,
 ): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
   return {
     ...createOnchainMethods(onchain),
@@ -64,6 +66,16 @@ export function createBillingService(
     async listSpendCaps(req, ctx) {
       const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
       return { accountId, caps: (await billing.spendCaps(accountId)).map(toSpendCap) };
+    },
+
+    async getReceipt(req, ctx) {
+      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      if (req.requestId === "") throw invalidField("request_id", "request_id is required.");
+      return { jws: await receipts.forCall(accountId, req.requestId, originOf(req.origin)) };
+    },
+
+    getReceiptKeys() {
+      return { jwks: JSON.stringify(receipts.signer.jwks()) };
     },
 
     async listUsage(req, ctx) {
@@ -163,4 +175,18 @@ function toSpendCap({ cap, spent, resetsAt }: CapStanding) {
     spent,
     resetsAtMs: BigInt(resetsAt ?? 0),
   };
+}
+
+/** A request's `origin` field: an http(s) origin, or undefined when empty. */
+export function originOf(origin: string): string | undefined {
+  if (origin === "") return undefined;
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.origin !== origin)
+    throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
+  return origin;
 }

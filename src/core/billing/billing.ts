@@ -328,6 +328,17 @@ export class Billing implements CallBilling {
     }
   }
 
+  /** The account's call `requestId` (its hold and outcome), if the account made one. */
+  async call(accountId: string, requestId: string): Promise<HoldState | undefined> {
+    const state = await this.deps.ledger.getHold(holdIdFor(accountId, requestId));
+    return state?.hold.accountId === accountId ? state : undefined;
+  }
+
+  /** A configured chain's registry entry. */
+  chainConfig(id: string): ChainConfig | undefined {
+    return this.deps.chains.byId.get(id);
+  }
+
   private async settleWith(
     holdId: string,
     usage: DeliveredUsage,

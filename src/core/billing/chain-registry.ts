@@ -45,6 +45,12 @@ export interface ChainConfig {
   readonly family: ChainFamily;
   /** EIP-155 chain id (EVM only). */
   readonly chainId: number | undefined;
+  /**
+   * The chain as CAIP-2 names it (x402's `network`, a receipt's `network`): `eip155:<chainId>`
+   * on EVM; on Solana `solana:` and its genesis hash's first 32 characters (mainnet-beta's by
+   * default).
+   */
+  readonly network: string;
   readonly asset: AssetConfig;
   readonly rpcUrl: string;
   readonly finality: FinalityRule;
@@ -159,6 +165,7 @@ function parseChain(value: unknown, path: string): ChainConfig {
       "enabled",
       "withdrawal_minimum",
       "withdrawal_fee",
+      "network",
     ],
     path,
   );
@@ -193,16 +200,40 @@ function parseChain(value: unknown, path: string): ChainConfig {
   if (!["http:", "https:", "ws:", "wss:"].includes(protocol)) {
     throw new Error(`${path}.rpc_url must be an http(s):// or ws(s):// URL`);
   }
+  const chainId =
+    family === "evm" ? readInteger(obj, "chain_id", path, 1, Number.MAX_SAFE_INTEGER) : undefined;
   return {
     id,
     family,
-    chainId: family === "evm" ? readInteger(obj, "chain_id", path, 1, Number.MAX_SAFE_INTEGER) : undefined,
+    chainId,
+    network: parseNetwork(obj, family, chainId, path),
     asset,
     rpcUrl,
     finality: parseFinality(obj.finality, family, `${path}.finality`),
     enabled: readBoolean(obj, "enabled", path, true),
     withdrawal: parseWithdrawalTerms(obj, family, asset.decimals, path),
   };
+}
+
+/** Solana mainnet-beta as CAIP-2 names it (its genesis hash, cut to 32 characters). */
+export const SOLANA_MAINNET_NETWORK = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp";
+const CAIP2 = /^[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32}$/;
+
+function parseNetwork(
+  obj: Record<string, unknown>,
+  family: ChainFamily,
+  chainId: number | undefined,
+  path: string,
+): string {
+  const derived = family === "evm" ? `eip155:${chainId}` : SOLANA_MAINNET_NETWORK;
+  if (obj.network === undefined) return derived;
+  const network = readString(obj, "network", path);
+  if (!CAIP2.test(network)) throw new Error(`${path}.network must be a CAIP-2 chain id such as "${derived}"`);
+  if (family === "evm" && network !== derived)
+    throw new Error(`${path}.network must be "${derived}" (its chain_id), or be left out`);
+  if (family === "solana" && !network.startsWith("solana:"))
+    throw new Error(`${path}.network must start with "solana:"`);
+  return network;
 }
 
 function parseWithdrawalTerms(

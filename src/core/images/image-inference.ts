@@ -9,6 +9,7 @@ import {
   upstreamStatusError,
 } from "../inference/upstream-errors.js";
 import type { ImageStore, StoredImage } from "../ports/image-store.js";
+import type { HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { ImageInput, ImageUpstream } from "../ports/providers.js";
@@ -71,6 +72,8 @@ export interface ImageCallResult {
   readonly text: string;
   /** What the call was charged, in the chain's ledger units. */
   readonly charge: bigint;
+  /** The call's hold and its settlement, for its receipt. */
+  readonly state: HoldState;
 }
 
 /**
@@ -121,6 +124,7 @@ export class ImageInference {
         images: [delivered],
         text: image.text,
         charge: state.resolution?.amount ?? 0n,
+        state,
       };
     } finally {
       if (!charged) await this.release(holdId, call.requestId);

@@ -11,6 +11,7 @@ import {
   type InferenceService,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import type { AuthenticatedKey } from "../auth/authenticator.js";
+import { gatewayOrigin, type Receipts } from "../billing/receipts.js";
 import { newRequestId } from "../ids.js";
 import { type IdempotentCalls, startIdempotent } from "../inference/idempotency.js";
 import type { ImageCall, ImageCallResult, ImageInference } from "./image-inference.js";
@@ -40,6 +41,7 @@ interface ImageRequestFields {
 export function imageRpcs(
   images: ImageInference | undefined,
   payingKey: (ctx: HandlerContext) => AuthenticatedKey,
+  receipts: Receipts,
   idempotency?: IdempotentCalls,
 ): ImageRpcs {
   const served = (): ImageInference => {
@@ -90,7 +92,13 @@ export function imageRpcs(
       return { ...fromBinary(ImageResultSchema, start.answer), replayed: true, charge: 0n };
     let result: ImageResult;
     try {
-      result = toResult(await run());
+      const ran = await run();
+      const { resolution } = ran.state;
+      const receipt =
+        resolution === undefined
+          ? ""
+          : await receipts.forState({ ...ran.state, resolution }, gatewayOrigin(ctx.requestHeader));
+      result = toResult(ran, receipt);
     } catch (error) {
       await start?.claim.release();
       throw error;
@@ -115,8 +123,9 @@ export function imageRpcs(
   };
 }
 
-function toResult(result: ImageCallResult): ImageResult {
+function toResult(result: ImageCallResult, receipt: string): ImageResult {
   return create(ImageResultSchema, {
+    receipt,
     requestId: result.requestId,
     billingChain: result.billingChain,
     created: timestampFromMs(result.created),

@@ -10,6 +10,7 @@ import {
   RateLimitSchema,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import type { AuthenticatedKey } from "../auth/authenticator.js";
+import { gatewayOrigin, type Receipts } from "../billing/receipts.js";
 import { callerKey } from "../caller.js";
 import { keyMissing } from "../errors.js";
 import { newRequestId } from "../ids.js";
@@ -28,6 +29,7 @@ import type { MessagePart, TextInference } from "./text-inference.js";
 export function createInferenceService(
   inference: TextInference,
   now: () => number,
+  receipts: Receipts,
   images?: ImageInference,
   idempotency?: IdempotentCalls,
 ): ServiceImpl<typeof InferenceService> {
@@ -72,12 +74,29 @@ export function createInferenceService(
     }
   };
 
-  async function* responses(parts: AsyncIterable<MessagePart>) {
-    for await (const part of parts) yield toResponse(part);
+  /**
+   * The parts as responses. A non-streaming call's settlement carries its signed receipt (the
+   * facade sends it as a header); a stream's headers went out before it settled, so its
+   * receipt is fetched with GetReceipt instead of being signed for nobody.
+   */
+  async function* responses(parts: AsyncIterable<MessagePart>, origin: string | undefined) {
+    let stream = true;
+    for await (const part of parts) {
+      if (part.kind === "head") stream = part.head.stream;
+      const { resolution } = part.kind === "settled" ? part.state : { resolution: undefined };
+      if (part.kind !== "settled" || stream || resolution === undefined) {
+        yield toResponse(part);
+        continue;
+      }
+      const receipt = await receipts.forState({ ...part.state, resolution }, origin);
+      yield create(CreateMessageResponseSchema, {
+        part: { case: "settled", value: { charge: part.charge, receipt } },
+      });
+    }
   }
 
   return {
-    ...imageRpcs(images, payingKey, idempotency),
+    ...imageRpcs(images, payingKey, receipts, idempotency),
 
     async *createMessage(req, ctx) {
       const key = payingKey(ctx);
@@ -102,7 +121,7 @@ export function createInferenceService(
         yield* replayedMessage(start.answer);
         return;
       }
-      const parts = responses(inference.createMessage(call, ctx.signal));
+      const parts = responses(inference.createMessage(call, ctx.signal), gatewayOrigin(ctx.requestHeader));
       yield* start === undefined ? parts : recordedMessage(parts, start.claim);
     },
 

@@ -3,7 +3,7 @@ import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import { errorInfo } from "../errors.js";
-import type { HoldRow } from "../ports/ledger.js";
+import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import {
@@ -103,7 +103,7 @@ export type MessagePart =
   | { readonly kind: "message"; readonly body: Uint8Array }
   | { readonly kind: "event"; readonly event: string; readonly data: string }
   | { readonly kind: "comment"; readonly text: string }
-  | { readonly kind: "settled"; readonly charge: bigint };
+  | { readonly kind: "settled"; readonly charge: bigint; readonly state: HoldState };
 
 /** A count_tokens answer. */
 export interface TokenCount {
@@ -213,10 +213,10 @@ export class TextInference {
           problem === undefined
             ? billedUsage(message.usage ?? {}, message.model, this.resolveModel)
             : await this.measured(billed, delivered, problem);
-        const charge = await this.settle(billed, usage);
+        const state = await this.settle(billed, usage);
         outcome = "settled";
         yield { kind: "message", body: Buffer.from(text) };
-        yield { kind: "settled", charge };
+        yield { kind: "settled", charge: chargeOf(state), state };
         return;
       }
       yield* this.relay(response, meter, signal, call.requestId);
@@ -224,18 +224,18 @@ export class TextInference {
       if (signal.aborted) return;
       upstreamAbort.abort(CALL_ENDED);
       outcome = "settled";
-      const charge = await this.finish(billed, meter);
-      if (charge !== undefined && !signal.aborted) yield { kind: "settled", charge };
+      const state = await this.finish(billed, meter);
+      if (state !== undefined && !signal.aborted) yield { kind: "settled", charge: chargeOf(state), state };
     } finally {
       signal.removeEventListener("abort", onAbort);
       // Frees the provider connection if the answer was cut short (a no-op after a full read).
       // A shared reason: abort() without one builds a DOMException and its stack every call.
       upstreamAbort.abort(CALL_ENDED);
       if (outcome === "pending") {
-        const charge = await this.finish(billed, meter);
-        if (meter.started && charge !== undefined)
+        const state = await this.finish(billed, meter);
+        if (meter.started && state !== undefined)
           this.deps.log.info(
-            { requestId: call.requestId, chain: placed.chain, charge: `${charge}` },
+            { requestId: call.requestId, chain: placed.chain, charge: `${chargeOf(state)}` },
             "settled after its caller stopped reading",
           );
       }
@@ -405,12 +405,11 @@ export class TextInference {
    * consumed) plus the delivered output, counted with the provider's own counter. A stream whose
    * usage is missing or cannot be true is measured the same way (never a silent $0).
    */
-  private async finish(billed: BilledCall, meter: StreamMeter): Promise<bigint | undefined> {
+  private async finish(billed: BilledCall, meter: StreamMeter): Promise<HoldState | undefined> {
     const { placed, call } = billed;
     try {
       if (!meter.started || (meter.failed && !meter.deliveredContent)) {
-        await this.deps.billing.release(placed.id);
-        return 0n;
+        return await this.deps.billing.release(placed.id);
       }
       const problem = meter.usageProblem;
       if (problem !== undefined) {
@@ -557,7 +556,7 @@ export class TextInference {
    * A single-pass call is never charged more output than its max_tokens allows (a provider
    * reporting more went beyond its own limits); every call is capped at its hold.
    */
-  private async settle(billed: BilledCall, delivered: DeliveredUsage): Promise<bigint> {
+  private async settle(billed: BilledCall, delivered: DeliveredUsage): Promise<HoldState> {
     const { placed, call } = billed;
     const usage = capOutput(delivered, billed.outputCap);
     const { state, capped, priced } = await this.deps.billing.settleDelivered(placed, usage);
@@ -577,7 +576,7 @@ export class TextInference {
           : "the provider reported more output than max_tokens; charged max_tokens",
       );
     }
-    return state.resolution?.amount ?? 0n;
+    return state;
   }
 
   private checkClient(userAgent: string): void {
@@ -655,4 +654,9 @@ function inputTokensOf(text: string): number {
   if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 0)
     throw new Error(`a count without a whole input_tokens: ${JSON.stringify(tokens)}`);
   return tokens;
+}
+
+/** What a resolved call was charged (0 when released). */
+function chargeOf(state: HoldState): bigint {
+  return state.resolution?.amount ?? 0n;
 }

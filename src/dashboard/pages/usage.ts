@@ -28,7 +28,7 @@ const SETTLEMENT: Record<SettlementStatus, string> = {
   [SettlementStatus.CONFIRMED]: "settled onchain",
 };
 
-/** A call's settlement: its state, and the transaction hash once there is one. */
+/** A call's settlement: its state, the transaction hash once there is one, and its receipt. */
 function settlement(row: UsageRow): HTMLElement {
   return h(
     "span",
@@ -36,7 +36,41 @@ function settlement(row: UsageRow): HTMLElement {
     SETTLEMENT[row.settlementStatus],
     row.settlementTxHash === "" ? "" : " ",
     row.settlementTxHash === "" ? "" : h("code", {}, `${row.settlementTxHash.slice(0, 10)}…`),
+    row.status === HoldStatus.PENDING ? "" : [" ", receiptButton(row)],
   );
+}
+
+/**
+ * Downloads the call's signed receipt (docs/receipts.md), signed when asked: after the
+ * settlement confirmed, it names the transaction.
+ */
+function receiptButton(row: UsageRow): HTMLElement {
+  const button = h(
+    "button",
+    { type: "button", class: "link", "data-receipt": row.requestId, title: "Download the signed receipt" },
+    "Receipt",
+  );
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const { jws } = await billing.getReceipt({ requestId: row.requestId, origin: location.origin });
+      const link = h("a", {
+        href: URL.createObjectURL(
+          new Blob([`${JSON.stringify({ format: "jws", signature: jws }, null, 2)}\n`], {
+            type: "application/json",
+          }),
+        ),
+        download: `receipt-${row.requestId}.json`,
+      });
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+    } catch (error) {
+      button.after(errorLine(error));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 /**

@@ -150,6 +150,8 @@ function registryJson(registry: ChainRegistry): Record<string, unknown> {
       id: c.id,
       family: c.family,
       ...(c.chainId === undefined ? {} : { chain_id: c.chainId }),
+      // The dev SVM is no public cluster: its own CAIP-2 name, never mainnet's.
+      ...(c.family === "solana" ? { network: "solana:tollgate-dev" } : {}),
       asset: { ...c.asset },
       rpc_url: c.rpcUrl,
       finality: { ...c.finality },

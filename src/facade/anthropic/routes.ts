@@ -11,6 +11,7 @@ import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
+import { RECEIPT_HEADER } from "../receipts/header.js";
 import { recordCharge } from "../request-log.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
@@ -68,7 +69,9 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
       // Then its charge, the last part: reading to the end lets the core's call end.
       for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
         const { part } = next.value as CreateMessageResponse;
-        if (part.case === "settled") recordCharge(request, part.value.charge);
+        if (part.case !== "settled") continue;
+        recordCharge(request, part.value.charge);
+        if (part.value.receipt !== "") reply.header(RECEIPT_HEADER, part.value.receipt);
       }
       return reply.type("application/json").send(Buffer.from(message.part.value));
     }

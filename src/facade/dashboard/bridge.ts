@@ -56,6 +56,8 @@ const BILLING_POLICIES = {
   prepareFunding: "read",
   setSpendCap: "write",
   listSpendCaps: "read",
+  getReceipt: "read",
+  getReceiptKeys: "public",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
 /** What the bridge needs: the facade's transport to the core, and the public origin if configured. */

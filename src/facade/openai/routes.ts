@@ -6,6 +6,7 @@ import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
+import { RECEIPT_HEADER } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
 import { recordCharge } from "../request-log.js";
 import { openaiErrorHandler } from "./envelope.js";
@@ -123,6 +124,7 @@ function sendResult(
   const origin = publicUrl ?? `${request.protocol}://${request.host}`;
   reply.header("x-gateway-billing-chain", result.billingChain);
   recordCharge(request, result.charge);
+  if (result.receipt !== "") reply.header(RECEIPT_HEADER, result.receipt);
   if (result.replayed) reply.header("idempotent-replayed", "true");
   return reply.send(imagesResponse(result, (token) => `${origin}/v1/images${FILES_PATH}/${token}`));
 }

@@ -27,6 +27,7 @@ export function solanaChainConfig(
     id: "solana-dev",
     family: "solana",
     chainId: undefined,
+    network: "solana:tollgate-dev",
     asset: { symbol: "USDC", decimals: dev.decimals, address: dev.mint },
     rpcUrl: dev.rpcUrl,
     finality: { commitment },

@@ -16,6 +16,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { testStablecoinAbi, testStablecoinBytecode } from "./test-stablecoin-artifact.js";
+import { installX402Contracts } from "./x402-contracts.js";
 
 /**
  * The dev chains' deployer: a fixed, public, dev-only key (never holds real value). Deploying the
@@ -27,7 +28,7 @@ const DEPLOYER = privateKeyToAccount(keccak256(stringToHex("tollgate/dev-chains/
 /** Where the test stablecoin lives on every dev EVM chain (the deployer's nonce-0 CREATE address). */
 export const DEV_TOKEN_ADDRESS: Address = getContractAddress({ from: DEPLOYER.address, nonce: 0n });
 
-/** One local anvil chain with the test stablecoin deployed. */
+/** One local anvil chain with the test stablecoin, Permit2 and x402's proxies deployed. */
 export interface EvmDevChain {
   /** The registry chain id it stands in for. */
   readonly id: string;
@@ -159,6 +160,22 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
         throw new Error(`test stablecoin landed at ${receipt.contractAddress}, not ${DEV_TOKEN_ADDRESS}`);
       }
     }
+    // What x402 payments need onchain: Permit2 and x402's proxies (src/dev/chains/evm/x402-contracts.ts).
+    await installX402Contracts({
+      chainId: options.chainId,
+      getCode: (address) => test.getCode({ address }),
+      setCode: (address, bytecode) => test.setCode({ address, bytecode }),
+      async send(to, data) {
+        await test.setBalance({ address: DEPLOYER.address, value: parseEther("1000") });
+        const hash = await deployer.sendTransaction({ to, data, chain });
+        if (options.manualMining === true || options.blockTimeSeconds !== undefined)
+          await test.mine({ blocks: 1 });
+        const receipt = await test.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+        if (receipt.status !== "success") throw new Error(`deploying to ${to} reverted`);
+      },
+      readContract: (address, abi, functionName) =>
+        test.readContract({ address, abi, functionName } as Parameters<typeof test.readContract>[0]),
+    });
   } catch (error) {
     await close();
     throw error;

@@ -400,12 +400,15 @@ async function assemble(
     });
   }
   // Receipts are signed with a key derived from the master secret (every host alike); without
-  // one (chains off), with a key kept in the data dir.
+  // one (chains off), with a key kept in the data dir. The operator's CLI signs none: it reads
+  // and creates no key file (a read-only command creates nothing).
   const receiptSecret = onchain?.masterSecret ?? config.onchain.masterSecret;
   const receiptKey =
-    receiptSecret === undefined
-      ? dataDirReceiptKey(config.dataDir)
-      : receiptKeyFromMasterSecret(receiptSecret);
+    mode === "operator"
+      ? undefined
+      : receiptSecret === undefined
+        ? dataDirReceiptKey(config.dataDir)
+        : receiptKeyFromMasterSecret(receiptSecret);
   const core = createCore({
     receiptKey,
     publicOrigin: config.images.publicUrl,

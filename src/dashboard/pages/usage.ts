@@ -32,10 +32,14 @@ const SETTLEMENT: Record<SettlementStatus, string> = {
 function settlement(row: UsageRow): HTMLElement {
   return h(
     "span",
-    { "data-settlement": row.requestId, title: row.settlementTxHash },
-    SETTLEMENT[row.settlementStatus],
-    row.settlementTxHash === "" ? "" : " ",
-    row.settlementTxHash === "" ? "" : h("code", {}, `${row.settlementTxHash.slice(0, 10)}…`),
+    {},
+    h(
+      "span",
+      { "data-settlement": row.requestId, title: row.settlementTxHash },
+      SETTLEMENT[row.settlementStatus],
+      row.settlementTxHash === "" ? "" : " ",
+      row.settlementTxHash === "" ? "" : h("code", {}, `${row.settlementTxHash.slice(0, 10)}…`),
+    ),
     row.status === HoldStatus.PENDING ? "" : [" ", receiptButton(row)],
   );
 }

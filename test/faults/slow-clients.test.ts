@@ -126,9 +126,15 @@ class EndlessProvider {
     let budget = endless ? Number.POSITIVE_INFINITY : 64;
     while (!res.destroyed && budget-- > 0) {
       if (!write("content_block_delta", delta)) {
+        // Each wait takes its listeners off again: an endless stream waits thousands of times.
         await new Promise<void>((resolve) => {
-          res.once("drain", resolve);
-          res.once("close", resolve);
+          const done = () => {
+            res.off("drain", done);
+            res.off("close", done);
+            resolve();
+          };
+          res.once("drain", done);
+          res.once("close", done);
         });
       }
     }

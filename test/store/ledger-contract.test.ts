@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { INT64_MAX } from "../../src/core/billing/money.js";
+import { isStorageFull } from "../../src/core/errors.js";
 import type { AccountStore } from "../../src/core/ports/accounts.js";
 import type { ChainWorkStore } from "../../src/core/ports/chain-work.js";
 import {
@@ -957,6 +958,32 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
       await s.close();
     }
   }
+
+  it("keeps a settle the server's full disk refused (53100), and writes it before any sweep once it has space", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      expect((await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10))).kind).toBe("placed");
+      // What PostgreSQL answers when its disk is full: SQLSTATE 53100 on the write.
+      await s.pool.query(`CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                            BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = '53100'; END $$;
+                          CREATE TRIGGER disk_full BEFORE INSERT ON hold_resolutions
+                            FOR EACH ROW EXECUTE FUNCTION disk_full()`);
+      const refused = await s.ledger.settle("h1", 120n, USAGE, 20, "").then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isStorageFull(refused)).toBe(true);
+      expect((await s.ledger.getHold("h1"))?.resolution).toBeUndefined();
+      // Space returns; the sweeper, due for this hold, writes the kept settle first.
+      await s.pool.query("DROP TRIGGER disk_full ON hold_resolutions; DROP FUNCTION disk_full()");
+      expect(await s.ledger.expireHolds(1_000_000, 1_000_000, 100)).toBe(0);
+      expect((await s.ledger.getHold("h1"))?.resolution).toMatchObject({ status: "settled", amount: 120n });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPosted: 120n,
+        debitsPending: 0n,
+      });
+    }));
 
   it("migration 9 fills spend_days from the holds an older ledger has, across days, keys and outcomes", () =>
     withPg(async (s) => {

@@ -30,6 +30,7 @@ import {
   type UsageCounts,
   type WithdrawResult,
 } from "../../core/ports/ledger.js";
+import { KeptResolutions } from "../kept-resolutions.js";
 import { isSystem, toSpendCap } from "../ledger-repository.js";
 import { sameCall, toBalance, toHoldState, toSettlementView, toTransfer } from "../ledger-rows.js";
 import { inTransaction } from "./pg-database.js";
@@ -419,6 +420,12 @@ const REFUSAL_RETRIES = 3;
  * opened it; {@link close} leaves it open.
  */
 export class PgLedger implements LedgerStore, OnchainStore {
+  /**
+   * Settles and voids the server's full disk refused, written when it takes them again. They
+   * live in this process: another host's sweeper may void such a hold once it expires.
+   */
+  readonly #kept = new KeptResolutions();
+
   constructor(private readonly pool: pg.Pool) {}
 
   async accountExists(accountId: string): Promise<boolean> {
@@ -611,6 +618,10 @@ export class PgLedger implements LedgerStore, OnchainStore {
     return rows.map(toSpendCap);
   }
 
+  /**
+   * Settles, or keeps the settle for a retry when the server's disk refuses it (53100
+   * disk_full: see KeptResolutions); so does {@link void}.
+   */
   settle(
     holdId: string,
     charge: bigint,
@@ -618,11 +629,11 @@ export class PgLedger implements LedgerStore, OnchainStore {
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    return this.resolve(holdId, "settled", charge, usage, now, charges);
+    return this.#kept.run(holdId, () => this.resolve(holdId, "settled", charge, usage, now, charges));
   }
 
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
-    return this.resolve(holdId, status, 0n, ZERO_USAGE, now, "");
+    return this.#kept.run(holdId, () => this.resolve(holdId, status, 0n, ZERO_USAGE, now, ""));
   }
 
   /**
@@ -630,7 +641,9 @@ export class PgLedger implements LedgerStore, OnchainStore {
    * balance rows they moved in the common order (users, then shards) and release their pending
    * amounts. Two hosts' sweepers claim disjoint holds and never wait on each other in a cycle.
    */
-  expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+  async expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
+    // This host's kept resolutions first: a hold whose settlement waits for space is not voided.
+    await this.#kept.flush();
     return retrying(() =>
       inTransaction(this.pool, async (client) => {
         const expired = await exactRows(client, CLAIM_EXPIRED, [cutoff, limit, now]);
@@ -845,8 +858,14 @@ export class PgLedger implements LedgerStore, OnchainStore {
     return readBacklog(this.pool);
   }
 
-  /** Nothing to finish: every write answered after its commit, and the pool is its opener's. */
-  async close(): Promise<void> {}
+  /**
+   * Tries the kept resolutions one last time; nothing else to finish: every other write answered
+   * after its commit, and the pool is its opener's.
+   */
+  async close(): Promise<void> {
+    this.#kept.stop();
+    await this.#kept.flush().catch(() => undefined);
+  }
 
   private async resolve(
     holdId: string,

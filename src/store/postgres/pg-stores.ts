@@ -23,11 +23,12 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
       throw error;
     }
   }
+  const ledger = new PgLedger(pool);
   return {
     kind: "postgres",
     accounts: new PgAccountStore(pool, stamp),
     sessions: new PgSessionStore(pool),
-    ledger: new PgLedger(pool),
+    ledger,
     chainWork: new PgChainWork(pool),
     idempotency: new PgIdempotency(pool),
     probe: {
@@ -42,6 +43,8 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
     audit: () => auditPostgres(pool),
     close: async () => {
       await stamp?.close();
+      // Its kept resolutions get a last try while the pool is still open.
+      await ledger.close();
       await pool.end();
     },
   };

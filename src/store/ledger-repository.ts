@@ -15,7 +15,7 @@ import {
   type UsageCounts,
 } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
-import { type Raw, sameCall, toBalance, toHoldState } from "./ledger-rows.js";
+import { type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "./ledger-rows.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
 
 const ZERO_USAGE: UsageCounts = {
@@ -469,17 +469,6 @@ export class LedgerRepository {
 /** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
 export function isSystem(account: string): boolean {
   return account.startsWith("system:");
-}
-
-/** A spend_caps row as a cap. */
-export function toSpendCap(row: Raw): SpendCap {
-  return {
-    accountId: row.account_id as string,
-    keyId: row.key_id as string,
-    chain: row.chain as string,
-    period: row.period as CapPeriod,
-    amount: row.amount as bigint,
-  };
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

@@ -1,3 +1,4 @@
+import type { CapPeriod, SpendCap } from "../core/billing/spend-caps.js";
 import type {
   BalanceRow,
   HoldRow,
@@ -119,5 +120,16 @@ export function toSettlementView(row: Raw): SettlementView {
     offchainAmount: row.offchain_amount as bigint,
     transferId: (row.transfer_id as string | null) ?? "",
     txHash: (row.tx_hash as string | null) ?? "",
+  };
+}
+
+/** A spend_caps row as a cap. */
+export function toSpendCap(row: Raw): SpendCap {
+  return {
+    accountId: row.account_id as string,
+    keyId: row.key_id as string,
+    chain: row.chain as string,
+    period: row.period as CapPeriod,
+    amount: row.amount as bigint,
   };
 }

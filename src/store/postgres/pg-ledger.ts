@@ -31,8 +31,15 @@ import {
   type WithdrawResult,
 } from "../../core/ports/ledger.js";
 import { KeptResolutions } from "../kept-resolutions.js";
-import { isSystem, toSpendCap } from "../ledger-repository.js";
-import { sameCall, toBalance, toHoldState, toSettlementView, toTransfer } from "../ledger-rows.js";
+import { isSystem } from "../ledger-repository.js";
+import {
+  sameCall,
+  toBalance,
+  toHoldState,
+  toSettlementView,
+  toSpendCap,
+  toTransfer,
+} from "../ledger-rows.js";
 import { inTransaction } from "./pg-database.js";
 
 /** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */

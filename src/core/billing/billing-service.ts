@@ -10,7 +10,7 @@ import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from ".
 import { INT64_MAX } from "./money.js";
 import type { OnchainBilling } from "./onchain-billing.js";
 import { createOnchainMethods } from "./onchain-service.js";
-import type { Receipts } from "./receipts.js";
+import { httpOrigin, type Receipts } from "./receipts.js";
 import type { CapPeriod } from "./spend-caps.js";
 
 const DEFAULT_PAGE = 100;
@@ -178,15 +178,10 @@ function toSpendCap({ cap, spent, resetsAt }: CapStanding) {
 }
 
 /** A request's `origin` field: an http(s) origin, or undefined when empty. */
-export function originOf(origin: string): string | undefined {
+function originOf(origin: string): string | undefined {
   if (origin === "") return undefined;
-  let url: URL;
-  try {
-    url = new URL(origin);
-  } catch {
+  const valid = httpOrigin(origin);
+  if (valid === undefined)
     throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
-  }
-  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.origin !== origin)
-    throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
-  return origin;
+  return valid;
 }

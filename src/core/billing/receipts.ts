@@ -220,32 +220,23 @@ export class Receipts {
   async forCall(accountId: string, requestId: string, origin: string | undefined): Promise<string> {
     const state = await this.source.call(accountId, requestId);
     if (state === undefined) throw receiptNotFound(requestId);
-    if (state.resolution === undefined) throw receiptPending(requestId);
     const settlement = (await this.source.settlements([state.hold.id])).get(state.hold.id);
-    return this.forState({ ...state, resolution: state.resolution }, origin, settlement);
+    return this.forState(state, origin, settlement);
   }
 
-  /** The receipt of a call just resolved (its settlement not batched yet). */
-  async forState(
-    state: HoldState & { readonly resolution: ResolutionRow },
-    origin: string | undefined,
-    settlement?: SettlementView,
-  ): Promise<string> {
-    const chain = this.source.chainConfig(state.hold.chain);
-    if (chain === undefined)
-      throw new Error(`a call billed on ${state.hold.chain}, a chain no longer configured`);
+  /** The receipt of a call as `state` has it (one just resolved has no settlement yet); Pending while it runs. */
+  async forState(state: HoldState, origin: string | undefined, settlement?: SettlementView): Promise<string> {
+    const { hold, resolution } = state;
+    if (resolution === undefined) throw receiptPending(hold.requestId);
+    const chain = this.source.chainConfig(hold.chain);
+    if (chain === undefined) throw new Error(`a call billed on ${hold.chain}, a chain no longer configured`);
     const named = this.publicOrigin ?? origin;
-    return this.signer.sign(receiptPayload(state, chain, settlement, named), named);
+    return this.signer.sign(receiptPayload({ hold, resolution }, chain, settlement, named), named);
   }
 }
 
-/**
- * The gateway's public origin as the facade saw it (its `x-gateway-origin` metadata), for the
- * receipts it names; undefined for a caller of the RPCs that sent none, or sent no origin.
- */
-export function gatewayOrigin(headers: Headers): string | undefined {
-  const value = headers.get("x-gateway-origin");
-  if (value === null || value === "") return undefined;
+/** `value` when it is exactly an http(s) origin (`https://gw.example:8443`), else undefined. */
+export function httpOrigin(value: string): string | undefined {
   try {
     const url = new URL(value);
     return (url.protocol === "http:" || url.protocol === "https:") && url.origin === value
@@ -254,4 +245,12 @@ export function gatewayOrigin(headers: Headers): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The gateway's public origin as the facade saw it (its `x-gateway-origin` metadata), for the
+ * receipts it names; undefined for a caller of the RPCs that sent none, or sent no origin.
+ */
+export function gatewayOrigin(headers: Headers): string | undefined {
+  return httpOrigin(headers.get("x-gateway-origin") ?? "");
 }

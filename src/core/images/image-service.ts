@@ -93,12 +93,7 @@ export function imageRpcs(
     let result: ImageResult;
     try {
       const ran = await run();
-      const { resolution } = ran.state;
-      const receipt =
-        resolution === undefined
-          ? ""
-          : await receipts.forState({ ...ran.state, resolution }, gatewayOrigin(ctx.requestHeader));
-      result = toResult(ran, receipt);
+      result = toResult(ran, await receipts.forState(ran.state, gatewayOrigin(ctx.requestHeader)));
     } catch (error) {
       await start?.claim.release();
       throw error;

@@ -83,12 +83,11 @@ export function createInferenceService(
     let stream = true;
     for await (const part of parts) {
       if (part.kind === "head") stream = part.head.stream;
-      const { resolution } = part.kind === "settled" ? part.state : { resolution: undefined };
-      if (part.kind !== "settled" || stream || resolution === undefined) {
+      if (part.kind !== "settled" || stream) {
         yield toResponse(part);
         continue;
       }
-      const receipt = await receipts.forState({ ...part.state, resolution }, origin);
+      const receipt = await receipts.forState(part.state, origin);
       yield create(CreateMessageResponseSchema, {
         part: { case: "settled", value: { charge: part.charge, receipt } },
       });

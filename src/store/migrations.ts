@@ -426,4 +426,61 @@ export const migrations: readonly Migration[] = [
       DROP INDEX holds_by_chain_time;
     `,
   },
+  {
+    version: 11,
+    name: "x402 payments",
+    sql: `
+      -- ledger_entries gains the kind 'x402' (core/ports/x402.ts): a keyless payer's payment
+      -- credited to its account from 'system:x402' (entry 'x402_<payment id>'), and what its call
+      -- did not spend returned there (entry 'x402ret_<payment id>'). SQLite cannot alter a CHECK,
+      -- so the table is rebuilt as migration 3 did, with its index and triggers (the only ones
+      -- any migration put on it).
+      CREATE TABLE ledger_entries_v11 (
+        seq            INTEGER PRIMARY KEY,
+        id             TEXT NOT NULL UNIQUE,
+        chain          TEXT NOT NULL,
+        debit_account  TEXT NOT NULL,
+        credit_account TEXT NOT NULL CHECK (credit_account <> debit_account),
+        amount         INTEGER NOT NULL CHECK (amount > 0),
+        pending        INTEGER NOT NULL CHECK (pending IN (0, 1)),
+        kind           TEXT NOT NULL CHECK (kind IN ('credit', 'hold', 'charge', 'deposit', 'withdrawal', 'x402')),
+        hold_id        TEXT,
+        memo           TEXT NOT NULL DEFAULT '',
+        created_at     INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO ledger_entries_v11
+             (seq, id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+        SELECT seq, id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at
+          FROM ledger_entries;
+      DROP TABLE ledger_entries;
+      ALTER TABLE ledger_entries_v11 RENAME TO ledger_entries;
+      CREATE INDEX ledger_entries_by_hold ON ledger_entries (hold_id) WHERE hold_id IS NOT NULL;
+      CREATE TRIGGER ledger_entries_no_update BEFORE UPDATE ON ledger_entries
+        BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END;
+      CREATE TRIGGER ledger_entries_no_delete BEFORE DELETE ON ledger_entries
+        BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END;
+
+      -- One row per x402 payment, written with its credit and closed (status, settled, tx_hash,
+      -- error, closed_at) with its return. id is derived from the signed payment, so the same
+      -- payment presented twice is refused as a replay; one payment pays for one call's hold.
+      -- hold_id references no hold: the payment is credited before its hold is placed. Amounts
+      -- are ledger units; payload is the payment as presented, kept for a collection retried.
+      CREATE TABLE x402_payments (
+        id         TEXT PRIMARY KEY,
+        hold_id    TEXT NOT NULL UNIQUE,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        chain      TEXT NOT NULL,
+        scheme     TEXT NOT NULL CHECK (scheme IN ('exact', 'upto')),
+        payer      TEXT NOT NULL,
+        authorised INTEGER NOT NULL CHECK (authorised > 0),
+        payload    TEXT NOT NULL,
+        status     TEXT NOT NULL CHECK (status IN ('authorised', 'settled', 'unused', 'failed')),
+        settled    INTEGER NOT NULL DEFAULT 0 CHECK (settled >= 0),
+        tx_hash    TEXT NOT NULL DEFAULT '',
+        error      TEXT NOT NULL DEFAULT '',
+        created_at INTEGER NOT NULL,
+        closed_at  INTEGER
+      ) STRICT;
+    `,
+  },
 ];

@@ -84,7 +84,11 @@ describe("the ledger audit", () => {
     f.db.exec(`DROP TABLE spend_days;
                CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
                PRAGMA user_version = 9;`);
-    migrate(f.db, migrations);
+    // Up to migration 10 only: the later ones are already applied to the rest of this schema.
+    migrate(
+      f.db,
+      migrations.filter((m) => m.version <= 10),
+    );
     expect(f.db.pragma("user_version", { simple: true })).toBe(10);
     const [row] = f.db.prepare("SELECT spent FROM spend_days WHERE account_id = ?").all(account) as {
       spent: number;

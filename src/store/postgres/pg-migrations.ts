@@ -436,4 +436,39 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       DROP INDEX holds_by_chain_time;
     `,
   },
+  {
+    version: 10,
+    name: "x402 payments",
+    sql: `
+      -- ledger_entries gains the kind 'x402' (core/ports/x402.ts): a keyless payer's payment
+      -- credited to its account from 'system:x402' (entry 'x402_<payment id>'), and what its call
+      -- did not spend returned there (entry 'x402ret_<payment id>'). The CHECK written inline in
+      -- migration 3 is named ledger_entries_kind_check; it is replaced under the same name.
+      ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_kind_check;
+      ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
+        CHECK (kind IN ('credit', 'hold', 'charge', 'deposit', 'withdrawal', 'x402'));
+
+      -- One row per x402 payment, written with its credit and closed (status, settled, tx_hash,
+      -- error, closed_at) with its return. id is derived from the signed payment, so the same
+      -- payment presented twice is refused as a replay; one payment pays for one call's hold.
+      -- hold_id references no hold: the payment is credited before its hold is placed. Amounts
+      -- are ledger units; payload is the payment as presented, kept for a collection retried.
+      CREATE TABLE x402_payments (
+        id         TEXT PRIMARY KEY,
+        hold_id    TEXT NOT NULL UNIQUE,
+        account_id TEXT NOT NULL REFERENCES accounts (id),
+        chain      TEXT NOT NULL,
+        scheme     TEXT NOT NULL CHECK (scheme IN ('exact', 'upto')),
+        payer      TEXT NOT NULL,
+        authorised BIGINT NOT NULL CHECK (authorised > 0),
+        payload    TEXT NOT NULL,
+        status     TEXT NOT NULL CHECK (status IN ('authorised', 'settled', 'unused', 'failed')),
+        settled    BIGINT NOT NULL DEFAULT 0 CHECK (settled >= 0),
+        tx_hash    TEXT NOT NULL DEFAULT '',
+        error      TEXT NOT NULL DEFAULT '',
+        created_at BIGINT NOT NULL,
+        closed_at  BIGINT
+      );
+    `,
+  },
 ];

@@ -10,6 +10,7 @@ import type {
   TransferRow,
   TransferStatus,
 } from "../core/ports/ledger.js";
+import type { X402PaymentRow, X402Scheme, X402Status } from "../core/ports/x402.js";
 
 /**
  * Rows of the ledger's tables as both stores read them (the same columns in SQLite and
@@ -131,5 +132,25 @@ export function toSpendCap(row: Raw): SpendCap {
     chain: row.chain as string,
     period: row.period as CapPeriod,
     amount: row.amount as bigint,
+  };
+}
+
+/** An x402_payments row as a payment (its money columns read as bigints). */
+export function toX402Payment(row: Raw): X402PaymentRow {
+  return {
+    id: row.id as string,
+    holdId: row.hold_id as string,
+    accountId: row.account_id as string,
+    chain: row.chain as string,
+    scheme: row.scheme as X402Scheme,
+    payer: row.payer as string,
+    authorised: row.authorised as bigint,
+    payload: row.payload as string,
+    status: row.status as X402Status,
+    settled: row.settled as bigint,
+    txHash: row.tx_hash as string,
+    error: row.error as string,
+    createdAt: Number(row.created_at),
+    closedAt: row.closed_at === null ? undefined : Number(row.closed_at),
   };
 }

@@ -1,6 +1,7 @@
 import { Worker } from "node:worker_threads";
 import { isStorageFull, storageFull } from "../core/errors.js";
 import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
+import type { X402Store } from "../core/ports/x402.js";
 import { threadEntry } from "../thread-entry.js";
 
 /**
@@ -9,7 +10,8 @@ import { threadEntry } from "../thread-entry.js";
  */
 export interface LedgerWrites
   extends Pick<LedgerStore, "placeHold" | "settle" | "void" | "expireHolds" | "credit" | "setDefaultChain">,
-    Pick<OnchainStore, "withdraw"> {
+    Pick<OnchainStore, "withdraw">,
+    Pick<X402Store, "authoriseX402" | "closeX402"> {
   /** Finishes the writes already asked for, then lets the connection go. */
   close(): Promise<void>;
 }
@@ -123,6 +125,8 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     credit: (...args) => call("credit", args),
     setDefaultChain: (...args) => call("setDefaultChain", args),
     withdraw: (...args) => call("withdraw", args),
+    authoriseX402: (...args) => call("authoriseX402", args),
+    closeX402: (...args) => call("closeX402", args),
     close: () => {
       closed ??= (async () => {
         if (failure === undefined) await call("close", []);

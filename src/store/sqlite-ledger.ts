@@ -17,12 +17,14 @@ import type {
   UsageCounts,
   WithdrawResult,
 } from "../core/ports/ledger.js";
+import type { NewX402Payment, X402Closing, X402PaymentRow, X402Store } from "../core/ports/x402.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeptResolutions } from "./kept-resolutions.js";
 import { LedgerRepository } from "./ledger-repository.js";
 import type { LedgerWrites } from "./ledger-writer.js";
 import { OnchainRepository } from "./onchain-repository.js";
+import { X402Repository } from "./x402-repository.js";
 
 /**
  * The writes on a connection of this thread, group-committed: the writes asked for in one turn
@@ -33,6 +35,7 @@ import { OnchainRepository } from "./onchain-repository.js";
 export function groupCommittedWrites(db: Db): LedgerWrites {
   const ledger = new LedgerRepository(db);
   const onchain = new OnchainRepository(db, ledger);
+  const x402 = new X402Repository(db, ledger);
   const commits = new GroupCommit(db);
   return {
     placeHold: (hold) => commits.run(() => ledger.placeHold(hold)),
@@ -44,20 +47,23 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
     setDefaultChain: (accountId, chain, now) =>
       commits.run(() => ledger.setDefaultChain(accountId, chain, now)),
     withdraw: (withdrawal) => commits.run(() => onchain.withdraw(withdrawal)),
+    authoriseX402: (payment) => commits.run(() => x402.authorise(payment)),
+    closeX402: (closing) => commits.run(() => x402.close(closing)),
     // Everything queued so far is in the group this empty write joins.
     close: () => commits.run(() => undefined),
   };
 }
 
 /**
- * The ledger and onchain ports over SQLite. Reads run on `db` in this thread (WAL readers never
- * wait for the writer, and see every write the moment its answer arrives); writes go to
+ * The ledger, onchain and x402 ports over SQLite. Reads run on `db` in this thread (WAL readers
+ * never wait for the writer, and see every write the moment its answer arrives); writes go to
  * `writes`, by default a worker thread with a connection of its own (see worker-ledger.ts), so
  * the request loop never waits on a commit's fsync.
  */
-export class SqliteLedger implements LedgerStore, OnchainStore {
+export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
   readonly #ledger: LedgerRepository;
   readonly #onchain: OnchainRepository;
+  readonly #x402: X402Repository;
   /** Settles and voids the full disk refused, written when space returns (see KeptResolutions). */
   readonly #kept = new KeptResolutions();
 
@@ -67,6 +73,7 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
   ) {
     this.#ledger = new LedgerRepository(db);
     this.#onchain = new OnchainRepository(db, this.#ledger);
+    this.#x402 = new X402Repository(db, this.#ledger);
   }
 
   async accountExists(accountId: string): Promise<boolean> {
@@ -173,6 +180,18 @@ export class SqliteLedger implements LedgerStore, OnchainStore {
 
   async backlog(): Promise<BacklogRow[]> {
     return this.#onchain.backlog();
+  }
+
+  authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed"> {
+    return this.writes.authoriseX402(payment);
+  }
+
+  closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
+    return this.writes.closeX402(closing);
+  }
+
+  async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
+    return this.#x402.payments(holdIds);
   }
 
   /**

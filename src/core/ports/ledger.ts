@@ -112,14 +112,17 @@ export interface NewCredit {
   readonly createdAt: number;
 }
 
-/** A posted (non-pending) entry outside the hold cycle: a deposit or a withdrawal. */
+/**
+ * A posted (non-pending) entry outside the hold cycle: a deposit, a withdrawal, or an x402
+ * payment's credit or return (see x402.ts).
+ */
 export interface PostedEntry {
   readonly id: string;
   readonly chain: string;
   readonly debit: string;
   readonly credit: string;
   readonly amount: bigint;
-  readonly kind: "deposit" | "withdrawal";
+  readonly kind: "deposit" | "withdrawal" | "x402";
   readonly memo: string;
   readonly createdAt: number;
 }

@@ -30,6 +30,13 @@ import {
   type UsageCounts,
   type WithdrawResult,
 } from "../../core/ports/ledger.js";
+import {
+  type NewX402Payment,
+  SYSTEM_X402,
+  type X402Closing,
+  type X402PaymentRow,
+  type X402Store,
+} from "../../core/ports/x402.js";
 import { KeptResolutions } from "../kept-resolutions.js";
 import { isSystem } from "../ledger-repository.js";
 import {
@@ -39,7 +46,9 @@ import {
   toSettlementView,
   toSpendCap,
   toTransfer,
+  toX402Payment,
 } from "../ledger-rows.js";
+import { x402CreditEntryId, x402ReturnEntryId, x402ReturnRefusal } from "../x402-repository.js";
 import { inTransaction } from "./pg-database.js";
 
 /** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
@@ -390,6 +399,73 @@ const WITHDRAW = `
   )
   SELECT t.*, 0::bigint AS calls FROM transfer t`;
 
+/**
+ * An x402 payment's authorisation in one statement: the payment row (its id the replay guard: a
+ * payment seen before inserts nothing, and nothing else is written), its credit entry, then the
+ * account's row and a random shard of system:x402, in the order every writer locks them. A
+ * hold id already paid for fails the whole statement on its unique key.
+ */
+const AUTHORISE_X402 = `
+  WITH payment AS (
+    INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status,
+                               created_at)
+    VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::text, 'authorised',
+            $9::bigint)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+  ), entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $10::text, $4::text, '${SYSTEM_X402}', $3::text, $7::bigint, false, 'x402', NULL, '', $9::bigint
+      FROM payment
+  ), credited AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
+    SELECT $3::text, $4::text, $11::smallint, $12::boolean, $7::bigint FROM payment
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
+    RETURNING 1
+  ), debited AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, debits_posted)
+    SELECT '${SYSTEM_X402}', $4::text, $13::smallint, true, $7::bigint FROM credited
+    ON CONFLICT (account, chain, shard) DO UPDATE SET debits_posted = b.debits_posted + EXCLUDED.debits_posted
+  )
+  SELECT id FROM payment`;
+
+/**
+ * An x402 payment's closing, run in a transaction that rolls back unless every part of it was
+ * written: the payment row taken from 'authorised' (its lock: a second closing waits, then finds
+ * it closed), then with a return the account's debit (its available funds checked on its locked
+ * row), the return entry and a random shard of system:x402. Answers, when it closed the
+ * payment, its account, chain and amount and whether the return was debited.
+ */
+const CLOSE_X402 = `
+  WITH payment AS (
+    SELECT id, account_id, chain, authorised FROM x402_payments
+     WHERE id = $1::text AND status = 'authorised' FOR UPDATE
+  ), closed AS (
+    UPDATE x402_payments p SET status = $2::text, settled = $3::bigint, tx_hash = $4::text, error = $5::text,
+                               closed_at = $6::bigint
+      FROM payment WHERE p.id = payment.id AND p.status = 'authorised'
+    RETURNING p.id
+  ), debited AS (
+    UPDATE ledger_balances b SET debits_posted = b.debits_posted + $7::bigint
+      FROM payment, closed
+     WHERE $7::bigint > 0 AND $7::bigint <= payment.authorised AND b.account = payment.account_id
+       AND b.chain = payment.chain AND b.shard = 0 AND b.credits_posted - b.debits_posted - b.debits_pending >= $7::bigint
+    RETURNING 1
+  ), entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $8::text, payment.chain, payment.account_id, '${SYSTEM_X402}', $7::bigint, false, 'x402', NULL, '',
+           $6::bigint
+      FROM payment, debited
+  ), returned AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
+    SELECT '${SYSTEM_X402}', payment.chain, $9::smallint, true, $7::bigint FROM payment, debited
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
+  )
+  SELECT payment.account_id, payment.chain, payment.authorised, EXISTS (SELECT 1 FROM debited) AS debited
+    FROM payment`;
+
 /** Why a withdrawal was not written: the transfer already there, and what may be withdrawn now. */
 const WITHDRAW_REFUSED = `
   SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls,
@@ -422,11 +498,11 @@ const REFUSAL_RETRIES = 3;
  * and constraints, not on isolation: a hold's funds check is a conditional UPDATE of the
  * account's balance row (the lock its holds serialise on, with the `available_never_negative`
  * CHECK behind it), a hold resolves once (its open-list row, then the resolution's primary
- * key), and a credit or withdrawal is idempotent by its entry or transfer id. The calls' path
- * (placeHold, settle, void) is one statement each: one round trip. The pool belongs to whoever
- * opened it; {@link close} leaves it open.
+ * key), and a credit or withdrawal is idempotent by its entry or transfer id, an x402 payment by
+ * its payment id. The calls' path (placeHold, settle, void, authoriseX402) is one statement
+ * each: one round trip. The pool belongs to whoever opened it; {@link close} leaves it open.
  */
-export class PgLedger implements LedgerStore, OnchainStore {
+export class PgLedger implements LedgerStore, OnchainStore, X402Store {
   /**
    * Settles and voids the server's full disk refused, written when it takes them again. They
    * live in this process: another host's sweeper may void such a hold once it expires.
@@ -863,6 +939,86 @@ export class PgLedger implements LedgerStore, OnchainStore {
 
   backlog(): Promise<BacklogRow[]> {
     return readBacklog(this.pool);
+  }
+
+  /**
+   * One statement (AUTHORISE_X402). A unique key refusing it means the same payment raced in from
+   * another connection (answered `replayed` once its row is there) or a hold already paid for by
+   * another payment (a bug: thrown).
+   */
+  async authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed"> {
+    const to = shardFor(payment.accountId);
+    try {
+      const [row] = await retrying(() =>
+        exactRows(this.pool, AUTHORISE_X402, [
+          payment.id,
+          payment.holdId,
+          payment.accountId,
+          payment.chain,
+          payment.scheme,
+          payment.payer,
+          payment.authorised,
+          payment.payload,
+          payment.createdAt,
+          x402CreditEntryId(payment.id),
+          to.shard,
+          to.mayOverdraw,
+          shardFor(SYSTEM_X402).shard,
+        ]),
+      );
+      return row === undefined ? "replayed" : "authorised";
+    } catch (error) {
+      if (sqlState(error) !== "23505") throw error;
+      const seen = await this.pool.query("SELECT 1 FROM x402_payments WHERE id = $1", [payment.id]);
+      if (seen.rowCount === 1) return "replayed";
+      throw error;
+    }
+  }
+
+  /**
+   * One transaction of one statement (CLOSE_X402), rolled back with an error when the return it
+   * owes could not be debited; then, when it closed nothing, a read to tell `already-closed`
+   * from `not-found`.
+   */
+  async closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
+    const closed = await retrying(() =>
+      inTransaction(this.pool, async (client) => {
+        const [row] = await exactRows(client, CLOSE_X402, [
+          closing.id,
+          closing.status,
+          closing.settled,
+          closing.txHash,
+          closing.error,
+          closing.now,
+          closing.returned,
+          x402ReturnEntryId(closing.id),
+          shardFor(SYSTEM_X402).shard,
+        ]);
+        if (row === undefined) return false;
+        if (closing.returned !== 0n && row.debited !== true) {
+          const [balance] = await exactRows(client, BALANCE, [row.account_id, row.chain]);
+          const available =
+            (balance!.credits_posted as bigint) -
+            (balance!.debits_posted as bigint) -
+            (balance!.debits_pending as bigint);
+          throw (
+            x402ReturnRefusal(closing.id, closing.returned, row.authorised as bigint, available) ??
+            new Error(`x402 payment ${closing.id}: its return was not debited`)
+          );
+        }
+        return true;
+      }),
+    );
+    if (closed) return "closed";
+    const seen = await this.pool.query("SELECT 1 FROM x402_payments WHERE id = $1", [closing.id]);
+    return seen.rowCount === 1 ? "already-closed" : "not-found";
+  }
+
+  async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
+    const rows = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE hold_id = ANY($1::text[])", [
+      holdIds,
+    ]);
+    return new Map(rows.map((r) => [r.hold_id as string, toX402Payment(r)]));
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Db } from "./database.js";
 import { isSystem } from "./ledger-repository.js";
 import { checkOnchain, ONCHAIN_AUDIT_QUERIES } from "./onchain-audit.js";
+import { checkX402, X402_AUDIT_QUERIES } from "./x402-audit.js";
 
 /** Rows as the audit reads them: every integer a bigint, whichever store answered. */
 export type AuditRows = Record<string, unknown>[];
@@ -19,7 +20,8 @@ const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPendin
  * (empty when sound): each running balance equals the replay of its entries; per chain,
  * Σdebits = Σcredits for pending and posted alike; no user balance is overdrawn; every hold
  * has the pending entry it should, a charge no larger than itself, and an open-list row
- * exactly while unresolved; and the onchain tables agree with the ledger (`auditOnchain`).
+ * exactly while unresolved; the onchain tables agree with the ledger (`checkOnchain`); and each
+ * x402 payment's credit and return agree with it and its call's charge (`checkX402`).
  * Reads in one transaction, so it sees a consistent snapshot.
  */
 export function auditLedger(db: Db): string[] {
@@ -66,6 +68,7 @@ export const AUDIT_QUERIES = {
                        WHERE h.account_id = d.account_id AND h.key_id = d.key_id AND h.chain = d.chain
                          AND h.created_at >= d.day AND h.created_at < d.day + 86400000)`,
   ...ONCHAIN_AUDIT_QUERIES,
+  ...X402_AUDIT_QUERIES,
 } as const;
 
 /** The audit's reads, one row list per query. */
@@ -193,5 +196,6 @@ export function checkLedger(rows: AuditResults): string[] {
     );
   }
   problems.push(...checkOnchain(rows));
+  problems.push(...checkX402(rows));
   return problems;
 }

@@ -21,6 +21,7 @@ import {
   type TransferRow,
   type UsageCounts,
 } from "../../src/core/ports/ledger.js";
+import { type NewX402Payment, SYSTEM_X402, type X402Store } from "../../src/core/ports/x402.js";
 import { AuthRepository } from "../../src/store/auth-repository.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
@@ -40,7 +41,7 @@ import { tempDir } from "../helpers/process.js";
 
 /** One store under test: its ports, its audit, and how to let it go. */
 interface Stores {
-  readonly ledger: LedgerStore & OnchainStore;
+  readonly ledger: LedgerStore & OnchainStore & X402Store;
   readonly work: ChainWorkStore;
   readonly accounts: AccountStore;
   audit(): Promise<string[]>;
@@ -147,6 +148,21 @@ const zeroBalance = (account: string, chain = CHAIN) => ({
   creditsPending: 0n,
   creditsPosted: 0n,
 });
+
+/** An x402 payment of `authorised` for the call of hold `holdId`, paid by acct_x's wallet. */
+function x402Payment(id: string, holdId: string, authorised: bigint, createdAt = 1): NewX402Payment {
+  return {
+    id,
+    holdId,
+    accountId: "acct_x",
+    chain: CHAIN,
+    scheme: "upto",
+    payer: "0xpayer",
+    authorised,
+    payload: `{"payment":"${id}"}`,
+    createdAt,
+  };
+}
 
 /** Ids a batch hands out: st1, st2, … */
 function ids(): () => string {
@@ -945,6 +961,215 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect(await s.ledger.backlog()).toEqual(expected);
       expect(await s.work.backlog()).toEqual(expected);
     }));
+
+  it("x402: authorised from system:x402, held, settled, and closed returning what the call did not spend; closed once; unknown is not-found", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 1000n, 10))).toBe("authorised");
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({
+        ...zeroBalance("acct_x"),
+        creditsPosted: 1000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_X402),
+        debitsPosted: 1000n,
+      });
+      await call(s, "h1", "acct_x", 370n, 11, 1000n);
+      const closing = {
+        id: "pay_1",
+        status: "settled",
+        settled: 370n,
+        txHash: "0xcollected",
+        error: "",
+        returned: 630n,
+        now: 12,
+      } as const;
+      expect(await s.ledger.closeX402(closing)).toBe("closed");
+      const account = await s.ledger.balance("acct_x", CHAIN);
+      expect(account).toEqual({ ...zeroBalance("acct_x"), creditsPosted: 1000n, debitsPosted: 1000n });
+      expect(availableOf(account)).toBe(0n);
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_X402),
+        debitsPosted: 1000n,
+        creditsPosted: 630n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: 370n,
+      });
+      const read = await s.ledger.x402Payments(["h1", "h_unknown"]);
+      expect([...read.keys()]).toEqual(["h1"]);
+      expect(read.get("h1")).toEqual({
+        id: "pay_1",
+        holdId: "h1",
+        accountId: "acct_x",
+        chain: CHAIN,
+        scheme: "upto",
+        payer: "0xpayer",
+        authorised: 1000n,
+        payload: '{"payment":"pay_1"}',
+        status: "settled",
+        settled: 370n,
+        txHash: "0xcollected",
+        error: "",
+        createdAt: 10,
+        closedAt: 12,
+      });
+      // Closed once: a second closing, however it differs, changes nothing.
+      expect(await s.ledger.closeX402({ ...closing, status: "failed", returned: 0n, now: 13 })).toBe(
+        "already-closed",
+      );
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual(account);
+      expect((await s.ledger.x402Payments(["h1"])).get("h1")).toEqual(read.get("h1"));
+      expect(await s.ledger.closeX402({ ...closing, id: "pay_unknown" })).toBe("not-found");
+      expect(await s.ledger.x402Payments([])).toEqual(new Map());
+    }));
+
+  it("x402: a payment id seen before is replayed and writes nothing; a hold paid for twice throws and writes nothing", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 500n))).toBe("authorised");
+      const first = await s.ledger.x402Payments(["h1"]);
+      const account = await s.ledger.balance("acct_x", CHAIN);
+      const system = await s.ledger.balance(SYSTEM_X402, CHAIN);
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 500n))).toBe("replayed");
+      // The same payment id for another call or amount is still the payment already seen.
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h2", 900n, 5))).toBe("replayed");
+      await expect(s.ledger.authoriseX402(x402Payment("pay_2", "h1", 700n))).rejects.toThrow();
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual(account);
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual(system);
+      expect(await s.ledger.x402Payments(["h1", "h2"])).toEqual(first);
+      // Many connections presenting one new payment at once: one authorises it, the rest replay.
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => s.ledger.authoriseX402(x402Payment("pay_3", "h3", 40n))),
+      );
+      expect(answers.filter((a) => a === "authorised")).toHaveLength(1);
+      expect(answers.filter((a) => a === "replayed")).toHaveLength(7);
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({ ...account, creditsPosted: 540n });
+    }));
+
+  it("x402: a return beyond the account's available funds, or beyond the payment, throws and writes nothing", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 500n))).toBe("authorised");
+      // The call is still running: its hold keeps 400 of the 500 spoken for.
+      expect((await s.ledger.placeHold(newHold("h1", "acct_x", 400n, 2))).kind).toBe("placed");
+      const account = await s.ledger.balance("acct_x", CHAIN);
+      const system = await s.ledger.balance(SYSTEM_X402, CHAIN);
+      const payment = await s.ledger.x402Payments(["h1"]);
+      const closing = {
+        id: "pay_1",
+        status: "unused",
+        settled: 0n,
+        txHash: "",
+        error: "",
+        returned: 500n,
+        now: 3,
+      } as const;
+      await expect(s.ledger.closeX402(closing)).rejects.toThrow(/100 available/);
+      await expect(s.ledger.closeX402({ ...closing, returned: 501n })).rejects.toThrow(/more than its 500/);
+      await expect(s.ledger.closeX402({ ...closing, returned: -1n })).rejects.toThrow(/negative/);
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual(account);
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual(system);
+      expect(await s.ledger.x402Payments(["h1"])).toEqual(payment);
+      expect(payment.get("h1")).toMatchObject({ status: "authorised", closedAt: undefined });
+    }));
+
+  it("x402: a released call's payment closes as unused, returning all it authorised", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402({ ...x402Payment("pay_1", "h1", 800n), scheme: "exact" })).toBe(
+        "authorised",
+      );
+      expect((await s.ledger.placeHold(newHold("h1", "acct_x", 800n, 2))).kind).toBe("placed");
+      expect((await s.ledger.void("h1", "released", 3)).kind).toBe("resolved");
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_1",
+          status: "unused",
+          settled: 0n,
+          txHash: "",
+          error: "",
+          returned: 800n,
+          now: 4,
+        }),
+      ).toBe("closed");
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({
+        ...zeroBalance("acct_x"),
+        creditsPosted: 800n,
+        debitsPosted: 800n,
+      });
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_X402),
+        debitsPosted: 800n,
+        creditsPosted: 800n,
+      });
+      expect((await s.ledger.x402Payments(["h1"])).get("h1")).toMatchObject({
+        scheme: "exact",
+        status: "unused",
+        settled: 0n,
+        closedAt: 4,
+      });
+    }));
+
+  it("x402: a payment whose collection failed closes with the charge still owed and the rest returned", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 300n))).toBe("authorised");
+      await call(s, "h1", "acct_x", 120n, 2, 300n);
+      const failed = {
+        id: "pay_1",
+        status: "failed",
+        settled: 0n,
+        txHash: "",
+        error: "transfer reverted",
+        returned: 180n,
+        now: 3,
+      } as const;
+      expect(await s.ledger.closeX402(failed)).toBe("closed");
+      expect((await s.ledger.x402Payments(["h1"])).get("h1")).toMatchObject({
+        status: "failed",
+        error: "transfer reverted",
+        closedAt: 3,
+      });
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toMatchObject({
+        debitsPosted: 300n,
+        creditsPosted: 180n,
+      });
+    }));
+});
+
+describe("the SQLite ledger's writer thread", () => {
+  it("carries the x402 writes across: bigints in and out, a refused return as an error, nothing of it written", async () => {
+    const dir = tempDir();
+    const db = openDatabase(dir.path);
+    const ledger = await openSqliteLedger(db, dir.path, { thread: true });
+    try {
+      await new AuthRepository(db).insertAccount("acct_x", "", 1);
+      expect(await ledger.authoriseX402(x402Payment("pay_1", "h1", 2n ** 60n))).toBe("authorised");
+      expect(await ledger.authoriseX402(x402Payment("pay_1", "h1", 2n ** 60n))).toBe("replayed");
+      expect((await ledger.placeHold(newHold("h1", "acct_x", 2n ** 59n, 2))).kind).toBe("placed");
+      expect((await ledger.settle("h1", 2n ** 58n, USAGE, 3, "")).kind).toBe("resolved");
+      const closing = {
+        id: "pay_1",
+        status: "settled",
+        settled: 2n ** 58n,
+        txHash: "0xcollected",
+        error: "",
+        returned: 2n ** 60n,
+        now: 4,
+      } as const;
+      await expect(ledger.closeX402(closing)).rejects.toThrow(/available/);
+      expect((await ledger.x402Payments(["h1"])).get("h1")?.status).toBe("authorised");
+      expect(await ledger.closeX402({ ...closing, returned: 2n ** 60n - 2n ** 58n })).toBe("closed");
+      expect(availableOf(await ledger.balance("acct_x", CHAIN))).toBe(0n);
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      await ledger.close();
+      db.close();
+      dir.cleanup();
+    }
+  });
 });
 
 describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
@@ -1013,6 +1238,46 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
                           DELETE FROM schema_migrations WHERE version = 9`);
       await migratePostgres(s.pool);
       expect(await read()).toEqual(written);
+    }));
+
+  it("migration 10 admits the kind 'x402' in ledger_entries, keeping its entries, and adds x402_payments", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_x", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_x", 1000n));
+      await call(s, "m1", "acct_x", 40n, 5, 100n);
+      const entries = async () =>
+        (await s.pool.query("SELECT seq::text, id, kind, amount::text FROM ledger_entries ORDER BY seq"))
+          .rows;
+      const kinds = async () =>
+        (
+          await s.pool.query<{ def: string }>(
+            `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+              WHERE conrelid = 'ledger_entries'::regclass AND conname = 'ledger_entries_kind_check'`,
+          )
+        ).rows;
+      const written = await entries();
+      // The ledger as version 9 left it, then migrated again.
+      await s.pool.query(`DROP TABLE x402_payments;
+                          ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_kind_check;
+                          ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
+                            CHECK (kind IN ('credit', 'hold', 'charge', 'deposit', 'withdrawal'));
+                          DELETE FROM schema_migrations WHERE version = 10`);
+      expect((await kinds())[0]?.def).not.toMatch(/x402/);
+      await migratePostgres(s.pool);
+      expect(await kinds()).toEqual([{ def: expect.stringMatching(/'x402'::text/) }]);
+      expect(await entries()).toEqual(written);
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 50n))).toBe("authorised");
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_1",
+          status: "unused",
+          settled: 0n,
+          txHash: "",
+          error: "",
+          returned: 50n,
+          now: 6,
+        }),
+      ).toBe("closed");
     }));
 
   it("64 holds at once on 16 connections against a balance covering exactly 10: 10 placed, 54 insufficient", () =>

@@ -184,6 +184,35 @@ async function populate(at: string): Promise<{ alice: string; bob: string; walle
   await chains.markPrepared("stl_1", "0xhash1", "0xraw1", NOW + 60);
   await chains.markConfirmed("stl_1", NOW + 70);
 
+  // A keyless payer's x402 payments: one closed with what its call did not spend returned, one open.
+  const x402 = (id: string, holdId: string, authorised: bigint) => ({
+    id,
+    holdId,
+    accountId: wallet,
+    chain: "base",
+    scheme: "upto" as const,
+    payer: "0xw4llet",
+    authorised,
+    payload: `{"x402Version":2,"id":"${id}"}`,
+    createdAt: NOW + 80,
+  });
+  expect(await ledger.authoriseX402(x402("pay_closed", "hold_x402_closed", 5_000n))).toBe("authorised");
+  const paid = { ...hold(0, wallet, "base", NOW + 80), id: "hold_x402_closed", requestId: "req_x402_closed" };
+  expect((await ledger.placeHold({ ...paid, amount: 5_000n })).kind).toBe("placed");
+  expect((await ledger.settle("hold_x402_closed", 1_200n, USAGE, NOW + 81, "")).kind).toBe("resolved");
+  expect(
+    await ledger.closeX402({
+      id: "pay_closed",
+      status: "settled",
+      settled: 1_200n,
+      txHash: "0xx402",
+      error: "",
+      returned: 3_800n,
+      now: NOW + 82,
+    }),
+  ).toBe("closed");
+  expect(await ledger.authoriseX402(x402("pay_open", "hold_x402_open", 700n))).toBe("authorised");
+
   await ledger.close();
   expect(auditLedger(db)).toEqual([]);
   db.close();
@@ -409,6 +438,24 @@ describe("tollgate migrate-store", () => {
     });
     expect(placed.kind).toBe("placed");
     expect((await ledger.settle("hold_after", 1_500n, USAGE, NOW + 3_000, "")).kind).toBe("resolved");
+    // The open x402 payment closes there, its return posted from the copied balance.
+    expect(
+      await ledger.closeX402({
+        id: "pay_open",
+        status: "unused",
+        settled: 0n,
+        txHash: "",
+        error: "",
+        returned: 700n,
+        now: NOW + 3_000,
+      }),
+    ).toBe("closed");
+    expect((await ledger.x402Payments(["hold_x402_closed"])).get("hold_x402_closed")).toMatchObject({
+      status: "settled",
+      authorised: 5_000n,
+      settled: 1_200n,
+      closedAt: NOW + 82,
+    });
     expect(await auditPostgres(pool)).toEqual([]);
     const alice = await ledger.balance(ids.alice, "base");
     expect(alice.debitsPending).toBe(0n);

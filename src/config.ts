@@ -122,6 +122,16 @@ export interface OnchainConfig {
    * every chain; counted where rate limits are (Redis when TOLLGATE_REDIS_URL is set).
    */
   readonly withdrawalsPerHour: number;
+  /**
+   * TOLLGATE_X402 (`on` by default, `off`): whether billed calls without an API key may pay per
+   * request with x402 on the EVM chains that run (docs/x402.md). Off, they get 401 as before.
+   */
+  readonly x402: boolean;
+  /**
+   * TOLLGATE_X402_FACILITATOR_URL: a remote x402 facilitator that verifies and settles
+   * payments; unset, the gateway's own facilitator does it on the configured chains' RPCs.
+   */
+  readonly x402FacilitatorUrl: string | undefined;
 }
 
 /** Where image calls go, what uploads may weigh, and how long `url` images live. */
@@ -445,7 +455,28 @@ function onchainConfig(env: Env): OnchainConfig {
     pollMs: integer(env, "TOLLGATE_CHAIN_POLL_MS", 2_000, 10, 600_000),
     scanRange: integer(env, "TOLLGATE_CHAIN_SCAN_RANGE", 2_000, 1, 1_000_000),
     withdrawalsPerHour: integer(env, "TOLLGATE_WITHDRAWALS_PER_HOUR", 10, 1, 1_000_000),
+    x402: oneOf(env, "TOLLGATE_X402", ON_OFF, "on") === "on",
+    x402FacilitatorUrl: facilitatorUrl(env),
   };
+}
+
+const ON_OFF = ["on", "off"] as const;
+
+/** TOLLGATE_X402_FACILITATOR_URL: an http(s) URL, the facilitator's base (it serves /verify, /settle, /supported). */
+function facilitatorUrl(env: Env): string | undefined {
+  const variable = "TOLLGATE_X402_FACILITATOR_URL";
+  const raw = optional(env, variable);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(variable, `not a URL: ${JSON.stringify(raw)}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new ConfigError(variable, "must be an http:// or https:// URL");
+  }
+  return raw.replace(/\/+$/, "");
 }
 
 /**

@@ -9,6 +9,7 @@ import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { receiptKeyFromMasterSecret } from "./core/billing/receipts.js";
+import type { X402Payments } from "./core/billing/x402.js";
 import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
@@ -264,7 +265,8 @@ async function assemble(
   }
   if (config.coreUrl !== undefined && mode !== "operator") {
     parts.transport = remoteCoreTransport(config.coreUrl);
-    await openFacade(config, parts.transport, config.coreUrl, logger, stack, parts);
+    // The remote core decides whether it takes x402; a keyless call goes on to it when configured so.
+    await openFacade(config, parts.transport, config.coreUrl, logger, stack, parts, config.onchain.x402);
     return config;
   }
   if (config.coreUrl !== undefined) {
@@ -399,6 +401,16 @@ async function assemble(
       check: async () => `${await redis.ping()} (rate limits)`,
     });
   }
+  // x402: keyless calls paid per request on the EVM chains that run (docs/x402.md).
+  let x402: X402Payments | undefined;
+  if (mode !== "operator" && onchain !== undefined && chains !== undefined && config.onchain.x402) {
+    x402 = await openX402(config, onchain, stores, parts.dev.chains, now ?? Date.now, log);
+    if (x402 !== undefined) {
+      const payments = x402;
+      // Deferred before the facade: run after it drained, so every collection it started ends.
+      stack.defer(() => payments.drain());
+    }
+  }
   // Receipts are signed with a key derived from the master secret (every host alike); without
   // one (chains off), with a key kept in the data dir. The operator's CLI signs none: it reads
   // and creates no key file (a read-only command creates nothing).
@@ -448,6 +460,7 @@ async function assemble(
     withdrawalLimit: rateLimiter("withdrawals", config.onchain.withdrawalsPerHour, 3_600_000),
     metrics: parts.metrics?.registry,
     probes,
+    x402,
   });
   parts.counters = core.counters;
   if (parts.metrics !== undefined) {
@@ -501,7 +514,7 @@ async function assemble(
     await coreServer.server.close();
   });
   images?.startSweeper((error) => log.error({ err: error }, "the image sweeper failed"));
-  await openFacade(config, parts.transport, "in-process", logger, stack, parts);
+  await openFacade(config, parts.transport, "in-process", logger, stack, parts, x402 !== undefined);
   return config;
 }
 
@@ -523,6 +536,7 @@ async function openFacade(
   logger: Logger | undefined,
   stack: ResourceStack,
   parts: { facade: FastifyInstance | undefined; metrics: MetricsEndpoint | undefined },
+  keyless: boolean,
 ): Promise<void> {
   // Fastify and the facade's routes: loaded only by the runtimes that serve them.
   const { buildFacade } = await import("./facade/facade.js");
@@ -535,6 +549,7 @@ async function openFacade(
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
     clientTimeouts: config.clientTimeouts,
     trustProxy: config.trustProxy,
+    keyless,
   });
   parts.facade = facade;
   stack.defer(async ({ deadline, reason }) => {
@@ -573,6 +588,42 @@ async function startDevUpstreamOnce(
   stack.defer(() => upstream.close());
   parts.dev = { ...parts.dev, upstream };
   return upstream;
+}
+
+/**
+ * x402 payments over the local facilitator (or TOLLGATE_X402_FACILITATOR_URL's), on every EVM
+ * chain that runs; undefined when none does. On dev chains the facilitator's signer gets gas.
+ */
+async function openX402(
+  config: Config,
+  onchain: OnchainSetup,
+  stores: Stores,
+  devChains: DevChains | undefined,
+  now: () => number,
+  log: Log,
+): Promise<X402Payments | undefined> {
+  const { setUpX402 } = await import("./chains/evm/x402-facilitator.js");
+  const { X402Payments } = await import("./core/billing/x402.js");
+  const setup = await setUpX402(config.chains, onchain.masterSecret, {
+    only: onchain.only,
+    facilitatorUrl: config.onchain.x402FacilitatorUrl,
+  });
+  if (setup.chains.length === 0) return undefined;
+  if (devChains !== undefined && setup.signer !== undefined) {
+    for (const { chain } of setup.chains) await devChains.fundFees(chain, setup.signer);
+  }
+  return await X402Payments.create({
+    store: stores.ledger,
+    accounts: stores.accounts,
+    registry: config.chains,
+    facilitator: setup.facilitator,
+    chains: setup.chains,
+    // A payment must outlive the longest call, with room to collect after it.
+    maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,
+    publicOrigin: config.images.publicUrl,
+    now,
+    log,
+  });
 }
 
 /** The treasury pays every settlement's fees: give it dev gas on each local chain. */

@@ -15,6 +15,15 @@ export function treasurySeed(masterSecret: Uint8Array, family: ChainFamily): Uin
   return hmac(masterSecret, `tollgate/${family}/treasury`);
 }
 
+/**
+ * The 32-byte seed of the x402 facilitator's key on EVM: HMAC-SHA256(master,
+ * `tollgate/evm/x402-facilitator`). It sends the transactions that collect x402 payments and
+ * pays their gas; a key apart from the treasury's keeps its nonces out of the settlement worker's.
+ */
+export function x402FacilitatorSeed(masterSecret: Uint8Array): Uint8Array {
+  return hmac(masterSecret, "tollgate/evm/x402-facilitator");
+}
+
 function hmac(key: Uint8Array, message: string): Uint8Array {
   return new Uint8Array(createHmac("sha256", key).update(message, "utf8").digest());
 }

@@ -24,6 +24,7 @@ import { createHoldSweeper, type HoldSweeper } from "./billing/hold-sweeper.js";
 import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.js";
 import type { PriceCatalog } from "./billing/price-catalog.js";
 import { ReceiptSigner, Receipts } from "./billing/receipts.js";
+import type { X402Payments } from "./billing/x402.js";
 import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
 import { toConnectError } from "./errors.js";
 import { createHealthService, type HealthProbe } from "./health-service.js";
@@ -102,6 +103,11 @@ export interface CoreDeps {
   readonly withdrawalLimit?: RateLimiter | undefined;
   /** Where holds, charges and provider latency are counted (the metrics endpoint); nowhere when absent. */
   readonly metrics?: Metrics | undefined;
+  /**
+   * Keyless calls paid per request with x402 (docs/x402.md), built by the runtime with its
+   * facilitator; without it a call with no key is refused (401).
+   */
+  readonly x402?: X402Payments | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
@@ -188,6 +194,7 @@ export function createCore(deps: CoreDeps): Core {
       call: (accountId, requestId) => billing.call(accountId, requestId),
       chainConfig: (id) => billing.chainConfig(id),
       settlements: (holdIds) => onchain.settlements(holdIds),
+      x402Payments: (holdIds) => deps.x402?.payments(holdIds) ?? Promise.resolve(new Map()),
     },
     deps.publicOrigin,
   );
@@ -212,6 +219,7 @@ export function createCore(deps: CoreDeps): Core {
           metrics,
           now,
           log,
+          x402: deps.x402,
         });
   const images =
     deps.inference?.images === undefined
@@ -226,6 +234,7 @@ export function createCore(deps: CoreDeps): Core {
           metrics,
           now,
           log,
+          x402: deps.x402,
         });
   const idempotency =
     deps.idempotency === undefined

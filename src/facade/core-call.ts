@@ -41,3 +41,11 @@ export function header(request: FastifyRequest, name: string): string {
   const value = request.headers[name];
   return (Array.isArray(value) ? value.join(",") : value) ?? "";
 }
+
+/**
+ * A keyless call's x402 payment: `PAYMENT-SIGNATURE` (x402 v2), else the v1 header `X-PAYMENT`
+ * (the core reads the version from the payment itself); "" when neither is sent.
+ */
+export function paymentHeader(request: FastifyRequest): string {
+  return header(request, "payment-signature") || header(request, "x-payment");
+}

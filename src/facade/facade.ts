@@ -45,6 +45,11 @@ export interface FacadeDeps {
   readonly trustProxy?: readonly string[] | undefined;
   /** Where every request is counted and timed (the metrics endpoint); nowhere when absent. */
   readonly metrics?: RequestMetrics | undefined;
+  /**
+   * Whether billed calls without a key go on to the core to pay with x402 (docs/x402.md); when
+   * false they are refused (401) before their body is read, as before x402.
+   */
+  readonly keyless?: boolean | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -69,6 +74,7 @@ export async function buildFacade({
   clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
   trustProxy = [],
   metrics,
+  keyless = false,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -136,10 +142,11 @@ export async function buildFacade({
   app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
 
   await app.register(healthRoutes, { health, coreLocation });
-  await app.register(anthropicRoutes, { auth, inference, stallMs: clientTimeouts.stallMs });
+  await app.register(anthropicRoutes, { auth, inference, stallMs: clientTimeouts.stallMs, keyless });
   await app.register(openaiRoutes, {
     auth,
     inference,
+    keyless,
     limits: images ?? DEFAULT_UPLOAD_LIMITS,
     publicUrl: images?.publicUrl,
     prefix: "/v1/images",

@@ -1,6 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
+import { PAYMENT_REQUIRED_METADATA, PAYMENT_RESPONSE_METADATA } from "../core/billing/x402-accounts.js";
 import { errorInfo, isStorageFull, storageFull } from "../core/errors.js";
+import { PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER } from "./receipts/header.js";
 
 /** A core error as the facade reports it, before a format wraps it in its envelope. */
 export interface FacadeError {
@@ -65,6 +67,8 @@ function statusOf(code: Code, reason: string | undefined): number {
       if (reason === "INSUFFICIENT_FUNDS" || reason === "DEFAULT_CHAIN_UNAVAILABLE") return 402;
       // So is one past a spend cap the account or key set (x-should-retry: false, as every 402).
       if (reason === "SPEND_CAP_REACHED") return 402;
+      // And a call without a key that needs (or brought a refused) x402 payment.
+      if (reason === "PAYMENT_REQUIRED" || reason?.startsWith("X402_")) return 402;
       // An idempotency key sent with another request (422).
       if (reason === "IDEMPOTENCY_KEY_REUSED") return 422;
       // An answer not kept for a retry, or a receipt of a call still running: try later (409).
@@ -120,6 +124,11 @@ export function errorHeaders(error: FacadeError): Record<string, string> {
   if (error.status === 402 || error.reason === "IDEMPOTENCY_ANSWER_NOT_KEPT")
     headers["x-should-retry"] = "false";
   const { metadata } = error;
+  // x402: what a call may pay with, and a payment's refused collection, in the protocol's headers.
+  const required = metadata[PAYMENT_REQUIRED_METADATA];
+  if (required !== undefined) headers[PAYMENT_REQUIRED_HEADER] = required;
+  const response = metadata[PAYMENT_RESPONSE_METADATA];
+  if (response !== undefined) headers[PAYMENT_RESPONSE_HEADER] = response;
   if (error.reason === "RATE_LIMITED") {
     headers["retry-after"] = metadata.retry_after ?? "60";
     headers["anthropic-ratelimit-requests-limit"] = metadata.limit ?? "";

@@ -3,6 +3,7 @@ import type { AccountStore, SessionStore } from "../core/ports/accounts.js";
 import type { ChainRoles, ChainWorkStore } from "../core/ports/chain-work.js";
 import type { IdempotencyStore } from "../core/ports/idempotency.js";
 import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
+import type { X402Store } from "../core/ports/x402.js";
 import type { Db } from "./database.js";
 
 /** Where the money and the accounts are kept, as the configuration chose. */
@@ -18,7 +19,7 @@ export interface Stores {
   readonly kind: StoreChoice["kind"];
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
-  readonly ledger: LedgerStore & OnchainStore;
+  readonly ledger: LedgerStore & OnchainStore & X402Store;
   /** What the chains worker and the deposit-address book write through. */
   readonly chainWork: ChainWorkStore;
   /** The Idempotency-Keys of billed calls. */

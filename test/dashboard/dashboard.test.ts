@@ -204,6 +204,10 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#claude-code pre").textContent()).toContain(
       `ANTHROPIC_BASE_URL=${t.baseUrl}\n`,
     );
+    // The keyless x402 example pays this gateway's own messages route with x402's client.
+    const x402Example = await page.locator("#x402-fetch pre").textContent();
+    expect(x402Example).toContain(`paidFetch("${t.baseUrl}/v1/messages"`);
+    expect(x402Example).toContain("wrapFetchWithPayment(fetch, client)");
     await screenshot(page, "getting-started");
     await context.close();
   });

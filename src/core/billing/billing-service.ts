@@ -12,6 +12,7 @@ import type { OnchainBilling } from "./onchain-billing.js";
 import { createOnchainMethods } from "./onchain-service.js";
 import { httpOrigin, type Receipts } from "./receipts.js";
 import type { CapPeriod } from "./spend-caps.js";
+import { x402AccountId } from "./x402-accounts.js";
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
@@ -69,7 +70,12 @@ export function createBillingService(
     },
 
     async getReceipt(req, ctx) {
-      const accountId = scopedAccount(ctx.values.get(callerKey), req.accountId);
+      const caller = ctx.values.get(callerKey);
+      // A keyless payer names its wallet address: the receipt is found by that and the request id.
+      const accountId =
+        caller.kind === "anonymous" && req.payer !== ""
+          ? x402Payer(req.payer)
+          : scopedAccount(caller, req.accountId);
       if (req.requestId === "") throw invalidField("request_id", "request_id is required.");
       return { jws: await receipts.forCall(accountId, req.requestId, originOf(req.origin)) };
     },
@@ -184,4 +190,15 @@ function originOf(origin: string): string | undefined {
   if (valid === undefined)
     throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
   return valid;
+}
+
+/** A keyless payer's account from its address (0x and 40 hex digits); 400 for anything else. */
+function x402Payer(payer: string): string {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(payer)) {
+    throw invalidField(
+      "payer",
+      "payer must be the wallet address that paid the call (0x and 40 hex digits).",
+    );
+  }
+  return x402AccountId(payer);
 }

@@ -59,9 +59,15 @@ export interface TextCallSpec {
 }
 
 /** A call to price. */
-export type CallSpec =
-  | TextCallSpec
-  | { readonly kind: "image"; readonly model: string; readonly size: string; readonly count: number };
+export type CallSpec = TextCallSpec | ImageCallSpec;
+
+/** An image call to price: `count` images of one model at one size. */
+export interface ImageCallSpec {
+  readonly kind: "image";
+  readonly model: string;
+  readonly size: string;
+  readonly count: number;
+}
 
 /** Token counts of one sampling pass (or of a whole call). */
 export interface TokenCounts {

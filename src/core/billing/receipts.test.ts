@@ -53,6 +53,7 @@ function receipts(state: HoldState | undefined, settlement?: SettlementView, pub
           state?.hold.accountId === accountId && state.hold.requestId === requestId ? state : undefined,
         chainConfig: (id) => chains.byId.get(id),
         settlements: async () => new Map(settlement === undefined ? [] : [["hold_1", settlement]]),
+        x402Payments: async () => new Map(),
       },
       publicOrigin,
     ),

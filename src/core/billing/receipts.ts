@@ -1,8 +1,10 @@
 import { createHash, createPrivateKey, createPublicKey, hkdfSync, type KeyObject, sign } from "node:crypto";
 import type { HoldState, ResolutionRow, SettlementView } from "../ports/ledger.js";
+import type { X402PaymentRow } from "../ports/x402.js";
 import { receiptNotFound, receiptPending } from "./billing-errors.js";
 import type { ChainConfig } from "./chain-registry.js";
 import { formatUnits, ledgerDecimals } from "./money.js";
+import { isX402Account } from "./x402-accounts.js";
 
 /**
  * Signed receipts: what one call was charged, signed by the gateway in the JWS form of x402's
@@ -53,11 +55,14 @@ export interface ReceiptPayload {
   readonly network: string;
   /** The route the call was made on, on the gateway's public origin when it is known. */
   readonly resourceUrl: string;
-  /** Who paid: the account (a keyless payer's account is keyed by its wallet address). */
+  /** Who paid: the account; for a call paid with x402, the payer's wallet address. */
   readonly payer: string;
   /** When the call was settled (Unix seconds): a receipt re-fetched later says the same. */
   readonly issuedAt: number;
-  /** The onchain settlement's transaction once confirmed (calls batched together share one). */
+  /**
+   * The onchain settlement's transaction once confirmed (calls batched together share one); for
+   * a call paid with x402, the transaction that collected its payment.
+   */
   readonly transaction?: string;
   readonly requestId: string;
   readonly accountId: string;
@@ -89,6 +94,18 @@ export interface ReceiptPayload {
     readonly offchainAmount: string;
     readonly transaction?: string;
   };
+  /**
+   * A call paid with x402: the scheme, what the payment authorised and what was collected (in
+   * the chain's ledger units), where the collection stands (`authorised` while it runs,
+   * `settled`, `unused` when nothing was charged, `failed`), and its transaction.
+   */
+  readonly x402?: {
+    readonly scheme: string;
+    readonly authorised: string;
+    readonly collected: string;
+    readonly status: string;
+    readonly transaction?: string;
+  };
 }
 
 /** The routes a receipt's `resourceUrl` names, by call kind. */
@@ -100,16 +117,18 @@ export function receiptPayload(
   chain: ChainConfig,
   settlement: SettlementView | undefined,
   origin: string | undefined,
+  payment?: X402PaymentRow,
 ): ReceiptPayload {
   const { hold, resolution } = state;
   const confirmed = settlement?.status === "confirmed" && settlement.txHash !== "";
+  const transaction = payment !== undefined ? payment.txHash : confirmed ? settlement.txHash : "";
   const usage = resolution.usage;
   return {
     network: chain.network,
     resourceUrl: `${origin ?? ""}${ROUTES[hold.callKind]}`,
-    payer: hold.accountId,
+    payer: payment?.payer ?? hold.accountId,
     issuedAt: Math.floor(resolution.resolvedAt / 1000),
-    ...(confirmed ? { transaction: settlement.txHash } : {}),
+    ...(transaction === "" ? {} : { transaction }),
     requestId: hold.requestId,
     accountId: hold.accountId,
     ...(hold.keyId === "" ? {} : { keyId: hold.keyId }),
@@ -140,6 +159,17 @@ export function receiptPayload(
             onchainAmount: `${settlement.onchainAmount}`,
             offchainAmount: `${settlement.offchainAmount}`,
             ...(settlement.txHash === "" ? {} : { transaction: settlement.txHash }),
+          },
+        }),
+    ...(payment === undefined
+      ? {}
+      : {
+          x402: {
+            scheme: payment.scheme,
+            authorised: `${payment.authorised}`,
+            collected: `${payment.settled}`,
+            status: payment.status,
+            ...(payment.txHash === "" ? {} : { transaction: payment.txHash }),
           },
         }),
   };
@@ -202,6 +232,8 @@ export interface ReceiptSource {
   call(accountId: string, requestId: string): Promise<HoldState | undefined>;
   chainConfig(id: string): ChainConfig | undefined;
   settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>>;
+  /** The x402 payments of these calls (calls paid with a key have none). */
+  x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>>;
 }
 
 /**
@@ -231,7 +263,10 @@ export class Receipts {
     const chain = this.source.chainConfig(hold.chain);
     if (chain === undefined) throw new Error(`a call billed on ${hold.chain}, a chain no longer configured`);
     const named = this.publicOrigin ?? origin;
-    return this.signer.sign(receiptPayload({ hold, resolution }, chain, settlement, named), named);
+    const payment = isX402Account(hold.accountId)
+      ? (await this.source.x402Payments([hold.id])).get(hold.id)
+      : undefined;
+    return this.signer.sign(receiptPayload({ hold, resolution }, chain, settlement, named, payment), named);
   }
 }
 

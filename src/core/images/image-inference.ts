@@ -1,7 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { SettleResponse } from "@x402/core/types";
 import type { CallBilling } from "../billing/call-billing.js";
-import { NO_USAGE } from "../billing/pricing.js";
-import { isStorageFull, storageFull } from "../errors.js";
+import type { ChainConfig } from "../billing/chain-registry.js";
+import { type ImageCallSpec, NO_USAGE } from "../billing/pricing.js";
+import type { X402Authorisation, X402Payments } from "../billing/x402.js";
+import { isStorageFull, keyMissing, storageFull } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import {
   type UpstreamErrorSink,
@@ -38,15 +41,22 @@ export interface ImageInferenceDeps {
   readonly now: () => number;
   /** Told of failures that are masked for the caller. */
   readonly log: Log;
+  /** Calls paid with x402 instead of a key; a keyless call is refused (401) without it. */
+  readonly x402?: X402Payments;
 }
 
 /** A paying caller's image call, as the Inference service hands it over. */
 export interface ImageCall extends ImageFields {
+  /** "" for a call without a key: it pays with {@link payment} (x402, `exact`). */
   readonly accountId: string;
   readonly keyId: string;
   readonly requestId: string;
   readonly billingChain: string;
   readonly responseFormat: "b64_json" | "url";
+  /** A keyless call's x402 payment (the PAYMENT-SIGNATURE value); "" when none. */
+  readonly payment: string;
+  /** The gateway's origin as the facade saw it, for an x402 offer's resource URL. */
+  readonly origin: string | undefined;
 }
 
 /** One delivered image: its bytes, or the token of its stored copy. */
@@ -74,6 +84,8 @@ export interface ImageCallResult {
   readonly charge: bigint;
   /** The call's hold and its settlement, for its receipt. */
   readonly state: HoldState;
+  /** An x402 call's collection, as its PAYMENT-RESPONSE header says it. */
+  readonly paymentResponse?: string;
 }
 
 /**
@@ -86,25 +98,43 @@ export class ImageInference {
   constructor(private readonly deps: ImageInferenceDeps) {}
 
   /** Runs one generation (no references) or edit (`references` set). */
-  async run(call: ImageCall, signal: AbortSignal): Promise<ImageCallResult> {
-    const decision = await this.deps.limit.consume(call.keyId);
-    if (!decision.allowed) throw rateLimited(decision, this.deps.now());
-    const params = parseImageFields(call, this.deps.models);
+  async run(given: ImageCall, signal: AbortSignal): Promise<ImageCallResult> {
+    const keyless = given.accountId === "";
+    if (keyless && this.deps.x402 === undefined) throw keyMissing();
+    // A keyless call is limited per payer, once its payment says who pays.
+    if (!keyless) await this.admit(given.keyId);
+    const params = parseImageFields(given, this.deps.models);
     const { model, size, aspectRatio } = params;
     const upstream = this.deps.upstreams[model.route.adapter];
     if (upstream === undefined) {
       throw upstreamError(`no ${model.route.adapter} image provider is configured for ${model.id}`);
     }
+    const spec = { kind: "image", model: model.id, size, count: 1 } as const;
+    let call = given;
+    let payment: X402Authorisation | undefined;
+    if (keyless) {
+      payment = await this.pay(given, spec);
+      call = { ...given, accountId: payment.accountId, billingChain: payment.chain.id };
+    }
     // Funds first: a call the wallet cannot cover never reaches the provider.
-    const hold = await this.deps.billing.holdNewCall({
-      accountId: call.accountId,
-      requestId: call.requestId,
-      keyId: call.keyId,
-      chain: call.billingChain,
-      call: { kind: "image", model: model.id, size, count: 1 },
-    });
+    let hold: HoldState;
+    try {
+      if (payment !== undefined) await this.admit(`x402:${payment.payer}`);
+      hold = await this.deps.billing.holdNewCall({
+        accountId: call.accountId,
+        requestId: call.requestId,
+        keyId: call.keyId,
+        chain: call.billingChain,
+        call: spec,
+      });
+    } catch (error) {
+      if (payment !== undefined) await this.deps.x402!.close(payment, 0n, undefined);
+      throw error;
+    }
     const holdId = hold.hold.id;
     let charged = false;
+    // An x402 payment not yet closed when the call ends: closed as unused (nothing collected).
+    let open = payment;
     try {
       const sentAt = performance.now();
       const image = await this.fetchImage(upstream, params, signal, call.requestId);
@@ -112,8 +142,25 @@ export class ImageInference {
       const delivered = await this.deliver(image.image, call.responseFormat, call.requestId);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
+      // An x402 image is paid before it is handed over: a payment the chain refuses gets nothing.
+      let paymentResponse: string | undefined;
+      let settled: SettleResponse | undefined;
+      if (payment !== undefined) {
+        settled = await this.deps.x402!.settleOnchain(payment, payment.authorised);
+        if (!settled.success) {
+          open = undefined;
+          await this.deps.x402!.close(payment, 0n, settled);
+          throw this.deps.x402!.notCollected(settled);
+        }
+        // Collected: never closed as unused. Should the ledger's settle fail now, the payment
+        // stays open (authorised) beside its collection, for the operator to reconcile.
+        open = undefined;
+        paymentResponse = this.deps.x402!.responseHeader(settled);
+      }
       const { state } = await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
       charged = true;
+      const charge = state.resolution?.amount ?? 0n;
+      if (payment !== undefined) await this.deps.x402!.close(payment, charge, settled);
       return {
         requestId: call.requestId,
         billingChain: hold.hold.chain,
@@ -123,12 +170,41 @@ export class ImageInference {
         aspectRatio,
         images: [delivered],
         text: image.text,
-        charge: state.resolution?.amount ?? 0n,
+        charge,
         state,
+        paymentResponse,
       };
     } finally {
       if (!charged) await this.release(holdId, call.requestId);
+      if (open !== undefined) await this.deps.x402!.close(open, 0n, undefined);
     }
+  }
+
+  /** Takes one call from the per-key (or per-payer) limit; 429 past it. */
+  private async admit(key: string): Promise<void> {
+    const decision = await this.deps.limit.consume(key);
+    if (!decision.allowed) throw rateLimited(decision, this.deps.now());
+  }
+
+  /**
+   * A keyless call's payment, verified and credited to its payer (x402 `exact`, for the listed
+   * price of its image). Without a payment the answer is a 402 offering what the gateway
+   * accepts; without x402, the 401 of a call with no key.
+   */
+  private async pay(call: ImageCall, spec: ImageCallSpec): Promise<X402Authorisation> {
+    const x402 = this.deps.x402;
+    if (x402 === undefined) throw keyMissing();
+    const input = {
+      route: {
+        kind: "image",
+        path: call.references === undefined ? "/v1/images/generations" : "/v1/images/edits",
+      } as const,
+      chainField: call.billingChain,
+      origin: call.origin,
+      quote: (chain: ChainConfig) => this.deps.billing.quoteOn(chain, spec),
+    };
+    if (call.payment === "") throw x402.paymentRequired(input);
+    return await x402.authorise({ ...input, header: call.payment, requestId: call.requestId });
   }
 
   /** A stored `url` image; NotFound when the token is unknown or expired. */

@@ -24,6 +24,7 @@ export type ImageRpcs = Pick<
 
 /** The scalar fields GenerateImage and EditImage share. */
 interface ImageRequestFields {
+  readonly payment: string;
   readonly model: string;
   readonly prompt: string;
   readonly size: string;
@@ -55,6 +56,8 @@ export function imageRpcs(
   ): ImageCall => {
     const key = payingKey(ctx);
     return {
+      payment: req.payment,
+      origin: gatewayOrigin(ctx.requestHeader),
       accountId: key.accountId,
       keyId: key.keyId,
       requestId: ctx.requestHeader.get("x-request-id") || newRequestId(),
@@ -81,10 +84,12 @@ export function imageRpcs(
     run: () => Promise<ImageCallResult>,
   ): Promise<ImageResult> => {
     const request = toBinary(schema, { ...req, idempotencyKey: "" });
+    const accountId = payingKey(ctx).accountId;
+    // A keyless call has no account to keep its answer under: its payment pays once anyway.
     const start = await startIdempotent(
       idempotency,
-      payingKey(ctx).accountId,
-      req.idempotencyKey,
+      accountId,
+      accountId === "" ? "" : req.idempotencyKey,
       route,
       request,
     );
@@ -121,6 +126,7 @@ export function imageRpcs(
 function toResult(result: ImageCallResult, receipt: string): ImageResult {
   return create(ImageResultSchema, {
     receipt,
+    paymentResponse: result.paymentResponse ?? "",
     requestId: result.requestId,
     billingChain: result.billingChain,
     created: timestampFromMs(result.created),

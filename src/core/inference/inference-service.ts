@@ -89,16 +89,19 @@ export function createInferenceService(
       }
       const receipt = await receipts.forState(part.state, origin);
       yield create(CreateMessageResponseSchema, {
-        part: { case: "settled", value: { charge: part.charge, receipt } },
+        part: {
+          case: "settled",
+          value: { charge: part.charge, receipt, paymentResponse: part.paymentResponse ?? "" },
+        },
       });
     }
   }
 
   return {
-    ...imageRpcs(images, payingKey, receipts, idempotency),
+    ...imageRpcs(images, payingOrKeyless, receipts, idempotency),
 
     async *createMessage(req, ctx) {
-      const key = payingKey(ctx);
+      const key = payingOrKeyless(ctx);
       const call = {
         accountId: key.accountId,
         keyId: key.keyId,
@@ -108,7 +111,14 @@ export function createInferenceService(
         anthropicBeta: req.anthropicBeta,
         billingChain: req.billingChain,
         userAgent: req.clientUserAgent || (ctx.requestHeader.get("user-agent") ?? ""),
+        payment: req.payment,
+        origin: gatewayOrigin(ctx.requestHeader),
       };
+      // A keyless call has no account to keep its answer under: its payment pays once anyway.
+      if (key.accountId === "") {
+        yield* responses(inference.createMessage(call, ctx.signal), call.origin);
+        return;
+      }
       const start = await startIdempotent(
         idempotency,
         key.accountId,
@@ -157,6 +167,16 @@ export function createInferenceService(
       };
     },
   };
+}
+
+/**
+ * The API key paying for this call, or — for a caller with no credential at all — no key
+ * (accountId ""): the call then pays with x402 or is refused by the inference itself.
+ */
+export function payingOrKeyless(ctx: HandlerContext): AuthenticatedKey {
+  const caller = ctx.values.get(callerKey);
+  if (caller.kind === "anonymous") return { accountId: "", keyId: "" };
+  return payingKey(ctx);
 }
 
 /** The API key paying for this call: anonymous callers and the operator cannot pay. */

@@ -1,8 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
+import type { ChainConfig } from "../billing/chain-registry.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
-import { errorInfo } from "../errors.js";
+import type { X402Authorisation, X402Payments } from "../billing/x402.js";
+import { errorInfo, keyMissing } from "../errors.js";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
@@ -67,10 +69,13 @@ export interface TextInferenceDeps {
   readonly now: () => number;
   /** Told of failures masked for the caller or that cannot reach it any more (a settle after the answer went out). */
   readonly log: Log;
+  /** Calls paid with x402 instead of a key; a keyless call is refused (401) without it. */
+  readonly x402?: X402Payments;
 }
 
 /** A paying caller's text call, as the Inference service hands it over. */
 export interface TextCall {
+  /** "" for a call without a key: it pays with {@link payment} (x402). */
   readonly accountId: string;
   readonly keyId: string;
   readonly requestId: string;
@@ -79,6 +84,10 @@ export interface TextCall {
   readonly anthropicBeta: string;
   readonly billingChain: string;
   readonly userAgent: string;
+  /** A keyless call's x402 payment (the PAYMENT-SIGNATURE value); "" when none. */
+  readonly payment: string;
+  /** The gateway's origin as the facade saw it, for an x402 offer's resource URL. */
+  readonly origin: string | undefined;
 }
 
 /** Everything known before the first byte of an answer. */
@@ -103,7 +112,13 @@ export type MessagePart =
   | { readonly kind: "message"; readonly body: Uint8Array }
   | { readonly kind: "event"; readonly event: string; readonly data: string }
   | { readonly kind: "comment"; readonly text: string }
-  | { readonly kind: "settled"; readonly charge: bigint; readonly state: HoldState };
+  | {
+      readonly kind: "settled";
+      readonly charge: bigint;
+      readonly state: HoldState;
+      /** An x402 call's collection, as its PAYMENT-RESPONSE header says it (non-streaming only). */
+      readonly paymentResponse?: string;
+    };
 
 /** A count_tokens answer. */
 export interface TokenCount {
@@ -155,21 +170,37 @@ export class TextInference {
    * the generator ends — normally or by failure (its last part then says the charge), or by the
    * consumer stopping early (the charge is then logged: nobody is left to tell).
    */
-  async *createMessage(call: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
-    this.checkClient(call.userAgent);
-    const rateLimit = await this.admit(this.deps.messagesLimit, call.keyId);
-    const request = parseMessagesRequest(call.body, "create");
+  async *createMessage(given: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
+    this.checkClient(given.userAgent);
+    const keyless = given.accountId === "";
+    if (keyless && this.deps.x402 === undefined) throw keyMissing();
+    // A keyless call is limited per payer, once its payment says who pays.
+    let rateLimit = keyless ? undefined : await this.admit(this.deps.messagesLimit, given.keyId);
+    const request = parseMessagesRequest(given.body, "create");
     const model = this.model(request.view.model);
     const { sent, repaired, repair, features } = this.prepare(request, model);
     const spec: TextCallSpec = {
       kind: "text",
       model: model.id,
-      inputTokens: inputTokenBound(call.body.byteLength, request.rest, model),
+      inputTokens: inputTokenBound(given.body.byteLength, request.rest, model),
       // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
       maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
       ...features,
     };
-    const hold = await this.hold(call, spec);
+    let call = given;
+    let payment: X402Authorisation | undefined;
+    if (keyless) {
+      payment = await this.pay(given, spec);
+      call = { ...given, accountId: payment.accountId, billingChain: payment.chain.id };
+    }
+    let hold: HoldState;
+    try {
+      rateLimit ??= await this.admit(this.deps.messagesLimit, `x402:${payment!.payer}`);
+      hold = await this.hold(call, spec);
+    } catch (error) {
+      if (payment !== undefined) await this.deps.x402!.close(payment, 0n, undefined);
+      throw error;
+    }
     const placed = hold.hold;
     const billed: BilledCall = { placed, call, request: sent, model, outputCap: outputCap(spec) };
     const upstreamAbort = new AbortController();
@@ -215,8 +246,9 @@ export class TextInference {
             : await this.measured(billed, delivered, problem);
         const state = await this.settle(billed, usage);
         outcome = "settled";
+        const paymentResponse = payment === undefined ? undefined : await this.collect(payment, state, call);
         yield { kind: "message", body: Buffer.from(text) };
-        yield { kind: "settled", charge: chargeOf(state), state };
+        yield { kind: "settled", charge: chargeOf(state), state, paymentResponse };
         return;
       }
       yield* this.relay(response, meter, signal, call.requestId);
@@ -225,6 +257,9 @@ export class TextInference {
       upstreamAbort.abort(CALL_ENDED);
       outcome = "settled";
       const state = await this.finish(billed, meter);
+      // A stream's headers went out: its collection runs on, and its receipt says how it went.
+      if (payment !== undefined && state !== undefined)
+        this.deps.x402!.collectLater(payment, chargeOf(state), call.requestId);
       if (state !== undefined && !signal.aborted) yield { kind: "settled", charge: chargeOf(state), state };
     } finally {
       signal.removeEventListener("abort", onAbort);
@@ -233,12 +268,54 @@ export class TextInference {
       upstreamAbort.abort(CALL_ENDED);
       if (outcome === "pending") {
         const state = await this.finish(billed, meter);
+        if (payment !== undefined && state !== undefined)
+          this.deps.x402!.collectLater(payment, chargeOf(state), call.requestId);
         if (meter.started && state !== undefined)
           this.deps.log.info(
             { requestId: call.requestId, chain: placed.chain, charge: `${chargeOf(state)}` },
             "settled after its caller stopped reading",
           );
       }
+    }
+  }
+
+  /**
+   * A keyless call's payment, verified and credited to its payer (x402, `upto`: it must
+   * authorise at least the call's worst case). Without a payment the answer is a 402 offering
+   * what the gateway accepts; without x402, the 401 of a call with no key.
+   */
+  private async pay(call: TextCall, spec: TextCallSpec): Promise<X402Authorisation> {
+    const x402 = this.deps.x402;
+    if (x402 === undefined) throw keyMissing();
+    const input = {
+      route: { kind: "text", path: "/v1/messages" } as const,
+      chainField: call.billingChain,
+      origin: call.origin,
+      quote: (chain: ChainConfig) => this.deps.billing.quoteOn(chain, spec),
+    };
+    if (call.payment === "") throw x402.paymentRequired(input);
+    return await x402.authorise({ ...input, header: call.payment, requestId: call.requestId });
+  }
+
+  /**
+   * Collects a settled non-streaming call's charge onchain before its answer goes out; the
+   * PAYMENT-RESPONSE value, or undefined when nothing was collected. A failure to record it is
+   * logged (the payment stays open), never turned into a failed answer: the call was delivered.
+   */
+  private async collect(
+    payment: X402Authorisation,
+    state: HoldState,
+    call: TextCall,
+  ): Promise<string | undefined> {
+    try {
+      const settled = await this.deps.x402!.collect(payment, chargeOf(state));
+      return settled === undefined ? undefined : this.deps.x402!.responseHeader(settled);
+    } catch (error) {
+      this.deps.log.error(
+        { err: error, requestId: call.requestId, payment: payment.id },
+        "recording an x402 payment failed",
+      );
+      return undefined;
     }
   }
 
@@ -297,7 +374,9 @@ export class TextInference {
 
   /** Counts a request's input tokens with the provider's counter; not funds-gated, not billed. */
   async countTokens(
-    call: Omit<TextCall, "accountId" | "billingChain" | "requestId"> & { readonly requestId?: string },
+    call: Omit<TextCall, "accountId" | "billingChain" | "requestId" | "payment" | "origin"> & {
+      readonly requestId?: string;
+    },
   ): Promise<TokenCount> {
     this.checkClient(call.userAgent);
     const rateLimit = await this.admit(this.deps.countTokensLimit, call.keyId);

@@ -53,5 +53,40 @@ export async function startPage(ctx: PageContext): Promise<void> {
       { class: "muted" },
       "Calls bill your default chain; send x-gateway-billing-chain: <chain> to pick another per call.",
     ),
+    h("h2", {}, "No account, no key: pay per call with x402"),
+    h(
+      "p",
+      {},
+      "A call without a key is answered 402 with a PAYMENT-REQUIRED offer on each EVM chain: x402's " +
+        "own client signs a stablecoin authorisation and retries. Text is paid with upto (the worst " +
+        "case is authorised, only the delivered price is collected), images with exact. Streams are " +
+        "relayed as they arrive; their receipt, with the collecting transaction, is at " +
+        "/v1/receipts/<request-id>?payer=<your address>.",
+    ),
+    snippet(
+      "x402-fetch",
+      "TypeScript: @x402/fetch",
+      `import { x402Client } from "@x402/core/client";
+import { toClientEvmSigner } from "@x402/evm";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { UptoEvmScheme } from "@x402/evm/upto/client";
+import { wrapFetchWithPayment } from "@x402/fetch";
+import { createPublicClient, http } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+
+const rpcUrl = "https://mainnet.base.org";
+const signer = toClientEvmSigner(privateKeyToAccount(process.env.PRIVATE_KEY), createPublicClient({ transport: http(rpcUrl) }));
+const client = new x402Client()
+  .register("eip155:8453", new ExactEvmScheme(signer))
+  .register("eip155:8453", new UptoEvmScheme(signer, { rpcUrl }));
+const paidFetch = wrapFetchWithPayment(fetch, client);
+
+const response = await paidFetch("${origin}/v1/messages", {
+  method: "POST",
+  headers: { "content-type": "application/json", "x-gateway-billing-chain": "base" },
+  body: JSON.stringify({ model: "model-sonnet-5", max_tokens: 256, messages: [{ role: "user", content: "Hello" }] }),
+});
+console.log(response.headers.get("payment-response"), await response.json());`,
+    ),
   );
 }

@@ -9,9 +9,9 @@ import type {
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
-import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
+import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
-import { RECEIPT_HEADER } from "../receipts/header.js";
+import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { recordCharge } from "../request-log.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
@@ -23,6 +23,8 @@ export interface AnthropicRoutesDeps {
   readonly inference: Client<typeof InferenceService>;
   /** How long a stream waits for a client that reads nothing before it is ended. */
   readonly stallMs: number;
+  /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
+  readonly keyless: boolean;
 }
 
 /**
@@ -32,14 +34,14 @@ export interface AnthropicRoutesDeps {
  */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   scope,
-  { auth, inference, stallMs },
+  { auth, inference, stallMs, keyless },
 ) => {
   scope.setErrorHandler(anthropicErrorHandler);
   scope.addHook("onRequest", async (request, reply) => {
     // The format's own name for the request id; the SDKs surface it on every error.
     reply.header("request-id", request.id);
   });
-  scope.addHook("onRequest", authenticateHook(auth));
+  scope.addHook("onRequest", authenticateHook(auth, keyless ? new Set(["/v1/messages"]) : undefined));
   scope.removeContentTypeParser("application/json");
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) =>
     done(null, body),
@@ -55,6 +57,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         billingChain: header(request, "x-gateway-billing-chain"),
         clientUserAgent: header(request, "user-agent"),
         idempotencyKey: header(request, "idempotency-key"),
+        payment: paymentHeader(request),
       },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
@@ -72,6 +75,8 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         if (part.case !== "settled") continue;
         recordCharge(request, part.value.charge);
         if (part.value.receipt !== "") reply.header(RECEIPT_HEADER, part.value.receipt);
+        if (part.value.paymentResponse !== "")
+          reply.header(PAYMENT_RESPONSE_HEADER, part.value.paymentResponse);
       }
       return reply.type("application/json").send(Buffer.from(message.part.value));
     }

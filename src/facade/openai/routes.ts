@@ -5,8 +5,8 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
-import { abortOnDisconnect, callerValues, coreHeaders, header } from "../core-call.js";
-import { RECEIPT_HEADER } from "../receipts/header.js";
+import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
+import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
 import { recordCharge } from "../request-log.js";
 import { openaiErrorHandler } from "./envelope.js";
@@ -20,6 +20,8 @@ export interface OpenaiRoutesDeps {
   readonly limits: UploadLimits;
   /** The public origin for `url` images; the request's own origin when undefined. */
   readonly publicUrl: string | undefined;
+  /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
+  readonly keyless: boolean;
 }
 
 /** Where stored images are served, under the scope's prefix (`/v1/images`). */
@@ -42,9 +44,9 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
     ),
   );
   // Only the deps: the scope's own options carry its prefix, which children would add again.
-  const { auth, inference, limits, publicUrl } = deps;
-  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl });
-  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl });
+  const { auth, inference, limits, publicUrl, keyless } = deps;
+  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl, keyless });
+  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl, keyless });
 };
 
 /**
@@ -53,7 +55,8 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
  */
 const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
   const { auth, inference, limits } = deps;
-  scope.addHook("onRequest", authenticateHook(auth));
+  const keyless = deps.keyless ? new Set(["/v1/images/generations", "/v1/images/edits"]) : undefined;
+  scope.addHook("onRequest", authenticateHook(auth, keyless));
   await scope.register(multipart, { ...busboyOptions(limits), throwFileSizeLimit: true });
 
   const generations = { bodyLimit: GENERATIONS_BODY_LIMIT, preParsing: takes("application/json") };
@@ -65,6 +68,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         ...fields,
         billingChain: header(request, "x-gateway-billing-chain"),
         idempotencyKey: header(request, "idempotency-key"),
+        payment: paymentHeader(request),
       },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
     );
@@ -80,6 +84,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         ...fields,
         billingChain: header(request, "x-gateway-billing-chain"),
         idempotencyKey: header(request, "idempotency-key"),
+        payment: paymentHeader(request),
         images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
       },
       { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
@@ -125,6 +130,7 @@ function sendResult(
   reply.header("x-gateway-billing-chain", result.billingChain);
   recordCharge(request, result.charge);
   if (result.receipt !== "") reply.header(RECEIPT_HEADER, result.receipt);
+  if (result.paymentResponse !== "") reply.header(PAYMENT_RESPONSE_HEADER, result.paymentResponse);
   if (result.replayed) reply.header("idempotent-replayed", "true");
   return reply.send(imagesResponse(result, (token) => `${origin}/v1/images${FILES_PATH}/${token}`));
 }

@@ -14,23 +14,26 @@ export interface ReceiptRoutesDeps {
 }
 
 /** Where the receipt keys are published (also what docs/receipts.md tells verifiers). */
+const RECEIPT_ROUTE = "/v1/receipts/:requestId";
 export const JWKS_PATH = "/.well-known/jwks.json";
 export const DID_PATH = "/.well-known/did.json";
 
 /**
  * Signed receipts (docs/receipts.md): `GET /v1/receipts/{request_id}` for the payer of a call
- * (its API key), and the verification keys for anyone, as a JSON Web Key Set and as the did:web
+ * (its API key; for a call paid with x402, `?payer=<its address>`), and the verification keys for anyone, as a JSON Web Key Set and as the did:web
  * document a receipt's `kid` resolves through. Errors answer in the Anthropic envelope.
  */
 export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (scope, { auth, billing }) => {
   scope.setErrorHandler(anthropicErrorHandler);
 
-  scope.get<{ Params: { requestId: string } }>(
-    "/v1/receipts/:requestId",
-    { onRequest: authenticateHook(auth) },
+  scope.get<{ Params: { requestId: string }; Querystring: { payer?: string } }>(
+    RECEIPT_ROUTE,
+    // A call paid with x402 has no key: its receipt is asked for with the payer's address.
+    { onRequest: authenticateHook(auth, new Set([RECEIPT_ROUTE])) },
     async (request, reply) => {
+      const payer = typeof request.query.payer === "string" ? request.query.payer : "";
       const { jws } = await billing.getReceipt(
-        { requestId: request.params.requestId, origin: request.publicOrigin },
+        { requestId: request.params.requestId, origin: request.publicOrigin, payer },
         { headers: coreHeaders(request), contextValues: callerValues(request) },
       );
       reply.header("cache-control", "no-store");

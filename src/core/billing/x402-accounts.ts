@@ -1,0 +1,20 @@
+/**
+ * The names x402 payments are known by outside the payment code (src/core/billing/x402.ts),
+ * kept apart from it so that reading them loads none of the x402 packages.
+ */
+
+/** The payer's account: one per wallet address, apart from any account with keys. */
+export function x402AccountId(payer: string): string {
+  return `acct_x402_${payer.toLowerCase()}`;
+}
+
+/** Whether an account is a keyless x402 payer's. */
+export function isX402Account(accountId: string): boolean {
+  return accountId.startsWith("acct_x402_");
+}
+
+/** The ErrorInfo metadata key carrying a `PAYMENT-REQUIRED` header value (the facade sends it). */
+export const PAYMENT_REQUIRED_METADATA = "payment_required";
+
+/** The ErrorInfo metadata key carrying a `PAYMENT-RESPONSE` header value (a refused collection). */
+export const PAYMENT_RESPONSE_METADATA = "payment_response";

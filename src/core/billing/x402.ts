@@ -1,0 +1,486 @@
+import { createHash } from "node:crypto";
+import { Code, type ConnectError } from "@connectrpc/connect";
+import {
+  decodePaymentSignatureHeader,
+  encodePaymentRequiredHeader,
+  encodePaymentResponseHeader,
+} from "@x402/core/http";
+import { type FacilitatorClient, x402ResourceServer } from "@x402/core/server";
+import type { Network, PaymentPayload, PaymentRequirements, SettleResponse } from "@x402/core/types";
+import { ExactEvmScheme } from "@x402/evm/exact/server";
+import { UptoEvmScheme } from "@x402/evm/upto/server";
+import { declareEip2612GasSponsoringExtension } from "@x402/extensions";
+import { accountSuspended, reasonError } from "../errors.js";
+import type { AccountStore } from "../ports/accounts.js";
+import type { Log } from "../ports/log.js";
+import type { X402PaymentRow, X402Scheme, X402Store } from "../ports/x402.js";
+import { AUTO_CHAIN, type ChainConfig, type ChainRegistry } from "./chain-registry.js";
+import { holdIdFor } from "./hold-ids.js";
+import { formatUnits, ledgerDecimals, ledgerToOnchain, onchainToLedger } from "./money.js";
+import { PAYMENT_REQUIRED_METADATA, PAYMENT_RESPONSE_METADATA, x402AccountId } from "./x402-accounts.js";
+
+/**
+ * x402 payments (spec v2, docs/x402.md): a caller without an API key pays a call with a signed
+ * stablecoin authorisation. The gateway offers what it accepts in a 402's `PAYMENT-REQUIRED`,
+ * verifies the payment the client sends back (`PAYMENT-SIGNATURE`) through a facilitator, and
+ * collects what the call was charged onchain once it is known. In the ledger the payment is the
+ * payer's own account (keyed by its wallet address), credited with what the payment authorises
+ * from `system:x402` for the call's hold and settle, and closed with the unspent rest returned:
+ * the hold-and-settle rules, the chain header and usage apply unchanged.
+ *
+ * Text is paid on `upto` (the payer authorises at least the call's worst case; the delivered
+ * price is collected), images on `exact` (the listed price of the one image, collected before
+ * it is handed over). Both are x402's EVM mechanisms, from `@x402/evm`.
+ */
+
+/** An EVM chain x402 is offered on, as the runtime set it up. */
+export interface X402Chain {
+  /** The registry id of the chain. */
+  readonly chain: string;
+  /** Where payments go: the chain's treasury. */
+  readonly payTo: string;
+  /** The token's EIP-712 domain (`name`, `version`), which `exact` and `upto` sign over. */
+  readonly extra: Readonly<Record<string, unknown>>;
+}
+
+/** What x402 is built from. */
+export interface X402Deps {
+  readonly store: X402Store;
+  readonly accounts: AccountStore;
+  readonly registry: ChainRegistry;
+  /** Verifies and settles payments: a local facilitator on the treasury's chains, or a remote one. */
+  readonly facilitator: FacilitatorClient;
+  readonly chains: readonly X402Chain[];
+  /** How long a payment must stay valid: the longest call, with room to collect after it. */
+  readonly maxTimeoutSeconds: number;
+  /** The gateway's public origin for the offers' resource URLs (TOLLGATE_PUBLIC_URL), if set. */
+  readonly publicOrigin: string | undefined;
+  readonly now: () => number;
+  readonly log: Log;
+}
+
+/** A route paid with x402, by the scheme it takes. */
+export type X402Route =
+  | { readonly kind: "text"; readonly path: string }
+  | { readonly kind: "image"; readonly path: string };
+
+/** A payment verified and credited for one call. */
+export interface X402Authorisation {
+  readonly id: string;
+  readonly accountId: string;
+  readonly chain: ChainConfig;
+  readonly scheme: X402Scheme;
+  readonly payer: string;
+  /** Ledger units credited to the payer's account. */
+  readonly authorised: bigint;
+  readonly payload: PaymentPayload;
+  readonly requirements: PaymentRequirements;
+}
+
+/** What paying a call asks for. */
+export interface X402PayInput {
+  /** The payment as sent: a `PAYMENT-SIGNATURE` (or `X-PAYMENT`) header value. */
+  readonly header: string;
+  readonly route: X402Route;
+  /** The `x-gateway-billing-chain` value ("" or `auto`: any chain offered). */
+  readonly chainField: string;
+  readonly requestId: string;
+  /** The gateway's origin as the facade saw it, for the resource URL. */
+  readonly origin: string | undefined;
+  /** The call's worst case on a chain, in its ledger units (what the hold will be). */
+  readonly quote: (chain: ChainConfig) => bigint;
+}
+
+/** A payload is read up to this size; a real one is about 1 KB (a permit and its signature). */
+const MAX_PAYMENT_HEADER = 16 * 1024;
+
+export class X402Payments {
+  readonly #resources: x402ResourceServer;
+  /** Per chain and scheme, the requirements with every field but `amount` as offered. */
+  readonly #templates = new Map<string, PaymentRequirements>();
+  readonly #chains: ReadonlyMap<string, { readonly config: ChainConfig; readonly offer: X402Chain }>;
+  /** Collections still running after their call's answer went out (streams), awaited by {@link close}. */
+  readonly #collecting = new Set<Promise<unknown>>();
+
+  private constructor(private readonly deps: X402Deps) {
+    this.#resources = new x402ResourceServer(deps.facilitator);
+    const chains = new Map<string, { config: ChainConfig; offer: X402Chain }>();
+    for (const offer of deps.chains) {
+      const config = deps.registry.byId.get(offer.chain);
+      if (config === undefined || config.family !== "evm") continue;
+      this.#resources.register(config.network as Network, new ExactEvmScheme());
+      this.#resources.register(config.network as Network, new UptoEvmScheme());
+      chains.set(config.id, { config, offer });
+    }
+    this.#chains = chains;
+  }
+
+  /**
+   * Builds the payments and asks the facilitator what it supports (upto's offers name the
+   * facilitator's address); a facilitator that cannot answer stops start-up.
+   */
+  static async create(deps: X402Deps): Promise<X402Payments> {
+    const payments = new X402Payments(deps);
+    await payments.#resources.initialize();
+    for (const { config, offer } of payments.#chains.values()) {
+      for (const scheme of ["exact", "upto"] as const) {
+        const [template] = await payments.#resources.buildPaymentRequirements({
+          scheme,
+          network: config.network as Network,
+          payTo: offer.payTo,
+          price: { asset: config.asset.address, amount: "1", extra: { ...offer.extra } },
+          maxTimeoutSeconds: deps.maxTimeoutSeconds,
+        });
+        if (template === undefined)
+          throw new Error(`the facilitator does not serve ${scheme} on ${config.id}`);
+        payments.#templates.set(`${config.id}/${scheme}`, template);
+      }
+    }
+    return payments;
+  }
+
+  /** The chains payments are taken on, by registry id. */
+  get chainIds(): readonly string[] {
+    return [...this.#chains.keys()];
+  }
+
+  /**
+   * The 402 for a call without a key or payment: what the call costs at most on each chain it
+   * may bill, as a `PAYMENT-REQUIRED` offer (in the error's metadata) and a message for
+   * clients that read only the route's envelope.
+   */
+  paymentRequired(input: Omit<X402PayInput, "header" | "requestId">): ConnectError {
+    return this.#required(
+      input,
+      "PAYMENT_REQUIRED",
+      "This call needs an API key (x-api-key or Authorization: Bearer) or an x402 payment (PAYMENT-SIGNATURE): " +
+        "the PAYMENT-REQUIRED header says what the gateway accepts.",
+    );
+  }
+
+  /**
+   * Verifies a payment for one call and credits what it authorises to its payer's account.
+   * Every refusal is a 402 carrying a fresh offer; nothing is written for a refused payment.
+   */
+  async authorise(input: X402PayInput): Promise<X402Authorisation> {
+    const scheme: X402Scheme = input.route.kind === "text" ? "upto" : "exact";
+    const payload = this.#decode(input);
+    const accepted = payload.accepted;
+    const entry = [...this.#chains.values()].find((c) => c.config.network === accepted.network);
+    if (entry === undefined) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `This gateway takes no x402 payment on network ${JSON.stringify(accepted.network)}.`,
+      );
+    }
+    const chain = entry.config;
+    const named = input.chainField;
+    if (named !== "" && named !== AUTO_CHAIN && named !== chain.id) {
+      throw this.#required(
+        input,
+        "X402_WRONG_CHAIN",
+        `The payment is on ${chain.id} (${chain.network}) but x-gateway-billing-chain names ${named}: ` +
+          "pay on the chain the header names, or leave the header out.",
+      );
+    }
+    if (accepted.scheme !== scheme) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `${input.route.path} is paid with the x402 "${scheme}" scheme, not "${accepted.scheme}".`,
+      );
+    }
+    let onchain: bigint;
+    try {
+      onchain = BigInt(accepted.amount);
+    } catch {
+      throw this.#required(input, "X402_PAYMENT_INVALID", "The payment's amount is not an integer.");
+    }
+    const template = this.#templates.get(`${chain.id}/${scheme}`)!;
+    const requirements: PaymentRequirements = { ...template, amount: accepted.amount };
+    if (this.#resources.findMatchingRequirements([requirements], payload) === undefined) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        "The payment does not match what this gateway offers (asset, payTo, timeout or token domain): " +
+          "pay one of the PAYMENT-REQUIRED offers.",
+      );
+    }
+    const authorised = onchain < 0n ? 0n : onchainToLedger(onchain, chain.asset.decimals).ledger;
+    const needed = input.quote(chain);
+    const decimals = ledgerDecimals(chain.asset.decimals);
+    const wrongAmount = scheme === "exact" ? authorised !== needed : authorised < needed;
+    if (wrongAmount) {
+      const amount = `${formatUnits(needed, decimals)} ${chain.asset.symbol}`;
+      throw this.#required(
+        input,
+        "X402_AMOUNT_TOO_SMALL",
+        scheme === "exact"
+          ? `This call costs ${amount} on ${chain.id}; the payment is for ${formatUnits(authorised, decimals)}.`
+          : `This call needs an authorisation of at least ${amount} on ${chain.id} (its worst case); ` +
+              `the payment authorises ${formatUnits(authorised, decimals)}.`,
+        { chain: chain.id, needed: `${needed}`, authorised: `${authorised}` },
+      );
+    }
+    const verified = await this.#resources.verifyPayment(payload, requirements);
+    if (!verified.isValid || verified.payer === undefined) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `The payment was refused: ${verified.invalidMessage ?? verified.invalidReason ?? "not valid"}.`,
+        { invalid_reason: verified.invalidReason ?? "" },
+      );
+    }
+    const payer = verified.payer.toLowerCase();
+    const accountId = await this.#payerAccount(payer);
+    const id = paymentId(payload);
+    const written = await this.deps.store.authoriseX402({
+      id,
+      holdId: holdIdFor(accountId, input.requestId),
+      accountId,
+      chain: chain.id,
+      scheme,
+      payer,
+      authorised,
+      payload: JSON.stringify(payload),
+      createdAt: this.deps.now(),
+    });
+    if (written === "replayed") {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_REPLAYED",
+        "This payment was already presented: an x402 payment pays for one call. Sign a new one.",
+      );
+    }
+    return { id, accountId, chain, scheme, payer, authorised, payload, requirements };
+  }
+
+  /**
+   * Collects `charge` (ledger units) onchain. The answer says whether the chain took it; it
+   * never throws for the chain's refusal (a thrown facilitator error is a refusal too).
+   */
+  async settleOnchain(payment: X402Authorisation, charge: bigint): Promise<SettleResponse> {
+    const amount = ledgerToOnchain(charge, payment.chain.asset.decimals);
+    try {
+      return await this.#resources.settlePayment(
+        payment.payload,
+        payment.requirements,
+        undefined,
+        undefined,
+        payment.scheme === "upto" ? { amount: `${amount}` } : undefined,
+      );
+    } catch (error) {
+      return {
+        success: false,
+        errorReason: "settle_failed",
+        errorMessage: error instanceof Error ? error.message : String(error),
+        transaction: "",
+        network: payment.requirements.network,
+      };
+    }
+  }
+
+  /**
+   * Ends a payment whose call was charged `charge`: collected onchain (nothing when 0), then
+   * closed with the rest of the authorisation returned. A collection the chain refused is
+   * logged and recorded as `failed` (the charge stands as owed). Answers the settlement for a
+   * `PAYMENT-RESPONSE` header, undefined when nothing was collected.
+   */
+  async collect(payment: X402Authorisation, charge: bigint): Promise<SettleResponse | undefined> {
+    if (charge === 0n) {
+      await this.close(payment, 0n, undefined);
+      return undefined;
+    }
+    const settled = await this.settleOnchain(payment, charge);
+    await this.close(payment, charge, settled);
+    return settled;
+  }
+
+  /** {@link collect} after the answer went out (a stream): awaited by {@link close} at shutdown. */
+  collectLater(payment: X402Authorisation, charge: bigint, requestId: string): void {
+    const running = this.collect(payment, charge).catch((error: unknown) =>
+      this.deps.log.error(
+        { err: error, requestId, payment: payment.id },
+        "collecting an x402 payment failed",
+      ),
+    );
+    this.#collecting.add(running);
+    void running.finally(() => this.#collecting.delete(running));
+  }
+
+  /**
+   * Records how a payment ended — `settled` by the chain, refused (`failed`), or `unused`
+   * (nothing charged) — and returns the unspent authorisation to `system:x402`.
+   */
+  async close(
+    payment: X402Authorisation,
+    charge: bigint,
+    settled: SettleResponse | undefined,
+  ): Promise<void> {
+    if (settled !== undefined && !settled.success) {
+      this.deps.log.error(
+        {
+          payment: payment.id,
+          chain: payment.chain.id,
+          reason: settled.errorReason,
+          err: settled.errorMessage,
+        },
+        "an x402 payment's collection was refused: its charge stands as owed",
+      );
+    }
+    await this.deps.store.closeX402({
+      id: payment.id,
+      status: settled === undefined ? "unused" : settled.success ? "settled" : "failed",
+      settled: settled?.success === true ? charge : 0n,
+      txHash: settled?.success === true ? settled.transaction : "",
+      error:
+        settled === undefined || settled.success
+          ? ""
+          : (settled.errorMessage ?? settled.errorReason ?? "refused"),
+      returned: payment.authorised - charge,
+      now: this.deps.now(),
+    });
+  }
+
+  /** The x402 payments of these holds (for their receipts). */
+  payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
+    return this.deps.store.x402Payments(holdIds);
+  }
+
+  /** The `PAYMENT-RESPONSE` header value of a collection. */
+  responseHeader(settled: SettleResponse): string {
+    return encodePaymentResponseHeader(settled);
+  }
+
+  /** The 402 for an image whose payment the chain refused to collect (the image is not handed over). */
+  notCollected(settled: SettleResponse): ConnectError {
+    return paymentNotCollected(settled);
+  }
+
+  /** Waits for the collections still running (shutdown). */
+  async drain(): Promise<void> {
+    while (this.#collecting.size > 0) await Promise.allSettled([...this.#collecting]);
+  }
+
+  /** The payment as sent, decoded; anything unreadable is a 402 saying so. */
+  #decode(input: X402PayInput): PaymentPayload {
+    let payload: PaymentPayload;
+    try {
+      if (input.header.length > MAX_PAYMENT_HEADER) throw new Error("too large");
+      payload = decodePaymentSignatureHeader(input.header);
+    } catch {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        "The PAYMENT-SIGNATURE header is not an x402 payment (base64 of its JSON).",
+      );
+    }
+    if (payload?.x402Version !== 2) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `x402 version ${JSON.stringify(payload?.x402Version)} payments are not taken: pay with x402 v2 ` +
+          "(PAYMENT-SIGNATURE, as @x402/fetch and the other 2.x clients send it).",
+      );
+    }
+    if (
+      typeof payload.accepted !== "object" ||
+      payload.accepted === null ||
+      typeof payload.payload !== "object"
+    ) {
+      throw this.#required(input, "X402_PAYMENT_INVALID", "The payment names no accepted offer.");
+    }
+    return payload;
+  }
+
+  /** The payer's account, opened on its first payment; a suspended one is refused (403). */
+  async #payerAccount(payer: string): Promise<string> {
+    const id = x402AccountId(payer);
+    let account = await this.deps.accounts.getAccount(id);
+    if (account === undefined) {
+      try {
+        account = await this.deps.accounts.insertAccount(id, `x402 payer ${payer}`, this.deps.now());
+      } catch (error) {
+        // Another call of the same payer opened it meanwhile.
+        account = await this.deps.accounts.getAccount(id);
+        if (account === undefined) throw error;
+      }
+    }
+    if (account.status !== "active") throw accountSuspended();
+    return id;
+  }
+
+  /** A 402 with a fresh offer for the call on every chain it may bill. */
+  #required(
+    input: Omit<X402PayInput, "header" | "requestId">,
+    reason: string,
+    message: string,
+    metadata: Record<string, string> = {},
+  ): ConnectError {
+    const named = input.chainField;
+    const chains = [...this.#chains.values()].filter(
+      (c) => named === "" || named === AUTO_CHAIN || c.config.id === named,
+    );
+    const scheme: X402Scheme = input.route.kind === "text" ? "upto" : "exact";
+    const accepts = chains.map(({ config }) => ({
+      ...this.#templates.get(`${config.id}/${scheme}`)!,
+      amount: `${ledgerToOnchain(input.quote(config), config.asset.decimals)}`,
+    }));
+    const origin = this.deps.publicOrigin ?? input.origin ?? "http://localhost";
+    const required = {
+      x402Version: 2,
+      error: message,
+      resource: {
+        url: `${origin}${input.route.path}`,
+        description: input.route.kind === "text" ? "A messages call, its delivered price" : "One image",
+        mimeType: input.route.kind === "text" ? "application/json" : "application/json",
+      },
+      accepts,
+      ...(scheme === "upto" ? { extensions: declareEip2612GasSponsoringExtension() } : {}),
+    };
+    if (accepts.length === 0 && named !== "" && named !== AUTO_CHAIN) {
+      metadata = { ...metadata, chain: named };
+    }
+    return reasonError(Code.FailedPrecondition, reason, message, {
+      ...metadata,
+      [PAYMENT_REQUIRED_METADATA]: encodePaymentRequiredHeader(required),
+    });
+  }
+}
+
+/** An image's payment the chain refused to collect: 402, and the image is not handed over. */
+function paymentNotCollected(settled: SettleResponse): ConnectError {
+  return reasonError(
+    Code.FailedPrecondition,
+    "X402_PAYMENT_NOT_COLLECTED",
+    `The payment could not be collected onchain (${settled.errorMessage ?? settled.errorReason ?? "refused"}): ` +
+      "nothing was charged and the image was not delivered.",
+    { [PAYMENT_RESPONSE_METADATA]: encodePaymentResponseHeader(settled) },
+  );
+}
+
+/**
+ * A payment's id: SHA-256 over its network, scheme and signed content. The same authorisation
+ * presented again has the same id however its envelope is re-encoded, so it pays only once.
+ */
+export function paymentId(payload: PaymentPayload): string {
+  const digest = createHash("sha256")
+    .update(
+      `${payload.accepted.network}\u0000${payload.accepted.scheme}\u0000${canonicalJson(payload.payload)}`,
+    )
+    .digest("hex");
+  return digest.slice(0, 40);
+}
+
+/** JSON with object keys sorted, so equal values give equal text. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}

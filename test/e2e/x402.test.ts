@@ -1,0 +1,433 @@
+import { createPublicKey, verify } from "node:crypto";
+import { x402Client } from "@x402/core/client";
+import {
+  decodePaymentRequiredHeader,
+  decodePaymentResponseHeader,
+  encodePaymentSignatureHeader,
+} from "@x402/core/http";
+import type { Network, PaymentRequired } from "@x402/core/types";
+import { toClientEvmSigner } from "@x402/evm";
+import { ExactEvmScheme as ExactClient } from "@x402/evm/exact/client";
+import { UptoEvmScheme as UptoClient } from "@x402/evm/upto/client";
+import { wrapFetchWithPayment } from "@x402/fetch";
+import { compactVerify, importJWK } from "jose";
+import { type Address, bytesToHex, createPublicClient, getAddress, http } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
+import { treasurySeed } from "../../src/chains/keys.js";
+import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
+import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
+import { openDatabase } from "../../src/store/database.js";
+import { auditLedger } from "../../src/store/ledger-audit.js";
+import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
+
+// x402 end to end (docs/x402.md): `tollgate dev` on its dev chains, paid by x402's own client
+// (@x402/fetch over @x402/evm's exact and upto schemes) with no account and no key. Every
+// amount that moved is read from the chain, never taken from the facilitator's word; the
+// ledger's audit (conservation, and each payment's credit and return) runs at the end, and the
+// treasury's onchain balance must equal what the ledger says x402 collected.
+
+const NETWORK = "eip155:8453" as Network;
+/** The dev upstream's stream pauses this long before its last events (see the stream test). */
+const PAUSE_MS = 800;
+
+let dir: ReturnType<typeof tempDir>;
+let upstream: DevUpstream;
+let gateway: GatewayProcess;
+let token: Address;
+let rpcUrl: string;
+let base: string;
+const payer = privateKeyToAccount(generatePrivateKey());
+const treasury = privateKeyToAccount(bytesToHex(treasurySeed(DEV_MASTER_SECRET, "evm"))).address;
+let treasuryAtStart = 0n;
+
+const balanceOf = async (address: Address): Promise<bigint> =>
+  await createPublicClient({ transport: http(rpcUrl) }).readContract({
+    address: token,
+    abi: eip3009Abi,
+    functionName: "balanceOf",
+    args: [address],
+  });
+
+/** x402's client for the payer, on the dev base chain's test token. */
+function payingClient(): x402Client {
+  const signer = toClientEvmSigner(payer, createPublicClient({ transport: http(rpcUrl) }));
+  return new x402Client()
+    .register(NETWORK, new ExactClient(signer))
+    .register(NETWORK, new UptoClient(signer, { rpcUrl }))
+    .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: token }] });
+}
+
+const messages = (maxTokens: number, stream = false) =>
+  JSON.stringify({
+    model: "claude-haiku-4-5",
+    max_tokens: maxTokens,
+    stream,
+    messages: [{ role: "user", content: "hello" }],
+  });
+
+/** An unpaid call's 402 and its decoded PAYMENT-REQUIRED offer. */
+async function offerFor(body: string, headers: Record<string, string> = {}) {
+  const response = await fetch(`${base}/v1/messages`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body,
+  });
+  const header = response.headers.get("payment-required");
+  return { response, required: header === null ? undefined : decodePaymentRequiredHeader(header) };
+}
+
+beforeAll(async () => {
+  dir = tempDir();
+  upstream = await startDevUpstream({
+    // Streams pause before their end, so a relay that buffered would deliver nothing early.
+    script: (request) => {
+      const body = request.body as { stream?: boolean } | undefined;
+      if (body?.stream !== true) return undefined;
+      return {
+        kind: "stream",
+        events: [
+          {
+            event: "message_start",
+            data: {
+              type: "message_start",
+              message: {
+                id: "msg_x402",
+                type: "message",
+                role: "assistant",
+                model: "claude-haiku-4-5",
+                content: [],
+                stop_reason: null,
+                stop_sequence: null,
+                usage: { input_tokens: 12, output_tokens: 1 },
+              },
+            },
+          },
+          {
+            event: "content_block_start",
+            data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+          },
+          {
+            event: "content_block_delta",
+            data: {
+              type: "content_block_delta",
+              index: 0,
+              delta: { type: "text_delta", text: "Paid per call." },
+            },
+          },
+          { event: "content_block_stop", data: { type: "content_block_stop", index: 0 }, delayMs: PAUSE_MS },
+          {
+            event: "message_delta",
+            data: {
+              type: "message_delta",
+              delta: { stop_reason: "end_turn", stop_sequence: null },
+              usage: { output_tokens: 5 },
+            },
+          },
+          { event: "message_stop", data: { type: "message_stop" } },
+        ],
+      };
+    },
+  });
+  gateway = await startGateway(
+    {
+      TOLLGATE_DATA_DIR: dir.path,
+      TOLLGATE_DEV_CHAINS: "on",
+      TOLLGATE_ANTHROPIC_URL: upstream.url,
+      TOLLGATE_CHAIN_POLL_MS: "100",
+    },
+    60_000,
+  );
+  base = gateway.facadeUrl;
+  const dev = readDevChainsFile(dir.path)!;
+  const chain = dev.registry.byId.get("base")!;
+  token = getAddress(chain.asset.address);
+  rpcUrl = chain.rpcUrl;
+  await requestFaucet(dev.faucetUrl, "base", payer.address, 5_000_000n);
+  await until("the payer's test funds", async () =>
+    (await balanceOf(payer.address)) === 5_000_000n ? true : undefined,
+  );
+  treasuryAtStart = await balanceOf(treasury);
+}, 90_000);
+
+afterAll(async () => {
+  await gateway?.stop("SIGTERM");
+  await upstream?.close();
+  if (dir !== undefined) {
+    const db = openDatabase(dir.path);
+    try {
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      db.close();
+    }
+    dir.cleanup();
+  }
+});
+
+describe("x402 on the billed routes", () => {
+  it("answers a call with neither key nor payment 402, with an offer on each EVM chain and the route's envelope", async () => {
+    const forwarded = upstream.requests.length;
+    const { response, required } = await offerFor(messages(100));
+    expect(response.status).toBe(402);
+    const body = (await response.json()) as { type: string; error: { type: string; message: string } };
+    expect(body.type).toBe("error");
+    expect(body.error.type).toBe("billing_error");
+    expect(body.error.message).toMatch(/x402/);
+    expect(required?.x402Version).toBe(2);
+    expect(required?.resource.url).toBe(`${base}/v1/messages`);
+    const networks = required!.accepts.map((a) => a.network).sort();
+    expect(networks).toEqual(["eip155:42161", "eip155:4663", "eip155:8453"].sort());
+    for (const offer of required!.accepts) {
+      expect(offer.scheme).toBe("upto");
+      expect(offer.payTo).toBe(treasury);
+      expect(BigInt(offer.amount)).toBeGreaterThan(0n);
+    }
+    expect(required!.extensions).toHaveProperty("eip2612GasSponsoring");
+    // Naming a chain narrows the offer to it.
+    const named = await offerFor(messages(100), { "x-gateway-billing-chain": "arbitrum" });
+    expect(named.required!.accepts.map((a) => a.network)).toEqual(["eip155:42161"]);
+    expect(upstream.requests.length).toBe(forwarded);
+  });
+
+  it("pays an image with exact at its listed price, collected onchain before it is handed over", async () => {
+    const paidFetch = wrapFetchWithPayment(fetch, payingClient());
+    const before = await balanceOf(payer.address);
+    const treasuryBefore = await balanceOf(treasury);
+    const response = await paidFetch(`${base}/v1/images/generations`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "image-2", prompt: "a harbour", response_format: "b64_json" }),
+    });
+    expect(response.status, await response.clone().text()).toBe(200);
+    const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!);
+    expect(settled.success).toBe(true);
+    expect(settled.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    const image = (await response.json()) as { data: { b64_json: string }[] };
+    expect(image.data[0]!.b64_json.length).toBeGreaterThan(100);
+    // image-2 at 1K lists $0.039: exactly that moved from the payer to the treasury.
+    expect(await balanceOf(payer.address)).toBe(before - 39_000n);
+    expect(await balanceOf(treasury)).toBe(treasuryBefore + 39_000n);
+    await expectVerifiedReceipt(response.headers.get("x-request-id")!, {
+      charge: "39000",
+      status: "settled",
+      transaction: settled.transaction,
+    });
+  });
+
+  it("streams a text call paid with upto event by event and collects only the delivered price", async () => {
+    const paidFetch = wrapFetchWithPayment(fetch, payingClient());
+    const forwarded = upstream.requests.length;
+    const { required } = await offerFor(messages(4000, true));
+    const authorised = BigInt(required!.accepts.find((a) => a.network === NETWORK)!.amount);
+    const before = await balanceOf(payer.address);
+    const treasuryBefore = await balanceOf(treasury);
+    const response = await paidFetch(`${base}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: messages(4000, true),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    expect(response.headers.get("x-gateway-billing-chain")).toBe("base");
+    const requestId = response.headers.get("request-id")!;
+    // Read as it arrives: the delta is in hand while the provider still pauses before its end.
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    let deltaAt: number | undefined;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (deltaAt === undefined && text.includes("Paid per call.")) deltaAt = performance.now();
+    }
+    const endedAt = performance.now();
+    expect(deltaAt).toBeDefined();
+    expect(endedAt - deltaAt!).toBeGreaterThan(PAUSE_MS / 2);
+    const events = [...text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+    expect(events).toEqual([
+      "message_start",
+      "content_block_start",
+      "content_block_delta",
+      "content_block_stop",
+      "message_delta",
+      "message_stop",
+    ]);
+    expect(upstream.requests.length).toBe(forwarded + 1);
+    // The stream's collection runs after its end: its receipt says when it landed.
+    const receipt = await until(
+      "the stream's payment to be collected",
+      async () => {
+        const payload = await receiptPayload(requestId);
+        return (payload.x402 as { status: string }).status === "authorised" ? undefined : payload;
+      },
+      30_000,
+    );
+    const charge = BigInt((receipt.charge as { amount: string }).amount);
+    expect(charge).toBeGreaterThan(0n);
+    expect(charge).toBeLessThan(authorised);
+    expect(receipt.x402).toMatchObject({ scheme: "upto", status: "settled", collected: `${charge}` });
+    expect(receipt.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    // Onchain: the delivered price moved, and nothing of the unspent authorisation.
+    expect(await balanceOf(payer.address)).toBe(before - charge);
+    expect(await balanceOf(treasury)).toBe(treasuryBefore + charge);
+  });
+
+  it("answers a non-streaming upto call with its PAYMENT-RESPONSE and receipt headers", async () => {
+    const paidFetch = wrapFetchWithPayment(fetch, payingClient());
+    const before = await balanceOf(payer.address);
+    const response = await paidFetch(`${base}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: messages(300),
+    });
+    expect(response.status).toBe(200);
+    const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!);
+    expect(settled.success).toBe(true);
+    const collected = BigInt(settled.amount!);
+    expect(await balanceOf(payer.address)).toBe(before - collected);
+    const [, payload] = response.headers.get("x-gateway-receipt")!.split(".");
+    const signed = JSON.parse(Buffer.from(payload!, "base64url").toString()) as Record<string, unknown>;
+    expect(signed).toMatchObject({
+      payer: payer.address.toLowerCase(),
+      transaction: settled.transaction,
+      charge: { amount: `${collected}` },
+    });
+  });
+
+  it("refuses a payment below the call's worst case: nothing forwarded, nothing collected", async () => {
+    // Signed for a small call's worst case, then sent with a far larger max_tokens.
+    const { required } = await offerFor(messages(16));
+    const payment = await payingClient().createPaymentPayload(onlyBase(required!));
+    const forwarded = upstream.requests.length;
+    const before = await balanceOf(payer.address);
+    const response = await fetch(`${base}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "payment-signature": encodePaymentSignatureHeader(payment),
+      },
+      body: messages(8000),
+    });
+    expect(response.status).toBe(402);
+    const body = (await response.json()) as { error: { message: string } };
+    expect(body.error.message).toMatch(/needs an authorisation of at least 0\.\d+ USDC? on base/);
+    const fresh = decodePaymentRequiredHeader(response.headers.get("payment-required")!);
+    expect(BigInt(onlyBase(fresh).accepts[0]!.amount)).toBeGreaterThan(BigInt(payment.accepted.amount));
+    expect(upstream.requests.length).toBe(forwarded);
+    expect(await balanceOf(payer.address)).toBe(before);
+  });
+
+  it("refuses a payment for another chain than the one named, and a replayed payment", async () => {
+    const { required } = await offerFor(messages(50, true));
+    const payment = await payingClient().createPaymentPayload(onlyBase(required!));
+    const header = encodePaymentSignatureHeader(payment);
+    const send = (headers: Record<string, string>) =>
+      fetch(`${base}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "payment-signature": header, ...headers },
+        body: messages(50, true),
+      });
+    const forwarded = upstream.requests.length;
+    const wrongChain = await send({ "x-gateway-billing-chain": "arbitrum" });
+    expect(wrongChain.status).toBe(402);
+    expect(((await wrongChain.json()) as { error: { message: string } }).error.message).toMatch(
+      /payment is on base .* names arbitrum/,
+    );
+    expect(upstream.requests.length).toBe(forwarded);
+    const before = await balanceOf(payer.address);
+    // The first use streams (the provider pauses before its end); the same payment again while
+    // it runs is refused by the ledger (the chain has not seen it yet), and again once it ran.
+    const first = await send({});
+    expect(first.status).toBe(200);
+    const during = await send({});
+    expect(during.status).toBe(402);
+    expect(((await during.json()) as { error: { message: string } }).error.message).toMatch(
+      /already presented/,
+    );
+    const firstText = await first.text();
+    expect(firstText).toContain("event: message_stop");
+    const requestId = first.headers.get("request-id")!;
+    const receipt = await until("the first use's collection", async () => {
+      const payload = await receiptPayload(requestId);
+      return (payload.x402 as { status: string }).status === "authorised" ? undefined : payload;
+    });
+    const charge = BigInt((receipt.charge as { amount: string }).amount);
+    const after = await send({});
+    expect(after.status).toBe(402);
+    expect(((await after.json()) as { error: { message: string } }).error.message).toMatch(
+      /already presented|refused/,
+    );
+    expect(upstream.requests.length).toBe(forwarded + 1);
+    expect(await balanceOf(payer.address)).toBe(before - charge);
+  });
+
+  it("reconciles: the treasury received exactly what the ledger says x402 collected", async () => {
+    const db = openDatabase(dir.path);
+    try {
+      const { collected } = db
+        .prepare("SELECT COALESCE(SUM(settled), 0) AS collected FROM x402_payments WHERE status = 'settled'")
+        .safeIntegers(true)
+        .get() as { collected: bigint };
+      const open = db
+        .prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE status = 'authorised'")
+        .get() as {
+        n: number;
+      };
+      expect(open.n).toBe(0);
+      expect(await balanceOf(treasury)).toBe(treasuryAtStart + collected);
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      db.close();
+    }
+  });
+});
+
+/** The offer on the dev base chain only (the client would otherwise pick among the chains). */
+function onlyBase(required: PaymentRequired): PaymentRequired {
+  return { ...required, accepts: required.accepts.filter((a) => a.network === NETWORK) };
+}
+
+/** A keyless call's receipt payload, fetched with the payer's address; its signature verified. */
+async function receiptPayload(requestId: string): Promise<Record<string, unknown>> {
+  const response = await fetch(`${base}/v1/receipts/${requestId}?payer=${payer.address}`);
+  expect(response.status).toBe(200);
+  const { signature } = (await response.json()) as { signature: string };
+  const { keys } = (await (await fetch(`${base}/.well-known/jwks.json`)).json()) as {
+    keys: { kty: string; crv: string; x: string }[];
+  };
+  // jose, a verifier independent of the gateway's signer.
+  const { payload } = await compactVerify(signature, await importJWK({ ...keys[0]!, alg: "EdDSA" }));
+  const [header, body, sig] = signature.split(".");
+  // A tampered receipt fails.
+  const tampered = Buffer.from(
+    JSON.stringify({ ...JSON.parse(Buffer.from(body!, "base64url").toString()), payer: "0x0" }),
+  ).toString("base64url");
+  expect(
+    verify(
+      null,
+      Buffer.from(`${header}.${tampered}`),
+      createPublicKey({ key: keys[0]!, format: "jwk" }),
+      Buffer.from(sig!, "base64url"),
+    ),
+  ).toBe(false);
+  return JSON.parse(new TextDecoder().decode(payload)) as Record<string, unknown>;
+}
+
+async function expectVerifiedReceipt(
+  requestId: string,
+  expected: { charge: string; status: string; transaction: string },
+): Promise<void> {
+  const payload = await receiptPayload(requestId);
+  expect(payload).toMatchObject({
+    payer: payer.address.toLowerCase(),
+    accountId: `acct_x402_${payer.address.toLowerCase()}`,
+    chain: "base",
+    network: NETWORK,
+    transaction: expected.transaction,
+    charge: { amount: expected.charge },
+    x402: { scheme: "exact", status: expected.status, collected: expected.charge },
+  });
+  expect(payload).not.toHaveProperty("keyId");
+}

@@ -117,31 +117,33 @@ export class X402Payments {
 
   /**
    * Builds the payments and asks the facilitator what it supports (upto's offers name the
-   * facilitator's address); a facilitator that cannot answer stops start-up.
+   * facilitator's address). A chain and scheme the facilitator does not serve is not offered
+   * (and said so in the log); a facilitator that cannot answer, or serves none, stops start-up.
    */
   static async create(deps: X402Deps): Promise<X402Payments> {
     const payments = new X402Payments(deps);
     await payments.#resources.initialize();
     for (const { config, offer } of payments.#chains.values()) {
       for (const scheme of ["exact", "upto"] as const) {
-        const [template] = await payments.#resources.buildPaymentRequirements({
-          scheme,
-          network: config.network as Network,
-          payTo: offer.payTo,
-          price: { asset: config.asset.address, amount: "1", extra: { ...offer.extra } },
-          maxTimeoutSeconds: deps.maxTimeoutSeconds,
-        });
-        if (template === undefined)
-          throw new Error(`the facilitator does not serve ${scheme} on ${config.id}`);
-        payments.#templates.set(`${config.id}/${scheme}`, template);
+        try {
+          const [template] = await payments.#resources.buildPaymentRequirements({
+            scheme,
+            network: config.network as Network,
+            payTo: offer.payTo,
+            price: { asset: config.asset.address, amount: "1", extra: { ...offer.extra } },
+            maxTimeoutSeconds: deps.maxTimeoutSeconds,
+          });
+          if (template !== undefined) payments.#templates.set(`${config.id}/${scheme}`, template);
+        } catch (error) {
+          deps.log.warn(
+            { chain: config.id, scheme, err: error },
+            "the x402 facilitator does not serve this chain and scheme: not offered",
+          );
+        }
       }
     }
+    if (payments.#templates.size === 0) throw new Error("the x402 facilitator serves none of the chains");
     return payments;
-  }
-
-  /** The chains payments are taken on, by registry id. */
-  get chainIds(): readonly string[] {
-    return [...this.#chains.keys()];
   }
 
   /**
@@ -197,7 +199,14 @@ export class X402Payments {
     } catch {
       throw this.#required(input, "X402_PAYMENT_INVALID", "The payment's amount is not an integer.");
     }
-    const template = this.#templates.get(`${chain.id}/${scheme}`)!;
+    const template = this.#templates.get(`${chain.id}/${scheme}`);
+    if (template === undefined) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `This gateway takes no "${scheme}" payment on ${chain.id} (its facilitator does not serve it).`,
+      );
+    }
     const requirements: PaymentRequirements = { ...template, amount: accepted.amount };
     if (this.#resources.findMatchingRequirements([requirements], payload) === undefined) {
       throw this.#required(
@@ -223,7 +232,7 @@ export class X402Payments {
         { chain: chain.id, needed: `${needed}`, authorised: `${authorised}` },
       );
     }
-    const verified = await this.#resources.verifyPayment(payload, requirements);
+    const verified = await this.#verify(payload, requirements);
     if (!verified.isValid || verified.payer === undefined) {
       throw this.#required(
         input,
@@ -363,6 +372,31 @@ export class X402Payments {
     while (this.#collecting.size > 0) await Promise.allSettled([...this.#collecting]);
   }
 
+  /**
+   * The facilitator's verdict. A remote facilitator answers a refusal with an error status
+   * (thrown as its verdict); one that cannot be reached is a 503: nothing was charged, retry later.
+   */
+  async #verify(payload: PaymentPayload, requirements: PaymentRequirements) {
+    try {
+      return await this.#resources.verifyPayment(payload, requirements);
+    } catch (error) {
+      const refused = error as { invalidReason?: unknown; invalidMessage?: unknown };
+      if (typeof refused.invalidReason === "string") {
+        return {
+          isValid: false,
+          invalidReason: refused.invalidReason,
+          invalidMessage: typeof refused.invalidMessage === "string" ? refused.invalidMessage : undefined,
+        };
+      }
+      this.deps.log.error({ err: error }, "the x402 facilitator did not answer a verify");
+      throw reasonError(
+        Code.Unavailable,
+        "X402_FACILITATOR_UNAVAILABLE",
+        "The x402 facilitator could not verify the payment just now; nothing was charged. Try again.",
+      );
+    }
+  }
+
   /** The payment as sent, decoded; anything unreadable is a 402 saying so. */
   #decode(input: X402PayInput): PaymentPayload {
     let payload: PaymentPayload;
@@ -419,10 +453,12 @@ export class X402Payments {
     metadata: Record<string, string> = {},
   ): ConnectError {
     const named = input.chainField;
-    const chains = [...this.#chains.values()].filter(
-      (c) => named === "" || named === AUTO_CHAIN || c.config.id === named,
-    );
     const scheme: X402Scheme = input.route.kind === "text" ? "upto" : "exact";
+    const chains = [...this.#chains.values()].filter(
+      (c) =>
+        (named === "" || named === AUTO_CHAIN || c.config.id === named) &&
+        this.#templates.has(`${c.config.id}/${scheme}`),
+    );
     const accepts = chains.map(({ config }) => ({
       ...this.#templates.get(`${config.id}/${scheme}`)!,
       amount: `${ledgerToOnchain(input.quote(config), config.asset.decimals)}`,

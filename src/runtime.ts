@@ -401,7 +401,7 @@ async function assemble(
       check: async () => `${await redis.ping()} (rate limits)`,
     });
   }
-  // x402: keyless calls paid per request on the EVM chains that run (docs/x402.md).
+  // x402: keyless calls paid per request on the chains that run (docs/x402.md).
   let x402: X402Payments | undefined;
   if (mode !== "operator" && onchain !== undefined && chains !== undefined && config.onchain.x402) {
     x402 = await openX402(config, onchain, stores, parts.dev.chains, now ?? Date.now, log);
@@ -591,8 +591,8 @@ async function startDevUpstreamOnce(
 }
 
 /**
- * x402 payments over the local facilitator (or TOLLGATE_X402_FACILITATOR_URL's), on every EVM
- * chain that runs; undefined when none does. On dev chains the facilitator's signer gets gas.
+ * x402 payments over the local facilitator (or TOLLGATE_X402_FACILITATOR_URL's), on every chain
+ * that runs; undefined when none does. On dev chains the facilitator's signers get gas and fees.
  */
 async function openX402(
   config: Config,
@@ -602,15 +602,19 @@ async function openX402(
   now: () => number,
   log: Log,
 ): Promise<X402Payments | undefined> {
-  const { setUpX402 } = await import("./chains/evm/x402-facilitator.js");
+  const { setUpX402 } = await import("./chains/x402-facilitator.js");
   const { X402Payments } = await import("./core/billing/x402.js");
   const setup = await setUpX402(config.chains, onchain.masterSecret, {
     only: onchain.only,
     facilitatorUrl: config.onchain.x402FacilitatorUrl,
+    openTokenAccount:
+      devChains === undefined ? undefined : (chain, owner) => devChains.openTokenAccount(chain, owner),
+    log,
   });
   if (setup.chains.length === 0) return undefined;
-  if (devChains !== undefined && setup.signer !== undefined) {
-    for (const { chain } of setup.chains) await devChains.fundFees(chain, setup.signer);
+  // Dev chains: the facilitator's signers get gas (EVM) and fees (Solana).
+  if (devChains !== undefined) {
+    for (const [chain, signer] of setup.signers) await devChains.fundFees(chain, signer);
   }
   return await X402Payments.create({
     store: stores.ledger,

@@ -16,12 +16,13 @@ export function treasurySeed(masterSecret: Uint8Array, family: ChainFamily): Uin
 }
 
 /**
- * The 32-byte seed of the x402 facilitator's key on EVM: HMAC-SHA256(master,
- * `tollgate/evm/x402-facilitator`). It sends the transactions that collect x402 payments and
- * pays their gas; a key apart from the treasury's keeps its nonces out of the settlement worker's.
+ * The 32-byte seed of the x402 facilitator's key on a chain family: HMAC-SHA256(master,
+ * `tollgate/<family>/x402-facilitator`). It sends the transactions that collect x402 payments
+ * (on Solana: pays their fees as fee payer); a key apart from the treasury's keeps its nonces
+ * and fees out of the settlement worker's way.
  */
-export function x402FacilitatorSeed(masterSecret: Uint8Array): Uint8Array {
-  return hmac(masterSecret, "tollgate/evm/x402-facilitator");
+export function x402FacilitatorSeed(masterSecret: Uint8Array, family: ChainFamily): Uint8Array {
+  return hmac(masterSecret, `tollgate/${family}/x402-facilitator`);
 }
 
 function hmac(key: Uint8Array, message: string): Uint8Array {

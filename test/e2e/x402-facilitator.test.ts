@@ -172,7 +172,7 @@ describe("x402 through the operator's facilitator", () => {
     const publicClient = createPublicClient({ transport: http(rpcUrl) });
     const tx = await publicClient.getTransaction({ hash: settled.transaction as `0x${string}` });
     expect(getAddress(tx.from)).toBe(facilitatorAccount.address);
-    const builtIn = privateKeyToAccount(bytesToHex(x402FacilitatorSeed(DEV_MASTER_SECRET))).address;
+    const builtIn = privateKeyToAccount(bytesToHex(x402FacilitatorSeed(DEV_MASTER_SECRET, "evm"))).address;
     expect(await publicClient.getTransactionCount({ address: builtIn })).toBe(0);
   });
 });

@@ -1,4 +1,7 @@
 import { createPublicKey, verify } from "node:crypto";
+import { generateKeyPairSigner } from "@solana/kit";
+import { getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { Connection, PublicKey } from "@solana/web3.js";
 import { x402Client } from "@x402/core/client";
 import {
   decodePaymentRequiredHeader,
@@ -10,12 +13,16 @@ import { toClientEvmSigner } from "@x402/evm";
 import { ExactEvmScheme as ExactClient } from "@x402/evm/exact/client";
 import { UptoEvmScheme as UptoClient } from "@x402/evm/upto/client";
 import { wrapFetchWithPayment } from "@x402/fetch";
+import { toClientSvmSigner } from "@x402/svm";
+import { ExactSvmScheme as ExactSvmClient } from "@x402/svm/exact/client";
 import { compactVerify, importJWK } from "jose";
 import { type Address, bytesToHex, createPublicClient, getAddress, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { treasurySeed } from "../../src/chains/keys.js";
+import { solanaTreasuryKeypair } from "../../src/chains/solana/keys.js";
+import { DEV_SOLANA_NETWORK } from "../../src/dev/chains/dev-chains.js";
 import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { openDatabase } from "../../src/store/database.js";
@@ -41,6 +48,7 @@ let base: string;
 const payer = privateKeyToAccount(generatePrivateKey());
 const treasury = privateKeyToAccount(bytesToHex(treasurySeed(DEV_MASTER_SECRET, "evm"))).address;
 let treasuryAtStart = 0n;
+let solanaTreasuryAtStart = 0n;
 
 const balanceOf = async (address: Address): Promise<bigint> =>
   await createPublicClient({ transport: http(rpcUrl) }).readContract({
@@ -149,6 +157,7 @@ beforeAll(async () => {
     (await balanceOf(payer.address)) === 5_000_000n ? true : undefined,
   );
   treasuryAtStart = await balanceOf(treasury);
+  solanaTreasuryAtStart = await solanaTreasuryTokens();
 }, 90_000);
 
 afterAll(async () => {
@@ -184,6 +193,17 @@ describe("x402 on the billed routes", () => {
       expect(BigInt(offer.amount)).toBeGreaterThan(0n);
     }
     expect(required!.extensions).toHaveProperty("eip2612GasSponsoring");
+    // Images are offered on Solana too (exact), text only where upto runs (EVM).
+    const image = await fetch(`${base}/v1/images/generations`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
+    });
+    expect(image.status).toBe(402);
+    const imageOffer = decodePaymentRequiredHeader(image.headers.get("payment-required")!);
+    expect(imageOffer.accepts.map((a) => `${a.scheme} ${a.network}`).sort()).toEqual(
+      ["exact eip155:42161", "exact eip155:4663", "exact eip155:8453", `exact ${DEV_SOLANA_NETWORK}`].sort(),
+    );
     // Naming a chain narrows the offer to it.
     const named = await offerFor(messages(100), { "x-gateway-billing-chain": "arbitrum" });
     expect(named.required!.accepts.map((a) => a.network)).toEqual(["eip155:42161"]);
@@ -212,6 +232,52 @@ describe("x402 on the billed routes", () => {
       charge: "39000",
       status: "settled",
       transaction: settled.transaction,
+    });
+  });
+
+  it("pays an image on Solana with exact, through @x402/svm, into the treasury's token account", async () => {
+    const dev = readDevChainsFile(dir.path)!;
+    const solana = dev.registry.byId.get("solana")!;
+    expect(solana.network).toBe(DEV_SOLANA_NETWORK);
+    const solanaPayer = await generateKeyPairSigner();
+    await requestFaucet(dev.faucetUrl, "solana", solanaPayer.address, 1_000_000n);
+    const connection = new Connection(solana.rpcUrl, "confirmed");
+    const mint = new PublicKey(solana.asset.address);
+    const tokens = async (owner: string) => {
+      const account = getAssociatedTokenAddressSync(mint, new PublicKey(owner), true);
+      return BigInt((await connection.getTokenAccountBalance(account)).value.amount);
+    };
+    await until("the Solana payer's test funds", async () =>
+      (await tokens(solanaPayer.address).catch(() => 0n)) === 1_000_000n ? true : undefined,
+    );
+    const treasurySol = solanaTreasuryKeypair(DEV_MASTER_SECRET).publicKey.toBase58();
+    const treasuryBefore = await tokens(treasurySol);
+    const client = new x402Client()
+      .register(
+        DEV_SOLANA_NETWORK,
+        new ExactSvmClient(toClientSvmSigner(solanaPayer), { rpcUrl: solana.rpcUrl }),
+      )
+      .setSpendControls({ allowedAssets: [{ network: DEV_SOLANA_NETWORK, asset: solana.asset.address }] });
+    const response = await wrapFetchWithPayment(fetch, client)(`${base}/v1/images/generations`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-gateway-billing-chain": "solana" },
+      body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
+    });
+    expect(response.status, await response.clone().text()).toBe(200);
+    expect(response.headers.get("x-gateway-billing-chain")).toBe("solana");
+    const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!);
+    expect(settled.success).toBe(true);
+    await until("the collection to be confirmed", async () =>
+      (await tokens(treasurySol)) === treasuryBefore + 39_000n ? true : undefined,
+    );
+    expect(await tokens(solanaPayer.address)).toBe(1_000_000n - 39_000n);
+    const receipt = await receiptPayload(response.headers.get("x-request-id")!, solanaPayer.address);
+    expect(receipt).toMatchObject({
+      payer: solanaPayer.address,
+      accountId: `acct_x402_${solanaPayer.address}`,
+      network: DEV_SOLANA_NETWORK,
+      transaction: settled.transaction,
+      x402: { scheme: "exact", status: "settled", collected: "39000" },
     });
   });
 
@@ -363,20 +429,27 @@ describe("x402 on the billed routes", () => {
     expect(await balanceOf(payer.address)).toBe(before - charge);
   });
 
-  it("reconciles: the treasury received exactly what the ledger says x402 collected", async () => {
+  it("reconciles: each treasury received exactly what the ledger says x402 collected on its chain", async () => {
     const db = openDatabase(dir.path);
     try {
-      const { collected } = db
-        .prepare("SELECT COALESCE(SUM(settled), 0) AS collected FROM x402_payments WHERE status = 'settled'")
-        .safeIntegers(true)
-        .get() as { collected: bigint };
+      const collected = (chain: string) =>
+        (
+          db
+            .prepare(
+              "SELECT COALESCE(SUM(settled), 0) AS s FROM x402_payments WHERE status = 'settled' AND chain = ?",
+            )
+            .safeIntegers(true)
+            .get(chain) as { s: bigint }
+        ).s;
       const open = db
         .prepare("SELECT COUNT(*) AS n FROM x402_payments WHERE status = 'authorised'")
         .get() as {
         n: number;
       };
       expect(open.n).toBe(0);
-      expect(await balanceOf(treasury)).toBe(treasuryAtStart + collected);
+      expect(collected("solana")).toBe(39_000n);
+      expect(await balanceOf(treasury)).toBe(treasuryAtStart + collected("base"));
+      expect(await solanaTreasuryTokens()).toBe(solanaTreasuryAtStart + collected("solana"));
       expect(auditLedger(db)).toEqual([]);
     } finally {
       db.close();
@@ -384,14 +457,29 @@ describe("x402 on the billed routes", () => {
   });
 });
 
+/** The Solana treasury's test tokens (its token account, opened by the gateway at start). */
+async function solanaTreasuryTokens(): Promise<bigint> {
+  const solana = readDevChainsFile(dir.path)!.registry.byId.get("solana")!;
+  const account = getAssociatedTokenAddressSync(
+    new PublicKey(solana.asset.address),
+    solanaTreasuryKeypair(DEV_MASTER_SECRET).publicKey,
+    true,
+  );
+  const balance = await new Connection(solana.rpcUrl, "confirmed").getTokenAccountBalance(account);
+  return BigInt(balance.value.amount);
+}
+
 /** The offer on the dev base chain only (the client would otherwise pick among the chains). */
 function onlyBase(required: PaymentRequired): PaymentRequired {
   return { ...required, accepts: required.accepts.filter((a) => a.network === NETWORK) };
 }
 
 /** A keyless call's receipt payload, fetched with the payer's address; its signature verified. */
-async function receiptPayload(requestId: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${base}/v1/receipts/${requestId}?payer=${payer.address}`);
+async function receiptPayload(
+  requestId: string,
+  paidBy: string = payer.address,
+): Promise<Record<string, unknown>> {
+  const response = await fetch(`${base}/v1/receipts/${requestId}?payer=${paidBy}`);
   expect(response.status).toBe(200);
   const { signature } = (await response.json()) as { signature: string };
   const { keys } = (await (await fetch(`${base}/.well-known/jwks.json`)).json()) as {

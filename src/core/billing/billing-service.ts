@@ -192,12 +192,12 @@ function originOf(origin: string): string | undefined {
   return valid;
 }
 
-/** A keyless payer's account from its address (0x and 40 hex digits); 400 for anything else. */
+/** A keyless payer's account from its address (EVM, or Solana base58); 400 for anything else. */
 function x402Payer(payer: string): string {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(payer)) {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(payer) && !/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(payer)) {
     throw invalidField(
       "payer",
-      "payer must be the wallet address that paid the call (0x and 40 hex digits).",
+      "payer must be the wallet address that paid the call (0x and 40 hex digits, or a Solana address).",
     );
   }
   return x402AccountId(payer);

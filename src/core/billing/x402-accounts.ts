@@ -3,9 +3,13 @@
  * kept apart from it so that reading them loads none of the x402 packages.
  */
 
-/** The payer's account: one per wallet address, apart from any account with keys. */
+/**
+ * The payer's account: one per wallet address, apart from any account with keys. An EVM address
+ * is taken in lower case (its case is only a checksum); a Solana address as it is (base58 is
+ * case-sensitive).
+ */
 export function x402AccountId(payer: string): string {
-  return `acct_x402_${payer.toLowerCase()}`;
+  return `acct_x402_${payer.startsWith("0x") ? payer.toLowerCase() : payer}`;
 }
 
 /** Whether an account is a keyless x402 payer's. */

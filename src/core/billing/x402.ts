@@ -10,6 +10,7 @@ import type { Network, PaymentPayload, PaymentRequirements, SettleResponse } fro
 import { ExactEvmScheme } from "@x402/evm/exact/server";
 import { UptoEvmScheme } from "@x402/evm/upto/server";
 import { declareEip2612GasSponsoringExtension } from "@x402/extensions";
+import { ExactSvmScheme } from "@x402/svm/exact/server";
 import { accountSuspended, reasonError } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
 import type { Log } from "../ports/log.js";
@@ -30,7 +31,8 @@ import { PAYMENT_REQUIRED_METADATA, PAYMENT_RESPONSE_METADATA, x402AccountId } f
  *
  * Text is paid on `upto` (the payer authorises at least the call's worst case; the delivered
  * price is collected), images on `exact` (the listed price of the one image, collected before
- * it is handed over). Both are x402's EVM mechanisms, from `@x402/evm`.
+ * it is handed over): x402's EVM mechanisms from `@x402/evm`, and on Solana `@x402/svm`'s
+ * `exact` (images only: its `upto` needs x402's payment-channel program on the chain).
  */
 
 /** An EVM chain x402 is offered on, as the runtime set it up. */
@@ -39,8 +41,10 @@ export interface X402Chain {
   readonly chain: string;
   /** Where payments go: the chain's treasury. */
   readonly payTo: string;
-  /** The token's EIP-712 domain (`name`, `version`), which `exact` and `upto` sign over. */
+  /** The offers' `extra`: on EVM the token's EIP-712 domain (`name`, `version`) payers sign over. */
   readonly extra: Readonly<Record<string, unknown>>;
+  /** The schemes taken there: `exact` and `upto` on EVM, `exact` on Solana. */
+  readonly schemes: readonly X402Scheme[];
 }
 
 /** What x402 is built from. */
@@ -107,9 +111,13 @@ export class X402Payments {
     const chains = new Map<string, { config: ChainConfig; offer: X402Chain }>();
     for (const offer of deps.chains) {
       const config = deps.registry.byId.get(offer.chain);
-      if (config === undefined || config.family !== "evm") continue;
-      this.#resources.register(config.network as Network, new ExactEvmScheme());
-      this.#resources.register(config.network as Network, new UptoEvmScheme());
+      if (config === undefined) continue;
+      const network = config.network as Network;
+      if (config.family === "evm") {
+        this.#resources.register(network, new ExactEvmScheme()).register(network, new UptoEvmScheme());
+      } else {
+        this.#resources.register(network, new ExactSvmScheme());
+      }
       chains.set(config.id, { config, offer });
     }
     this.#chains = chains;
@@ -124,7 +132,7 @@ export class X402Payments {
     const payments = new X402Payments(deps);
     await payments.#resources.initialize();
     for (const { config, offer } of payments.#chains.values()) {
-      for (const scheme of ["exact", "upto"] as const) {
+      for (const scheme of offer.schemes) {
         try {
           const [template] = await payments.#resources.buildPaymentRequirements({
             scheme,
@@ -241,7 +249,7 @@ export class X402Payments {
         { invalid_reason: verified.invalidReason ?? "" },
       );
     }
-    const payer = verified.payer.toLowerCase();
+    const payer = chain.family === "evm" ? verified.payer.toLowerCase() : verified.payer;
     const accountId = await this.#payerAccount(payer);
     const id = paymentId(payload);
     const written = await this.deps.store.authoriseX402({

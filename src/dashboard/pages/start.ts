@@ -57,9 +57,10 @@ export async function startPage(ctx: PageContext): Promise<void> {
     h(
       "p",
       {},
-      "A call without a key is answered 402 with a PAYMENT-REQUIRED offer on each EVM chain: x402's " +
+      "A call without a key is answered 402 with a PAYMENT-REQUIRED offer on each chain: x402's " +
         "own client signs a stablecoin authorisation and retries. Text is paid with upto (the worst " +
-        "case is authorised, only the delivered price is collected), images with exact. Streams are " +
+        "case is authorised, only the delivered price is collected; EVM chains), images with exact " +
+        "(EVM chains and Solana, with @x402/svm). Streams are " +
         "relayed as they arrive; their receipt, with the collecting transaction, is at " +
         "/v1/receipts/<request-id>?payer=<your address>.",
     ),

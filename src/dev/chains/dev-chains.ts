@@ -30,6 +30,11 @@ export interface DevChains {
    * settlement's gas): anvil's balance setter on EVM, a `requestAirdrop` of 100 SOL on Solana.
    */
   fundFees(chainId: string, address: string): Promise<void>;
+  /**
+   * Opens `owner`'s token account for a Solana dev chain's test mint (an x402 `exact` payment
+   * transfers into the treasury's and cannot open it); nothing on an EVM chain.
+   */
+  openTokenAccount(chainId: string, owner: string): Promise<void>;
   /** The chains that run locally (a chain whose dev chain is missing is disabled and not run). */
   readonly running: ReadonlySet<string>;
   close(): Promise<void>;
@@ -94,6 +99,10 @@ export async function startDevChains(
       solana.set(chain.id, started);
       chains.push({
         ...chain,
+        // The dev SVM is no public cluster, and never calls itself mainnet: it takes devnet's
+        // CAIP-2 name (a test network, worth nothing), which x402's Solana client knows, as the
+        // dev EVM chains keep their real chain ids.
+        network: DEV_SOLANA_NETWORK,
         rpcUrl: started.rpcUrl,
         asset: { ...chain.asset, address: started.mint },
         finality: { commitment: "confirmed" },
@@ -132,6 +141,9 @@ export async function startDevChains(
       const sol = solana.get(chainId);
       if (sol !== undefined) await sol.airdrop(address, 100_000_000_000n);
     },
+    async openTokenAccount(chainId, owner) {
+      await solana.get(chainId)?.openTokenAccount(owner);
+    },
     running: new Set([...evmById.keys(), ...solana.keys()]),
     async close() {
       // The file advertises running chains and their faucet: it goes when they go.
@@ -142,6 +154,9 @@ export async function startDevChains(
   };
 }
 
+/** What the dev Solana chain is called in CAIP-2 (receipts, x402): Solana devnet's name. */
+export const DEV_SOLANA_NETWORK = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
+
 /** A registry in TOLLGATE_CHAINS format. */
 function registryJson(registry: ChainRegistry): Record<string, unknown> {
   return {
@@ -150,8 +165,7 @@ function registryJson(registry: ChainRegistry): Record<string, unknown> {
       id: c.id,
       family: c.family,
       ...(c.chainId === undefined ? {} : { chain_id: c.chainId }),
-      // The dev SVM is no public cluster: its own CAIP-2 name, never mainnet's.
-      ...(c.family === "solana" ? { network: "solana:tollgate-dev" } : {}),
+      ...(c.family === "solana" ? { network: c.network } : {}),
       asset: { ...c.asset },
       rpc_url: c.rpcUrl,
       finality: { ...c.finality },

@@ -27,7 +27,7 @@ export function solanaChainConfig(
     id: "solana-dev",
     family: "solana",
     chainId: undefined,
-    network: "solana:tollgate-dev",
+    network: "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
     asset: { symbol: "USDC", decimals: dev.decimals, address: dev.mint },
     rpcUrl: dev.rpcUrl,
     finality: { commitment },

@@ -76,6 +76,8 @@ export interface SolanaDevChain {
   readonly faucet: string;
   /** Mints `amount` (onchain units) to `owner`'s associated token account, creating it; returns the signature. */
   mintTo(owner: string, amount: bigint): Promise<string>;
+  /** Opens `owner`'s associated token account for the test mint (the faucet pays its rent). */
+  openTokenAccount(owner: string): Promise<string>;
   /** Sends `lamports` of SOL from the faucet to `address` (e.g. to fund a treasury's fees). */
   airdrop(address: string, lamports: bigint): Promise<string>;
   /** Closes the open slot `count` times (tests; the timer does it every `slotMs`). Returns the open slot. */
@@ -179,6 +181,14 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
       [],
     );
   };
+  const openTokenAccount = (owner: string): string => {
+    const ownerKey = parsePublicKey(owner, "owner");
+    const ata = getAssociatedTokenAddressSync(mint, ownerKey, true);
+    return send(
+      [createAssociatedTokenAccountIdempotentInstruction(faucet.publicKey, ata, ownerKey, mint)],
+      [],
+    );
+  };
   const airdrop = (to: string, lamports: bigint): string => {
     const toKey = parsePublicKey(to, "address");
     if (lamports <= 0n || lamports > FAUCET_LAMPORTS / 10n) {
@@ -238,6 +248,7 @@ export async function startSolanaDevChain(options: SolanaDevChainOptions = {}): 
     decimals,
     faucet: faucet.publicKey.toBase58(),
     mintTo: async (owner, amount) => mintTo(owner, amount),
+    openTokenAccount: async (owner) => openTokenAccount(owner),
     airdrop: async (to, lamports) => airdrop(to, lamports),
     advanceSlots: (count) => chain.advanceSlots(count),
     slot: (commitment) => chain.slotAt(commitment),

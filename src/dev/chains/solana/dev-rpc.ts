@@ -130,7 +130,9 @@ const HANDLERS: Record<string, Handler> = {
   simulateTransaction: (p, { chain }) => {
     const config = configParam(p[1]);
     const wire = decodeWire(stringParam(p[0], "transaction"), config.encoding);
-    const failure = chain.simulate(wire);
+    // As on a real node: without sigVerify (its default) a transaction still missing a
+    // signature (a fee payer's, say) is simulated as if signed.
+    const failure = chain.simulate(wire, { sigVerify: config.sigVerify === true });
     return withContext(chain, {
       err: failure?.err ?? null,
       logs: failure?.logs ?? [],
@@ -206,6 +208,7 @@ interface RpcConfig {
   readonly rewards?: unknown;
   readonly maxSupportedTransactionVersion?: unknown;
   readonly dataSlice?: unknown;
+  readonly sigVerify?: unknown;
 }
 
 function configParam(value: unknown): RpcConfig {

@@ -272,15 +272,28 @@ export class DevSvm {
     return this.landed.size;
   }
 
-  /** Runs the transaction without committing anything: undefined when it would succeed, else why not. */
-  simulate(wire: Uint8Array): { err: TransactionErrorJson; logs: string[] } | undefined {
+  /**
+   * Runs the transaction without committing anything: undefined when it would succeed, else why
+   * not. Signatures are checked only with `sigVerify` (the RPC's `simulateTransaction` default is
+   * not to; `sendTransaction`'s preflight does).
+   */
+  simulate(
+    wire: Uint8Array,
+    { sigVerify = true }: { readonly sigVerify?: boolean } = {},
+  ): { err: TransactionErrorJson; logs: string[] } | undefined {
     const parsed = parseTransaction(wire);
     this.feePayerHook?.(parsed.tx.message.staticAccountKeys[0]!.toBase58());
     if (this.landed.has(parsed.signature)) return { err: "AlreadyProcessed", logs: [] };
     if (!this.isBlockhashValid(parsed.tx.message.recentBlockhash, "processed")) {
       return { err: "BlockhashNotFound", logs: [] };
     }
-    const result = this.svm.simulateTransaction(txDecoder.decode(wire));
+    if (!sigVerify) this.svm.withSigverify(false);
+    let result: ReturnType<LiteSVM["simulateTransaction"]>;
+    try {
+      result = this.svm.simulateTransaction(txDecoder.decode(wire));
+    } finally {
+      if (!sigVerify) this.svm.withSigverify(true);
+    }
     if (!isFailure(result)) return undefined;
     return { err: transactionErrorJson(result.err()), logs: result.meta().logs() };
   }

@@ -194,6 +194,10 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
     return this.#x402.payments(holdIds);
   }
 
+  async openX402Payments(createdBefore: number, limit: number): Promise<X402PaymentRow[]> {
+    return this.#x402.open(createdBefore, limit);
+  }
+
   /**
    * Finishes the writes in flight, tries the kept resolutions one last time, and stops the
    * writer (the read connection is the caller's).

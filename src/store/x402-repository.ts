@@ -58,6 +58,13 @@ export class X402Repository {
     this.s = {
       byId: money<[string]>("SELECT * FROM x402_payments WHERE id = ?"),
       byHold: money<[string]>("SELECT * FROM x402_payments WHERE hold_id = ?"),
+      // status written out as the partial index x402_payments_open states it, so the planner
+      // sees the index fits without looking at bound values; id orders payments created in the
+      // same millisecond.
+      open: money<[number, number]>(
+        `SELECT * FROM x402_payments WHERE status = 'authorised' AND created_at < ?
+          ORDER BY created_at, id LIMIT ?`,
+      ),
       insert: db.prepare<[string, string, string, string, string, string, bigint, string, number]>(
         `INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status,
                                     created_at)
@@ -95,6 +102,11 @@ export class X402Repository {
       if (row !== undefined) out.set(id, toX402Payment(row));
     }
     return out;
+  }
+
+  /** The payments still authorised that were created before `createdBefore`, oldest first, at most `limit`. */
+  open(createdBefore: number, limit: number): X402PaymentRow[] {
+    return this.s.open.all(createdBefore, limit).map(toX402Payment);
   }
 
   private authoriseTx(p: NewX402Payment): "authorised" | "replayed" {

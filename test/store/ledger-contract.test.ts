@@ -1137,6 +1137,80 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         creditsPosted: 180n,
       });
     }));
+
+  it("x402: the open payments are those still authorised and created before the cutoff, oldest first, at most the limit", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      // Beyond 2^53: an amount read through a JavaScript number would come back changed.
+      const large = 2n ** 60n + 1n;
+      const authorise = async (payment: NewX402Payment) =>
+        expect(await s.ledger.authoriseX402(payment)).toBe("authorised");
+      await authorise(x402Payment("pay_settled", "h_settled", 300n, 10));
+      await authorise(x402Payment("pay_unused", "h_unused", 200n, 15));
+      await authorise({ ...x402Payment("pay_d", "h_d", large, 20), scheme: "exact", payer: "0xOtherPayer" });
+      // Created in the same millisecond as pay_d: their ids order them.
+      await authorise(x402Payment("pay_c", "h_c", 40n, 20));
+      await authorise(x402Payment("pay_b", "h_b", 50n, 30));
+      await authorise(x402Payment("pay_failed", "h_failed", 60n, 35));
+      // At the cutoff, not before it.
+      await authorise(x402Payment("pay_at_cutoff", "h_at_cutoff", 70n, 45));
+      await authorise(x402Payment("pay_late", "h_late", 80n, 50));
+      const closing = (id: string, returned: bigint) =>
+        ({ id, status: "unused", settled: 0n, txHash: "", error: "", returned, now: 60 }) as const;
+      await call(s, "h_settled", "acct_x", 120n, 11, 300n);
+      expect(
+        await s.ledger.closeX402({
+          ...closing("pay_settled", 180n),
+          status: "settled",
+          settled: 120n,
+          txHash: "0xcollected",
+        }),
+      ).toBe("closed");
+      expect(await s.ledger.closeX402(closing("pay_unused", 200n))).toBe("closed");
+      await call(s, "h_failed", "acct_x", 60n, 36);
+      expect(
+        await s.ledger.closeX402({
+          ...closing("pay_failed", 0n),
+          status: "failed",
+          error: "transfer reverted",
+        }),
+      ).toBe("closed");
+
+      const open = await s.ledger.openX402Payments(45, 100);
+      expect(open.map((p) => p.id)).toEqual(["pay_c", "pay_d", "pay_b"]);
+      expect(open[1]).toEqual({
+        id: "pay_d",
+        holdId: "h_d",
+        accountId: "acct_x",
+        chain: CHAIN,
+        scheme: "exact",
+        payer: "0xOtherPayer",
+        authorised: large,
+        payload: '{"payment":"pay_d"}',
+        status: "authorised",
+        settled: 0n,
+        txHash: "",
+        error: "",
+        createdAt: 20,
+        closedAt: undefined,
+      });
+      // The same rows as the read by hold: nothing of a payment is lost on the way out.
+      const byHold = await s.ledger.x402Payments(["h_c", "h_d", "h_b"]);
+      expect(open).toEqual([byHold.get("h_c"), byHold.get("h_d"), byHold.get("h_b")]);
+      expect((await s.ledger.openX402Payments(45, 2)).map((p) => p.id)).toEqual(["pay_c", "pay_d"]);
+      expect((await s.ledger.openX402Payments(21, 100)).map((p) => p.id)).toEqual(["pay_c", "pay_d"]);
+      expect((await s.ledger.openX402Payments(51, 100)).map((p) => p.id)).toEqual([
+        "pay_c",
+        "pay_d",
+        "pay_b",
+        "pay_at_cutoff",
+        "pay_late",
+      ]);
+      expect(await s.ledger.openX402Payments(20, 100)).toEqual([]);
+      // Closed, a payment is no longer open.
+      expect(await s.ledger.closeX402(closing("pay_c", 40n))).toBe("closed");
+      expect((await s.ledger.openX402Payments(45, 2)).map((p) => p.id)).toEqual(["pay_d", "pay_b"]);
+    }));
 });
 
 describe("the SQLite ledger's writer thread", () => {

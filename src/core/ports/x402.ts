@@ -86,4 +86,9 @@ export interface X402Store {
   closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found">;
   /** The x402 payments of these holds, by hold id. */
   x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>>;
+  /**
+   * Payments still `authorised` that were created before `createdBefore` (unix ms), oldest
+   * first, at most `limit`: those a crash left open, for the recovery pass to collect or close.
+   */
+  openX402Payments(createdBefore: number, limit: number): Promise<X402PaymentRow[]>;
 }

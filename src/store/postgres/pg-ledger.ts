@@ -1021,6 +1021,19 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     return new Map(rows.map((r) => [r.hold_id as string, toX402Payment(r)]));
   }
 
+  async openX402Payments(createdBefore: number, limit: number): Promise<X402PaymentRow[]> {
+    // status written out as the partial index x402_payments_open states it: a plan made for
+    // any parameter (a generic plan) could not use the index. id orders payments created in the
+    // same millisecond.
+    const rows = await exactRows(
+      this.pool,
+      `SELECT * FROM x402_payments WHERE status = 'authorised' AND created_at < $1::bigint
+        ORDER BY created_at, id LIMIT $2::integer`,
+      [createdBefore, limit],
+    );
+    return rows.map(toX402Payment);
+  }
+
   /**
    * Tries the kept resolutions one last time; nothing else to finish: every other write answered
    * after its commit, and the pool is its opener's.

@@ -471,4 +471,14 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       );
     `,
   },
+  {
+    version: 11,
+    name: "open x402 payments",
+    sql: `
+      -- The payments still 'authorised' by age, for the recovery pass that collects or closes
+      -- those a crash left open (openX402Payments). Partial: closed payments, nearly all of
+      -- them, are not in it, so the pass never reads past the open ones.
+      CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status = 'authorised';
+    `,
+  },
 ];

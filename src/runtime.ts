@@ -501,6 +501,12 @@ async function assemble(
   await core.sweeper.start();
   parts.sweeper = core.sweeper;
   stack.defer(() => core.sweeper.stop());
+  // x402 payments a crash left open are collected or closed, once their calls are over.
+  if (x402 !== undefined) {
+    const payments = x402;
+    payments.startRecovery(config.holdSweepIntervalMs);
+    stack.defer(() => payments.stopRecovery());
+  }
   // The facade calls the core's services in this process without a protobuf round trip.
   parts.transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
   const { buildCoreServer } = await import("./core/server.js");
@@ -618,6 +624,8 @@ async function openX402(
   }
   return await X402Payments.create({
     store: stores.ledger,
+    ledger: stores.ledger,
+    maxCallMs: config.maxCallMs,
     accounts: stores.accounts,
     registry: config.chains,
     facilitator: setup.facilitator,

@@ -13,6 +13,7 @@ import { declareEip2612GasSponsoringExtension } from "@x402/extensions";
 import { ExactSvmScheme } from "@x402/svm/exact/server";
 import { accountSuspended, reasonError } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
+import type { LedgerStore } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { X402PaymentRow, X402Scheme, X402Store } from "../ports/x402.js";
 import { AUTO_CHAIN, type ChainConfig, type ChainRegistry } from "./chain-registry.js";
@@ -50,6 +51,8 @@ export interface X402Chain {
 /** What x402 is built from. */
 export interface X402Deps {
   readonly store: X402Store;
+  /** The holds payments paid for: the recovery pass reads how each call ended. */
+  readonly ledger: Pick<LedgerStore, "getHold">;
   readonly accounts: AccountStore;
   readonly registry: ChainRegistry;
   /** Verifies and settles payments: a local facilitator on the treasury's chains, or a remote one. */
@@ -57,6 +60,11 @@ export interface X402Deps {
   readonly chains: readonly X402Chain[];
   /** How long a payment must stay valid: the longest call, with room to collect after it. */
   readonly maxTimeoutSeconds: number;
+  /**
+   * The longest a call may run (TOLLGATE_MAX_CALL_MS): a payment older than this whose call has
+   * ended, still open, was left so by a crash, and the recovery pass ends it.
+   */
+  readonly maxCallMs: number;
   /** The gateway's public origin for the offers' resource URLs (TOLLGATE_PUBLIC_URL), if set. */
   readonly publicOrigin: string | undefined;
   readonly now: () => number;
@@ -103,8 +111,9 @@ export class X402Payments {
   /** Per chain and scheme, the requirements with every field but `amount` as offered. */
   readonly #templates = new Map<string, PaymentRequirements>();
   readonly #chains: ReadonlyMap<string, { readonly config: ChainConfig; readonly offer: X402Chain }>;
-  /** Collections still running after their call's answer went out (streams), awaited by {@link close}. */
+  /** Collections still running after their call's answer went out (streams), awaited by {@link drain}. */
   readonly #collecting = new Set<Promise<unknown>>();
+  #recovery: NodeJS.Timeout | undefined;
 
   private constructor(private readonly deps: X402Deps) {
     this.#resources = new x402ResourceServer(deps.facilitator);
@@ -373,6 +382,71 @@ export class X402Payments {
   /** The 402 for an image whose payment the chain refused to collect (the image is not handed over). */
   notCollected(settled: SettleResponse): ConnectError {
     return paymentNotCollected(settled);
+  }
+
+  /**
+   * Ends the payments a crash left open (authorised, older than the longest call, their call
+   * over): a call that charged nothing, or never held, returns the whole authorisation; an
+   * `upto` call that charged is collected now (a chain that refuses — the collection may have
+   * landed before the crash — records it `failed` with the chain's reason, for the operator to
+   * reconcile); an `exact` image that charged was collected before its ledger settle, so it is
+   * recorded `settled` (its transaction was not kept). A call still held waits for the sweeper.
+   * Resolves with how many payments it ended.
+   */
+  async recover(): Promise<number> {
+    const open = await this.deps.store.openX402Payments(this.deps.now() - this.deps.maxCallMs, 100);
+    let ended = 0;
+    for (const row of open) {
+      const state = await this.deps.ledger.getHold(row.holdId);
+      if (state !== undefined && state.resolution === undefined) continue;
+      const entry = this.#chains.get(row.chain);
+      const template = this.#templates.get(`${row.chain}/${row.scheme}`);
+      if (entry === undefined || template === undefined) {
+        this.deps.log.warn(
+          { payment: row.id, chain: row.chain, scheme: row.scheme },
+          "an open x402 payment on a chain x402 no longer runs on: left open",
+        );
+        continue;
+      }
+      const payload = JSON.parse(row.payload) as PaymentPayload;
+      const payment: X402Authorisation = {
+        id: row.id,
+        accountId: row.accountId,
+        chain: entry.config,
+        scheme: row.scheme,
+        payer: row.payer,
+        authorised: row.authorised,
+        payload,
+        requirements: { ...template, amount: payload.accepted.amount },
+      };
+      const charge = state?.resolution?.amount ?? 0n;
+      if (charge > 0n && row.scheme === "exact") {
+        await this.close(payment, charge, { success: true, transaction: "", network: template.network });
+      } else {
+        await this.collect(payment, charge);
+      }
+      this.deps.log.info(
+        { payment: row.id, chain: row.chain, charge: `${charge}` },
+        "ended an x402 payment a crash left open",
+      );
+      ended++;
+    }
+    return ended;
+  }
+
+  /** Runs {@link recover} now and every `intervalMs` (an unref'd timer) until {@link stopRecovery}. */
+  startRecovery(intervalMs: number): void {
+    const run = () =>
+      void this.recover().catch((error: unknown) =>
+        this.deps.log.error({ err: error }, "the x402 recovery pass failed"),
+      );
+    run();
+    this.#recovery = setInterval(run, intervalMs);
+    this.#recovery.unref();
+  }
+
+  stopRecovery(): void {
+    clearInterval(this.#recovery);
   }
 
   /** Waits for the collections still running (shutdown). */

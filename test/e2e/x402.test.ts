@@ -207,6 +207,13 @@ describe("x402 on the billed routes", () => {
     // Naming a chain narrows the offer to it.
     const named = await offerFor(messages(100), { "x-gateway-billing-chain": "arbitrum" });
     expect(named.required!.accepts.map((a) => a.network)).toEqual(["eip155:42161"]);
+    // Text names a chain upto does not run on: no offer, and the answer says why.
+    const solanaText = await offerFor(messages(100), { "x-gateway-billing-chain": "solana" });
+    expect(solanaText.response.status).toBe(402);
+    expect(solanaText.required!.accepts).toEqual([]);
+    expect(((await solanaText.response.json()) as { error: { message: string } }).error.message).toMatch(
+      /No x402 payment is taken on solana for \/v1\/messages/,
+    );
     expect(upstream.requests.length).toBe(forwarded);
   });
 

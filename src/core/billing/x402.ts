@@ -552,13 +552,14 @@ export class X402Payments {
       resource: {
         url: `${origin}${input.route.path}`,
         description: input.route.kind === "text" ? "A messages call, its delivered price" : "One image",
-        mimeType: input.route.kind === "text" ? "application/json" : "application/json",
+        mimeType: "application/json",
       },
       accepts,
       ...(scheme === "upto" ? { extensions: declareEip2612GasSponsoringExtension() } : {}),
     };
     if (accepts.length === 0 && named !== "" && named !== AUTO_CHAIN) {
       metadata = { ...metadata, chain: named };
+      message += ` No x402 payment is taken on ${named} for ${input.route.path} ("${scheme}" does not run there): pay with an API key, or on another chain.`;
     }
     return reasonError(Code.FailedPrecondition, reason, message, {
       ...metadata,

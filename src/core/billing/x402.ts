@@ -178,6 +178,15 @@ export class X402Payments {
   }
 
   /**
+   * A keyless call's payment: without one (`header` ""), the 402 offering what the gateway
+   * accepts ({@link paymentRequired}); with one, {@link authorise}.
+   */
+  async pay(input: X402PayInput): Promise<X402Authorisation> {
+    if (input.header === "") throw this.paymentRequired(input);
+    return await this.authorise(input);
+  }
+
+  /**
    * Verifies a payment for one call and credits what it authorises to its payer's account.
    * Every refusal is a 402 carrying a fresh offer; nothing is written for a refused payment.
    */

@@ -1,8 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { SettleResponse } from "@x402/core/types";
 import type { CallBilling } from "../billing/call-billing.js";
-import type { ChainConfig } from "../billing/chain-registry.js";
-import { type ImageCallSpec, NO_USAGE } from "../billing/pricing.js";
+import { NO_USAGE } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
 import { isStorageFull, keyMissing, storageFull } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
@@ -113,7 +112,18 @@ export class ImageInference {
     let call = given;
     let payment: X402Authorisation | undefined;
     if (keyless) {
-      payment = await this.pay(given, spec);
+      // x402 `exact`: the listed price of the one image.
+      payment = await this.deps.x402!.pay({
+        header: given.payment,
+        route: {
+          kind: "image",
+          path: given.references === undefined ? "/v1/images/generations" : "/v1/images/edits",
+        },
+        chainField: given.billingChain,
+        requestId: given.requestId,
+        origin: given.origin,
+        quote: (chain) => this.deps.billing.quoteOn(chain, spec),
+      });
       call = { ...given, accountId: payment.accountId, billingChain: payment.chain.id };
     }
     // Funds first: a call the wallet cannot cover never reaches the provider.
@@ -184,27 +194,6 @@ export class ImageInference {
   private async admit(key: string): Promise<void> {
     const decision = await this.deps.limit.consume(key);
     if (!decision.allowed) throw rateLimited(decision, this.deps.now());
-  }
-
-  /**
-   * A keyless call's payment, verified and credited to its payer (x402 `exact`, for the listed
-   * price of its image). Without a payment the answer is a 402 offering what the gateway
-   * accepts; without x402, the 401 of a call with no key.
-   */
-  private async pay(call: ImageCall, spec: ImageCallSpec): Promise<X402Authorisation> {
-    const x402 = this.deps.x402;
-    if (x402 === undefined) throw keyMissing();
-    const input = {
-      route: {
-        kind: "image",
-        path: call.references === undefined ? "/v1/images/generations" : "/v1/images/edits",
-      } as const,
-      chainField: call.billingChain,
-      origin: call.origin,
-      quote: (chain: ChainConfig) => this.deps.billing.quoteOn(chain, spec),
-    };
-    if (call.payment === "") throw x402.paymentRequired(input);
-    return await x402.authorise({ ...input, header: call.payment, requestId: call.requestId });
   }
 
   /** A stored `url` image; NotFound when the token is unknown or expired. */

@@ -1,7 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
-import type { ChainConfig } from "../billing/chain-registry.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
 import { errorInfo, keyMissing } from "../errors.js";
@@ -190,7 +189,15 @@ export class TextInference {
     let call = given;
     let payment: X402Authorisation | undefined;
     if (keyless) {
-      payment = await this.pay(given, spec);
+      // x402 `upto`: the payment must authorise at least the call's worst case.
+      payment = await this.deps.x402!.pay({
+        header: given.payment,
+        route: { kind: "text", path: "/v1/messages" },
+        chainField: given.billingChain,
+        requestId: given.requestId,
+        origin: given.origin,
+        quote: (chain) => this.deps.billing.quoteOn(chain, spec),
+      });
       call = { ...given, accountId: payment.accountId, billingChain: payment.chain.id };
     }
     let hold: HoldState;
@@ -277,24 +284,6 @@ export class TextInference {
           );
       }
     }
-  }
-
-  /**
-   * A keyless call's payment, verified and credited to its payer (x402, `upto`: it must
-   * authorise at least the call's worst case). Without a payment the answer is a 402 offering
-   * what the gateway accepts; without x402, the 401 of a call with no key.
-   */
-  private async pay(call: TextCall, spec: TextCallSpec): Promise<X402Authorisation> {
-    const x402 = this.deps.x402;
-    if (x402 === undefined) throw keyMissing();
-    const input = {
-      route: { kind: "text", path: "/v1/messages" } as const,
-      chainField: call.billingChain,
-      origin: call.origin,
-      quote: (chain: ChainConfig) => this.deps.billing.quoteOn(chain, spec),
-    };
-    if (call.payment === "") throw x402.paymentRequired(input);
-    return await x402.authorise({ ...input, header: call.payment, requestId: call.requestId });
   }
 
   /**

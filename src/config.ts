@@ -327,6 +327,22 @@ function imagesConfig(env: Env): ImagesConfig {
 /** TOLLGATE_PUBLIC_URL: an origin (scheme, host, optional port), without a trailing slash. */
 function publicUrl(env: Env): string | undefined {
   const variable = "TOLLGATE_PUBLIC_URL";
+  const problem = "must be an http:// or https:// origin without a path";
+  const parsed = httpUrl(env, variable, problem);
+  if (parsed === undefined) return undefined;
+  if (parsed.pathname !== "/") throw new ConfigError(variable, problem);
+  return parsed.origin;
+}
+
+/**
+ * An optional http(s) URL variable, parsed; a value that is not one stops the process naming it
+ * (`problem` says what another scheme is told).
+ */
+function httpUrl(
+  env: Env,
+  variable: string,
+  problem = "must be an http:// or https:// URL",
+): URL | undefined {
   const raw = optional(env, variable);
   if (raw === undefined) return undefined;
   let parsed: URL;
@@ -335,10 +351,8 @@ function publicUrl(env: Env): string | undefined {
   } catch {
     throw new ConfigError(variable, `not a URL: ${JSON.stringify(raw)}`);
   }
-  if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.pathname !== "/") {
-    throw new ConfigError(variable, "must be an http:// or https:// origin without a path");
-  }
-  return parsed.origin;
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new ConfigError(variable, problem);
+  return parsed;
 }
 
 /** The named ranges TOLLGATE_TRUST_PROXY takes besides addresses and CIDR ranges (Fastify's). */
@@ -464,19 +478,7 @@ const ON_OFF = ["on", "off"] as const;
 
 /** TOLLGATE_X402_FACILITATOR_URL: an http(s) URL, the facilitator's base (it serves /verify, /settle, /supported). */
 function facilitatorUrl(env: Env): string | undefined {
-  const variable = "TOLLGATE_X402_FACILITATOR_URL";
-  const raw = optional(env, variable);
-  if (raw === undefined) return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(variable, `not a URL: ${JSON.stringify(raw)}`);
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    throw new ConfigError(variable, "must be an http:// or https:// URL");
-  }
-  return raw.replace(/\/+$/, "");
+  return httpUrl(env, "TOLLGATE_X402_FACILITATOR_URL")?.href.replace(/\/+$/, "");
 }
 
 /**

@@ -1,4 +1,3 @@
-import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -13,6 +12,7 @@ import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
+import { rpcProxy } from "../helpers/rpc-proxy.js";
 
 // kill -9 between broadcast and recording: a JSON-RPC proxy between the gateway and anvil
 // forwards the settlement's eth_sendRawTransaction to the chain, then SIGKILLs the gateway before
@@ -24,35 +24,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** A pass-through JSON-RPC proxy that calls `onSend` after forwarding a raw transaction, before answering. */
-function rpcProxy(target: string, onSend: () => Promise<boolean>): Promise<Server> {
-  const server = createServer((req, res) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => {
-      body += chunk;
-    });
-    req.on("end", async () => {
-      try {
-        const upstream = await fetch(target, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        const text = await upstream.text();
-        if (body.includes('"eth_sendRawTransaction"') && (await onSend())) {
-          res.destroy(); // the caller is dead already; it never hears back
-          return;
-        }
-        res.writeHead(upstream.status, { "content-type": "application/json" }).end(text);
-      } catch {
-        res.destroy();
-      }
-    });
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
 const ADMIN_TOKEN = "chains-crash-test-operator-token-0123456789";
 
 describe("settlement across a kill -9", () => {
@@ -61,8 +32,8 @@ describe("settlement across a kill -9", () => {
     cleanups.push(() => dev.close());
     let gateway: GatewayProcess | undefined;
     let killOnSend = true;
-    const proxy = await rpcProxy(dev.rpcUrl, async () => {
-      if (!killOnSend || gateway === undefined) return false;
+    const proxy = await rpcProxy(dev.rpcUrl, async (phase) => {
+      if (phase !== "after" || !killOnSend || gateway === undefined) return false;
       killOnSend = false;
       await gateway.stop("SIGKILL");
       return true;

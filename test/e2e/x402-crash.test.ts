@@ -1,4 +1,3 @@
-import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { x402Client } from "@x402/core/client";
@@ -17,6 +16,7 @@ import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { writeChainsFile } from "../helpers/evm.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
+import { rpcProxy } from "../helpers/rpc-proxy.js";
 
 // kill -9 between a stream's end and the collection of its x402 payment: a JSON-RPC proxy
 // between the gateway and anvil kills the gateway when its facilitator first tries to send the
@@ -29,34 +29,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** A JSON-RPC proxy that calls `onSend` before forwarding a raw transaction; true drops it. */
-function rpcProxy(target: string, onSend: () => Promise<boolean>): Promise<Server> {
-  const server = createServer((req, res) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => {
-      body += chunk;
-    });
-    req.on("end", async () => {
-      try {
-        if (body.includes('"eth_sendRawTransaction"') && (await onSend())) {
-          res.destroy();
-          return;
-        }
-        const upstream = await fetch(target, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
-      } catch {
-        res.destroy();
-      }
-    });
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
 describe("x402 across a kill -9", () => {
   it("collects a stream's charge after a restart when the gateway died before collecting it", async () => {
     const dev: EvmDevChain = await startEvmDevChain({ id: "base", chainId: 8453 });
@@ -65,8 +37,8 @@ describe("x402 across a kill -9", () => {
     cleanups.push(() => upstream.close());
     let gateway: GatewayProcess | undefined;
     let killOnSend = true;
-    const proxy = await rpcProxy(dev.rpcUrl, async () => {
-      if (!killOnSend || gateway === undefined) return false;
+    const proxy = await rpcProxy(dev.rpcUrl, async (phase) => {
+      if (phase !== "before" || !killOnSend || gateway === undefined) return false;
       killOnSend = false;
       await gateway.stop("SIGKILL");
       return true;

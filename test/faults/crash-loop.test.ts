@@ -29,6 +29,7 @@ import { defaultPriceCatalog } from "../../src/core/billing/default-catalog.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { type Rng, rng } from "../billing/prng.js";
 import { until } from "../helpers/process.js";
+import type { BroadcastPhase } from "../helpers/rpc-proxy.js";
 import { expectedCharge } from "../helpers/text-gateway.js";
 import {
   type Acknowledged,
@@ -37,13 +38,7 @@ import {
   checkChainAgainstLedger,
   openHolds,
 } from "./crash-checks.js";
-import {
-  type BroadcastPhase,
-  CRASH_SETTINGS,
-  type CrashRig,
-  startCrashRig,
-  type Target,
-} from "./crash-rig.js";
+import { CRASH_SETTINGS, type CrashRig, startCrashRig, type Target } from "./crash-rig.js";
 
 const SEED = Number(process.env.TOLLGATE_CRASH_SEED ?? 20261124);
 const ROUNDS = Number(process.env.TOLLGATE_CRASH_ROUNDS ?? 100);

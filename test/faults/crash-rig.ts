@@ -1,4 +1,3 @@
-import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { type Client, createClient } from "@connectrpc/connect";
@@ -17,12 +16,10 @@ import {
   tempDir,
   type WorkerProcess,
 } from "../helpers/process.js";
+import { type BroadcastPhase, rpcProxy } from "../helpers/rpc-proxy.js";
 
 /** The two processes the loop kills: `tollgate serve` (calls, withdrawals) and `tollgate worker` (chains). */
 export type Target = "serve" | "worker";
-
-/** When the proxy kills the worker around a broadcast: before the chain has the transaction, or after. */
-export type BroadcastPhase = "before" | "after";
 
 /** Settings the rig's processes run with (the loop waits for the sweep by `maxCallMs`). */
 export const CRASH_SETTINGS = {
@@ -181,36 +178,4 @@ async function assemble(closers: (() => unknown)[], close: () => Promise<void>):
     logs: () => [...pastLogs, serve.stderr(), worker!.stderr()].join("\n").slice(-6_000),
     close,
   };
-}
-
-/**
- * A pass-through JSON-RPC proxy. On a raw transaction it asks `onSend("before")` before
- * forwarding and `onSend("after")` once the chain has answered; when either returns true the
- * caller (killed meanwhile) never hears back.
- */
-function rpcProxy(target: string, onSend: (phase: BroadcastPhase) => Promise<boolean>): Promise<Server> {
-  const server = createServer((req, res) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => {
-      body += chunk;
-    });
-    req.on("end", async () => {
-      try {
-        const sending = body.includes('"eth_sendRawTransaction"');
-        if (sending && (await onSend("before"))) return void res.destroy();
-        const upstream = await fetch(target, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        const text = await upstream.text();
-        if (sending && (await onSend("after"))) return void res.destroy();
-        res.writeHead(upstream.status, { "content-type": "application/json" }).end(text);
-      } catch {
-        res.destroy();
-      }
-    });
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }

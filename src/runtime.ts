@@ -265,7 +265,7 @@ async function assemble(
   }
   if (config.coreUrl !== undefined && mode !== "operator") {
     parts.transport = remoteCoreTransport(config.coreUrl);
-    // The remote core decides whether it takes x402; a keyless call goes on to it when configured so.
+    // The remote core decides whether it takes x402; the door is served when configured so.
     await openFacade(config, parts.transport, config.coreUrl, logger, stack, parts, config.onchain.x402);
     return config;
   }
@@ -542,7 +542,7 @@ async function openFacade(
   logger: Logger | undefined,
   stack: ResourceStack,
   parts: { facade: FastifyInstance | undefined; metrics: MetricsEndpoint | undefined },
-  keyless: boolean,
+  x402: boolean,
 ): Promise<void> {
   // Fastify and the facade's routes: loaded only by the runtimes that serve them.
   const { buildFacade } = await import("./facade/facade.js");
@@ -555,7 +555,7 @@ async function openFacade(
     publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
     clientTimeouts: config.clientTimeouts,
     trustProxy: config.trustProxy,
-    keyless,
+    x402,
   });
   parts.facade = facade;
   stack.defer(async ({ deadline, reason }) => {

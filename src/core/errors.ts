@@ -33,6 +33,13 @@ export const keyMissing = () =>
     "KEY_MISSING",
     "No API key: send it as x-api-key or Authorization: Bearer.",
   );
+/** A call asked to pay with x402 on a gateway that takes no x402 payments (TOLLGATE_X402=off). */
+export const x402NotTaken = () =>
+  reasonError(
+    Code.Unimplemented,
+    "X402_NOT_TAKEN",
+    "This gateway takes no x402 payments: call with an API key (x-api-key or Authorization: Bearer).",
+  );
 export const keyMalformed = () =>
   reasonError(
     Code.Unauthenticated,

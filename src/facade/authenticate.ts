@@ -17,22 +17,16 @@ declare module "fastify" {
   }
 }
 
-const NO_ROUTES: ReadonlySet<string> = new Set();
-
 /**
  * An onRequest hook that authenticates the presented key through the core before the body is
  * read, so an unauthenticated caller never costs a body parse. The client's address goes with
  * it: the core throttles failed authentications per address and refuses a blocked address
  * (429 AUTH_THROTTLED) before looking its key up; this hook then refuses that address itself
  * until the block ends, without calling the core, and holds each such refusal back a second.
- * Errors reach the scope's own error handler, which answers in that format's envelope. On
- * `keylessRoutes` (the billed routes) a request with no credential at all is let through
- * unauthenticated: the core then asks for an x402 payment, or refuses it as keyless (401).
+ * Errors reach the scope's own error handler, which answers in that format's envelope: a
+ * request without a key gets 401 (the x402 door, which takes no key, does not use this hook).
  */
-export function authenticateHook(
-  auth: Client<typeof AuthService>,
-  keylessRoutes: ReadonlySet<string> = NO_ROUTES,
-): onRequestHookHandler {
+export function authenticateHook(auth: Client<typeof AuthService>): onRequestHookHandler {
   const blocked = new BlockedAddresses();
   return async (request: FastifyRequest) => {
     const address = clientAddress(request);
@@ -41,13 +35,7 @@ export function authenticateHook(
       await blocked.holdBack();
       throw refusal;
     }
-    const presented = presentedCredential((name) => headerValue(request, name));
-    // A billed route without any key goes on to the core, which asks for an x402 payment.
-    if (presented === undefined && keylessRoutes.has(request.routeOptions.url ?? "")) {
-      request.principal = null;
-      return;
-    }
-    const key = presented ?? "";
+    const key = presentedCredential((name) => headerValue(request, name)) ?? "";
     try {
       const { principal } = await auth.authenticate(
         { key, clientAddress: address },

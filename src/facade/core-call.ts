@@ -3,11 +3,21 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { presentedCredential } from "../core/auth/credentials.js";
 import { authenticatedCallerKey } from "../core/caller.js";
 
-/** Metadata for core calls: the caller's key (the core authenticates every RPC), the request id and the origin. */
-export function coreHeaders(request: FastifyRequest): Record<string, string> {
+/**
+ * The door a billed call came through: the keyed API (`/v1/*`, an API key pays; no key is a
+ * 401) or x402's (`/x402/v1/*`, a payment pays; any key presented there is ignored).
+ */
+export type Door = "keyed" | "x402";
+
+/**
+ * Metadata for core calls: the caller's key (the core authenticates every RPC; none through the
+ * x402 door, where a key is ignored), the request id and the origin.
+ */
+export function coreHeaders(request: FastifyRequest, door: Door = "keyed"): Record<string, string> {
   return {
     "x-request-id": request.id,
-    "x-api-key": presentedCredential((name) => header(request, name) || undefined) ?? "",
+    "x-api-key":
+      door === "x402" ? "" : (presentedCredential((name) => header(request, name) || undefined) ?? ""),
     // What receipts name as the gateway, when the core has no TOLLGATE_PUBLIC_URL of its own.
     "x-gateway-origin": request.publicOrigin,
   };

@@ -46,16 +46,25 @@ export interface FacadeDeps {
   /** Where every request is counted and timed (the metrics endpoint); nowhere when absent. */
   readonly metrics?: RequestMetrics | undefined;
   /**
-   * Whether billed calls without a key go on to the core to pay with x402 (docs/x402.md); when
-   * false they are refused (401) before their body is read, as before x402.
+   * Whether x402's door is served: the billed routes under `/x402` (`/x402/v1/messages`,
+   * `/x402/v1/images/generations`, `/x402/v1/images/edits`), paid with x402 and no key
+   * (docs/x402.md). The `/v1` routes take keys only, whatever this says.
    */
-  readonly keyless?: boolean | undefined;
+  readonly x402?: boolean | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
 export interface FacadeImageOptions extends UploadLimits {
   /** The public origin for `url` images (behind a proxy); the request's own origin when undefined. */
   readonly publicUrl?: string | undefined;
+}
+
+/** Where x402's door is: the keyed API's routes under this base (`{origin}/x402`). */
+export const X402_PREFIX = "/x402";
+
+/** Whether a path is one of the image routes' (which answer in the OpenAI envelope). */
+function isImagesPath(url: string): boolean {
+  return url.startsWith("/v1/images") || url.startsWith(`${X402_PREFIX}/v1/images`);
 }
 
 /** Upload limits when none are configured (the config defaults). */
@@ -74,7 +83,7 @@ export async function buildFacade({
   clientTimeouts = DEFAULT_CLIENT_TIMEOUTS,
   trustProxy = [],
   metrics,
-  keyless = false,
+  x402 = false,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -100,7 +109,7 @@ export async function buildFacade({
         metadata: {},
       };
       reply.header("x-request-id", request.id).code(400);
-      return request.url.startsWith("/v1/images")
+      return isImagesPath(request.url)
         ? reply.send(openaiErrorBody(refusal))
         : reply.send(anthropicErrorBody(refusal, request.id));
     },
@@ -142,15 +151,19 @@ export async function buildFacade({
   app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
 
   await app.register(healthRoutes, { health, coreLocation });
-  await app.register(anthropicRoutes, { auth, inference, stallMs: clientTimeouts.stallMs, keyless });
-  await app.register(openaiRoutes, {
+  const stallMs = clientTimeouts.stallMs;
+  const imageOptions = {
     auth,
     inference,
-    keyless,
     limits: images ?? DEFAULT_UPLOAD_LIMITS,
     publicUrl: images?.publicUrl,
-    prefix: "/v1/images",
-  });
+  };
+  await app.register(anthropicRoutes, { auth, inference, stallMs, door: "keyed" });
+  await app.register(openaiRoutes, { ...imageOptions, door: "keyed", prefix: "/v1/images" });
+  if (x402) {
+    await app.register(anthropicRoutes, { auth, inference, stallMs, door: "x402", prefix: X402_PREFIX });
+    await app.register(openaiRoutes, { ...imageOptions, door: "x402", prefix: `${X402_PREFIX}/v1/images` });
+  }
   await app.register(receiptRoutes, { auth, billing: createClient(BillingService, transport) });
   await app.register(dashboardPlugin, { transport, publicUrl });
   return app;

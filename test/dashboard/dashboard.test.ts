@@ -206,7 +206,7 @@ describe("the dashboard in a real browser", () => {
     );
     // The keyless x402 example pays this gateway's own messages route with x402's client.
     const x402Example = await page.locator("#x402-fetch pre").textContent();
-    expect(x402Example).toContain(`paidFetch("${t.baseUrl}/v1/messages"`);
+    expect(x402Example).toContain(`paidFetch("${t.baseUrl}/x402/v1/messages"`);
     expect(x402Example).toContain("wrapFetchWithPayment(fetch, client)");
     await screenshot(page, "getting-started");
     await context.close();

@@ -89,7 +89,7 @@ describe("x402 across a kill -9", () => {
         }),
       )
       .setSpendControls({ allowedAssets: [{ network, asset: dev.token }] });
-    const response = await wrapFetchWithPayment(fetch, client)(`${first.facadeUrl}/v1/messages`, {
+    const response = await wrapFetchWithPayment(fetch, client)(`${first.facadeUrl}/x402/v1/messages`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({

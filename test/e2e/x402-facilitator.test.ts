@@ -143,7 +143,7 @@ describe("x402 through the operator's facilitator", () => {
   it("verifies and settles through TOLLGATE_X402_FACILITATOR_URL; the payment reaches the treasury", async () => {
     expect(facilitatorCalls).toContain("GET /supported");
     // Offered only where the operator's facilitator settles: base.
-    const unpaid = await fetch(`${gateway.facadeUrl}/v1/images/generations`, {
+    const unpaid = await fetch(`${gateway.facadeUrl}/x402/v1/images/generations`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
@@ -157,11 +157,14 @@ describe("x402 through the operator's facilitator", () => {
     const client = new x402Client()
       .register(NETWORK, new ExactClient(signer))
       .setSpendControls({ allowedAssets: [{ network: NETWORK, asset: token }] });
-    const response = await wrapFetchWithPayment(fetch, client)(`${gateway.facadeUrl}/v1/images/generations`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-gateway-billing-chain": "base" },
-      body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
-    });
+    const response = await wrapFetchWithPayment(fetch, client)(
+      `${gateway.facadeUrl}/x402/v1/images/generations`,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-gateway-billing-chain": "base" },
+        body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
+      },
+    );
     expect(response.status, await response.clone().text()).toBe(200);
     const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!);
     expect(settled.success).toBe(true);

@@ -1,4 +1,5 @@
 import { createPublicKey, verify } from "node:crypto";
+import Anthropic from "@anthropic-ai/sdk";
 import { generateKeyPairSigner } from "@solana/kit";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, PublicKey } from "@solana/web3.js";
@@ -77,7 +78,7 @@ const messages = (maxTokens: number, stream = false) =>
 
 /** An unpaid call's 402 and its decoded PAYMENT-REQUIRED offer. */
 async function offerFor(body: string, headers: Record<string, string> = {}) {
-  const response = await fetch(`${base}/v1/messages`, {
+  const response = await fetch(`${base}/x402/v1/messages`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body,
@@ -184,7 +185,7 @@ describe("x402 on the billed routes", () => {
     expect(body.error.type).toBe("billing_error");
     expect(body.error.message).toMatch(/x402/);
     expect(required?.x402Version).toBe(2);
-    expect(required?.resource.url).toBe(`${base}/v1/messages`);
+    expect(required?.resource.url).toBe(`${base}/x402/v1/messages`);
     const networks = required!.accepts.map((a) => a.network).sort();
     expect(networks).toEqual(["eip155:42161", "eip155:4663", "eip155:8453"].sort());
     for (const offer of required!.accepts) {
@@ -194,7 +195,7 @@ describe("x402 on the billed routes", () => {
     }
     expect(required!.extensions).toHaveProperty("eip2612GasSponsoring");
     // Images are offered on Solana too (exact), text only where upto runs (EVM).
-    const image = await fetch(`${base}/v1/images/generations`, {
+    const image = await fetch(`${base}/x402/v1/images/generations`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
@@ -212,16 +213,71 @@ describe("x402 on the billed routes", () => {
     expect(solanaText.response.status).toBe(402);
     expect(solanaText.required!.accepts).toEqual([]);
     expect(((await solanaText.response.json()) as { error: { message: string } }).error.message).toMatch(
-      /No x402 payment is taken on solana for \/v1\/messages/,
+      /No x402 payment is taken on solana for \/x402\/v1\/messages/,
     );
     expect(upstream.requests.length).toBe(forwarded);
+  });
+
+  it("answers a call without a key on /v1 401 in each format's envelope, even with a payment: x402 has its own door", async () => {
+    const forwarded = upstream.requests.length;
+    const { required } = await offerFor(messages(50));
+    const payment = encodePaymentSignatureHeader(
+      await payingClient().createPaymentPayload(onlyBase(required!)),
+    );
+    for (const headers of [{}, { "payment-signature": payment }] as Record<string, string>[]) {
+      const text = await fetch(`${base}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: messages(50),
+      });
+      expect(text.status).toBe(401);
+      expect(text.headers.get("x-request-id")).toMatch(/^req_/);
+      expect(text.headers.get("payment-required")).toBeNull();
+      const body = (await text.json()) as { type: string; error: { type: string } };
+      expect(body).toMatchObject({ type: "error", error: { type: "authentication_error" } });
+      const image = await fetch(`${base}/v1/images/generations`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
+      });
+      expect(image.status).toBe(401);
+      expect(image.headers.get("x-request-id")).toMatch(/^req_/);
+      expect(((await image.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
+    }
+    expect(upstream.requests.length).toBe(forwarded);
+    // The door pays for calls and nothing else.
+    const count = await fetch(`${base}/x402/v1/messages/count_tokens`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: messages(50),
+    });
+    expect(count.status).toBe(404);
+  });
+
+  it("serves the official Anthropic SDK at baseURL {origin}/x402 with an x402-wrapped fetch; the SDK's key is ignored", async () => {
+    const forwarded = upstream.requests.length;
+    const client = new Anthropic({
+      baseURL: `${base}/x402`,
+      // The SDK insists on a key; the door never looks at it (a bogus one would be a 401 on /v1).
+      apiKey: "tg_not_a_key",
+      fetch: wrapFetchWithPayment(fetch, payingClient()),
+      maxRetries: 0,
+    });
+    const { data: message, response } = await client.messages
+      .create({ model: "claude-haiku-4-5", max_tokens: 64, messages: [{ role: "user", content: "hello" }] })
+      .withResponse();
+    expect(message.type).toBe("message");
+    expect(response.headers.get("payment-response")).not.toBeNull();
+    expect(upstream.requests.length).toBe(forwarded + 1);
+    // The key went nowhere: the provider saw the gateway's own credentials only.
+    expect(JSON.stringify(upstream.requests.at(-1))).not.toContain("tg_not_a_key");
   });
 
   it("pays an image with exact at its listed price, collected onchain before it is handed over", async () => {
     const paidFetch = wrapFetchWithPayment(fetch, payingClient());
     const before = await balanceOf(payer.address);
     const treasuryBefore = await balanceOf(treasury);
-    const response = await paidFetch(`${base}/v1/images/generations`, {
+    const response = await paidFetch(`${base}/x402/v1/images/generations`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: "image-2", prompt: "a harbour", response_format: "b64_json" }),
@@ -265,7 +321,7 @@ describe("x402 on the billed routes", () => {
         new ExactSvmClient(toClientSvmSigner(solanaPayer), { rpcUrl: solana.rpcUrl }),
       )
       .setSpendControls({ allowedAssets: [{ network: DEV_SOLANA_NETWORK, asset: solana.asset.address }] });
-    const response = await wrapFetchWithPayment(fetch, client)(`${base}/v1/images/generations`, {
+    const response = await wrapFetchWithPayment(fetch, client)(`${base}/x402/v1/images/generations`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-gateway-billing-chain": "solana" },
       body: JSON.stringify({ model: "image-2", prompt: "a harbour" }),
@@ -295,7 +351,7 @@ describe("x402 on the billed routes", () => {
     const authorised = BigInt(required!.accepts.find((a) => a.network === NETWORK)!.amount);
     const before = await balanceOf(payer.address);
     const treasuryBefore = await balanceOf(treasury);
-    const response = await paidFetch(`${base}/v1/messages`, {
+    const response = await paidFetch(`${base}/x402/v1/messages`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: messages(4000, true),
@@ -350,7 +406,7 @@ describe("x402 on the billed routes", () => {
   it("answers a non-streaming upto call with its PAYMENT-RESPONSE and receipt headers", async () => {
     const paidFetch = wrapFetchWithPayment(fetch, payingClient());
     const before = await balanceOf(payer.address);
-    const response = await paidFetch(`${base}/v1/messages`, {
+    const response = await paidFetch(`${base}/x402/v1/messages`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: messages(300),
@@ -375,7 +431,7 @@ describe("x402 on the billed routes", () => {
     const payment = await payingClient().createPaymentPayload(onlyBase(required!));
     const forwarded = upstream.requests.length;
     const before = await balanceOf(payer.address);
-    const response = await fetch(`${base}/v1/messages`, {
+    const response = await fetch(`${base}/x402/v1/messages`, {
       method: "POST",
       headers: {
         "content-type": "application/json",
@@ -397,7 +453,7 @@ describe("x402 on the billed routes", () => {
     const payment = await payingClient().createPaymentPayload(onlyBase(required!));
     const header = encodePaymentSignatureHeader(payment);
     const send = (headers: Record<string, string>) =>
-      fetch(`${base}/v1/messages`, {
+      fetch(`${base}/x402/v1/messages`, {
         method: "POST",
         headers: { "content-type": "application/json", "payment-signature": header, ...headers },
         body: messages(50, true),

@@ -172,8 +172,8 @@ export class X402Payments {
     return this.#required(
       input,
       "PAYMENT_REQUIRED",
-      "This call needs an API key (x-api-key or Authorization: Bearer) or an x402 payment (PAYMENT-SIGNATURE): " +
-        "the PAYMENT-REQUIRED header says what the gateway accepts.",
+      "This call is paid with x402: send a payment (PAYMENT-SIGNATURE) for one of the PAYMENT-REQUIRED header's " +
+        "offers. With an API key, call the same route under /v1 instead.",
     );
   }
 
@@ -445,10 +445,18 @@ export class X402Payments {
 
   /** Runs {@link recover} now and every `intervalMs` (an unref'd timer) until {@link stopRecovery}. */
   startRecovery(intervalMs: number): void {
-    const run = () =>
-      void this.recover().catch((error: unknown) =>
-        this.deps.log.error({ err: error }, "the x402 recovery pass failed"),
-      );
+    // One pass at a time: two passes over the same open payment would both collect it, and the
+    // loser's refusal could close as `failed` a payment the winner collected.
+    let running = false;
+    const run = () => {
+      if (running) return;
+      running = true;
+      void this.recover()
+        .catch((error: unknown) => this.deps.log.error({ err: error }, "the x402 recovery pass failed"))
+        .finally(() => {
+          running = false;
+        });
+    };
     run();
     this.#recovery = setInterval(run, intervalMs);
     this.#recovery.unref();

@@ -3,7 +3,7 @@ import type { SettleResponse } from "@x402/core/types";
 import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
-import { isStorageFull, keyMissing, storageFull } from "../errors.js";
+import { isStorageFull, storageFull, x402NotTaken } from "../errors.js";
 import { rateLimited, upstreamError } from "../inference/inference-errors.js";
 import {
   type UpstreamErrorSink,
@@ -99,7 +99,7 @@ export class ImageInference {
   /** Runs one generation (no references) or edit (`references` set). */
   async run(given: ImageCall, signal: AbortSignal): Promise<ImageCallResult> {
     const keyless = given.accountId === "";
-    if (keyless && this.deps.x402 === undefined) throw keyMissing();
+    if (keyless && this.deps.x402 === undefined) throw x402NotTaken();
     // A keyless call is limited per payer, once its payment says who pays.
     if (!keyless) await this.admit(given.keyId);
     const params = parseImageFields(given, this.deps.models);
@@ -117,7 +117,7 @@ export class ImageInference {
         header: given.payment,
         route: {
           kind: "image",
-          path: given.references === undefined ? "/v1/images/generations" : "/v1/images/edits",
+          path: given.references === undefined ? "/x402/v1/images/generations" : "/x402/v1/images/edits",
         },
         chainField: given.billingChain,
         requestId: given.requestId,

@@ -25,6 +25,7 @@ export type ImageRpcs = Pick<
 /** The scalar fields GenerateImage and EditImage share. */
 interface ImageRequestFields {
   readonly payment: string;
+  readonly x402: boolean;
   readonly model: string;
   readonly prompt: string;
   readonly size: string;
@@ -41,7 +42,7 @@ interface ImageRequestFields {
  */
 export function imageRpcs(
   images: ImageInference | undefined,
-  payingKey: (ctx: HandlerContext) => AuthenticatedKey,
+  payingKey: (ctx: HandlerContext, x402: boolean) => AuthenticatedKey,
   receipts: Receipts,
   idempotency?: IdempotentCalls,
 ): ImageRpcs {
@@ -54,7 +55,7 @@ export function imageRpcs(
     ctx: HandlerContext,
     references: ImageCall["references"],
   ): ImageCall => {
-    const key = payingKey(ctx);
+    const key = payingKey(ctx, req.x402);
     return {
       payment: req.payment,
       origin: gatewayOrigin(ctx.requestHeader),
@@ -78,13 +79,13 @@ export function imageRpcs(
    */
   const once = async <Desc extends DescMessage>(
     schema: Desc,
-    req: MessageShape<Desc> & { idempotencyKey: string },
+    req: MessageShape<Desc> & { idempotencyKey: string; x402: boolean },
     ctx: HandlerContext,
     route: string,
     run: () => Promise<ImageCallResult>,
   ): Promise<ImageResult> => {
     const request = toBinary(schema, { ...req, idempotencyKey: "" });
-    const accountId = payingKey(ctx).accountId;
+    const accountId = payingKey(ctx, req.x402).accountId;
     // A keyless call has no account to keep its answer under: its payment pays once anyway.
     const start = await startIdempotent(
       idempotency,

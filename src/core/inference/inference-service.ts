@@ -101,7 +101,7 @@ export function createInferenceService(
     ...imageRpcs(images, payingOrKeyless, receipts, idempotency),
 
     async *createMessage(req, ctx) {
-      const key = payingOrKeyless(ctx);
+      const key = payingOrKeyless(ctx, req.x402);
       const call = {
         accountId: key.accountId,
         keyId: key.keyId,
@@ -170,12 +170,12 @@ export function createInferenceService(
 }
 
 /**
- * The API key paying for this call, or — for a caller with no credential at all — no key
- * (accountId ""): the call then pays with x402 or is refused by the inference itself.
+ * The API key paying for this call, or — for a call paid with x402 (`x402` set, the facade's
+ * `/x402/v1/*` door) — no key (accountId ""), whatever key its caller presented: the call then
+ * pays with its payment. Without `x402`, a caller without a key is refused (401 KEY_MISSING).
  */
-export function payingOrKeyless(ctx: HandlerContext): AuthenticatedKey {
-  const caller = ctx.values.get(callerKey);
-  if (caller.kind === "anonymous") return { accountId: "", keyId: "" };
+export function payingOrKeyless(ctx: HandlerContext, x402: boolean): AuthenticatedKey {
+  if (x402) return { accountId: "", keyId: "" };
   return payingKey(ctx);
 }
 

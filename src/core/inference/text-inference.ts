@@ -3,7 +3,7 @@ import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
-import { errorInfo, keyMissing } from "../errors.js";
+import { errorInfo, x402NotTaken } from "../errors.js";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
@@ -172,7 +172,7 @@ export class TextInference {
   async *createMessage(given: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
     this.checkClient(given.userAgent);
     const keyless = given.accountId === "";
-    if (keyless && this.deps.x402 === undefined) throw keyMissing();
+    if (keyless && this.deps.x402 === undefined) throw x402NotTaken();
     // A keyless call is limited per payer, once its payment says who pays.
     let rateLimit = keyless ? undefined : await this.admit(this.deps.messagesLimit, given.keyId);
     const request = parseMessagesRequest(given.body, "create");
@@ -192,7 +192,7 @@ export class TextInference {
       // x402 `upto`: the payment must authorise at least the call's worst case.
       payment = await this.deps.x402!.pay({
         header: given.payment,
-        route: { kind: "text", path: "/v1/messages" },
+        route: { kind: "text", path: "/x402/v1/messages" },
         chainField: given.billingChain,
         requestId: given.requestId,
         origin: given.origin,

@@ -57,7 +57,9 @@ export async function startPage(ctx: PageContext): Promise<void> {
     h(
       "p",
       {},
-      "A call without a key is answered 402 with a PAYMENT-REQUIRED offer on each chain: x402's " +
+      `x402's door is ${origin}/x402: the same routes (/x402/v1/messages, /x402/v1/images/generations, ` +
+        "/x402/v1/images/edits) paid per call with no key (a key sent there is ignored). A call there without a payment is " +
+        "answered 402 with a PAYMENT-REQUIRED offer on each chain: x402's " +
         "own client signs a stablecoin authorisation and retries. Text is paid with upto (the worst " +
         "case is authorised, only the delivered price is collected; EVM chains), images with exact " +
         "(EVM chains and Solana, with @x402/svm). Streams are " +
@@ -82,7 +84,7 @@ const client = new x402Client()
   .register("eip155:8453", new UptoEvmScheme(signer, { rpcUrl }));
 const paidFetch = wrapFetchWithPayment(fetch, client);
 
-const response = await paidFetch("${origin}/v1/messages", {
+const response = await paidFetch("${origin}/x402/v1/messages", {
   method: "POST",
   headers: { "content-type": "application/json", "x-gateway-billing-chain": "base" },
   body: JSON.stringify({ model: "model-sonnet-5", max_tokens: 256, messages: [{ role: "user", content: "Hello" }] }),

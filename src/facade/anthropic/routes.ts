@@ -9,7 +9,14 @@ import type {
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
-import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
+import {
+  abortOnDisconnect,
+  callerValues,
+  coreHeaders,
+  type Door,
+  header,
+  paymentHeader,
+} from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { recordCharge } from "../request-log.js";
@@ -23,25 +30,29 @@ export interface AnthropicRoutesDeps {
   readonly inference: Client<typeof InferenceService>;
   /** How long a stream waits for a client that reads nothing before it is ended. */
   readonly stallMs: number;
-  /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
-  readonly keyless: boolean;
+  /**
+   * `keyed`: the API-key routes (`/v1/messages`, count_tokens, models; no key is a 401 before
+   * the body is read). `x402`: only `/v1/messages`, paid with x402, under the scope's prefix
+   * (`/x402`); a key sent there is ignored.
+   */
+  readonly door: Door;
 }
 
 /**
- * The Anthropic messages-format routes, with their own authentication and error envelope.
+ * The Anthropic messages-format routes of one door, with their own authentication and error envelope.
  * Bodies are read as bytes and handed to the core unparsed: the core validates them, and
  * whatever the gateway does not read reaches the provider exactly as the client sent it.
  */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   scope,
-  { auth, inference, stallMs, keyless },
+  { auth, inference, stallMs, door },
 ) => {
   scope.setErrorHandler(anthropicErrorHandler);
   scope.addHook("onRequest", async (request, reply) => {
     // The format's own name for the request id; the SDKs surface it on every error.
     reply.header("request-id", request.id);
   });
-  scope.addHook("onRequest", authenticateHook(auth, keyless ? new Set(["/v1/messages"]) : undefined));
+  if (door === "keyed") scope.addHook("onRequest", authenticateHook(auth));
   scope.removeContentTypeParser("application/json");
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) =>
     done(null, body),
@@ -57,9 +68,10 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         billingChain: header(request, "x-gateway-billing-chain"),
         clientUserAgent: header(request, "user-agent"),
         idempotencyKey: header(request, "idempotency-key"),
-        payment: paymentHeader(request),
+        payment: door === "x402" ? paymentHeader(request) : "",
+        x402: door === "x402",
       },
-      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
+      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
     );
     const iterator = parts[Symbol.asyncIterator]();
     // Every failure before the head is an ordinary error response (nothing was charged).
@@ -83,6 +95,8 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
     await relayEvents(request, reply, iterator, stallMs);
     return reply;
   });
+  // x402's door pays for calls, nothing else: counting tokens and listing models take a key.
+  if (door === "x402") return;
 
   scope.post("/v1/messages/count_tokens", async (request, reply) => {
     const count = await inference.countTokens(

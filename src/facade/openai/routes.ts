@@ -5,7 +5,14 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { authenticateHook } from "../authenticate.js";
-import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
+import {
+  abortOnDisconnect,
+  callerValues,
+  coreHeaders,
+  type Door,
+  header,
+  paymentHeader,
+} from "../core-call.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
 import { recordCharge } from "../request-log.js";
@@ -20,8 +27,11 @@ export interface OpenaiRoutesDeps {
   readonly limits: UploadLimits;
   /** The public origin for `url` images; the request's own origin when undefined. */
   readonly publicUrl: string | undefined;
-  /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
-  readonly keyless: boolean;
+  /**
+   * `keyed`: generations, edits (a key pays; none is a 401 before the body is read) and stored
+   * images. `x402`: generations and edits paid with x402 (a key sent there is ignored).
+   */
+  readonly door: Door;
 }
 
 /** Where stored images are served, under the scope's prefix (`/v1/images`). */
@@ -44,9 +54,9 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
     ),
   );
   // Only the deps: the scope's own options carry its prefix, which children would add again.
-  const { auth, inference, limits, publicUrl, keyless } = deps;
-  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl, keyless });
-  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl, keyless });
+  const { auth, inference, limits, publicUrl, door } = deps;
+  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl, door });
+  if (door === "keyed") await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl, door });
 };
 
 /**
@@ -54,9 +64,12 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
  * one content type, checked before the body is read (a 415 naming it, never a parse error).
  */
 const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
-  const { auth, inference, limits } = deps;
-  const keyless = deps.keyless ? new Set(["/v1/images/generations", "/v1/images/edits"]) : undefined;
-  scope.addHook("onRequest", authenticateHook(auth, keyless));
+  const { auth, inference, limits, door } = deps;
+  if (door === "keyed") scope.addHook("onRequest", authenticateHook(auth));
+  const paid = (request: FastifyRequest) => ({
+    payment: door === "x402" ? paymentHeader(request) : "",
+    x402: door === "x402",
+  });
   await scope.register(multipart, { ...busboyOptions(limits), throwFileSizeLimit: true });
 
   const generations = { bodyLimit: GENERATIONS_BODY_LIMIT, preParsing: takes("application/json") };
@@ -68,9 +81,9 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         ...fields,
         billingChain: header(request, "x-gateway-billing-chain"),
         idempotencyKey: header(request, "idempotency-key"),
-        payment: paymentHeader(request),
+        ...paid(request),
       },
-      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
+      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });
@@ -84,10 +97,10 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         ...fields,
         billingChain: header(request, "x-gateway-billing-chain"),
         idempotencyKey: header(request, "idempotency-key"),
-        payment: paymentHeader(request),
+        ...paid(request),
         images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
       },
-      { headers: coreHeaders(request), contextValues: callerValues(request), signal: abort.signal },
+      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });

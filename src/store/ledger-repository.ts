@@ -1,3 +1,4 @@
+import type { Statement } from "better-sqlite3";
 import { INT64_MAX } from "../core/billing/money.js";
 import { type CapPeriod, capRefusal, type SpendCap, spendDay } from "../core/billing/spend-caps.js";
 import {
@@ -136,10 +137,10 @@ export class LedgerRepository {
       ),
       openHold: db.prepare<[string, number]>("INSERT INTO open_holds (hold_id, created_at) VALUES (?, ?)"),
       closeHold: db.prepare<[string]>("DELETE FROM open_holds WHERE hold_id = ?"),
-      expiredHolds: db.prepare<[number, number], { hold_id: string }>(
-        "SELECT hold_id FROM open_holds WHERE created_at < ? ORDER BY created_at LIMIT ?",
-      ),
     };
+    // Prepared at the first sweep, not here: it reads x402_payments, which a database migrated
+    // only part of the way (the migration tests) does not have yet.
+    let expiredHolds: Statement<[number, number], { hold_id: string }> | undefined;
     this.tx = {
       placeHold: db.transaction((hold: NewHold) => this.placeHoldTx(hold)),
       resolve: db.transaction(
@@ -154,7 +155,15 @@ export class LedgerRepository {
       ),
       credit: db.transaction((credit: NewCredit) => this.creditTx(credit)),
       sweep: db.transaction((cutoff: number, now: number, limit: number) => {
-        const ids = this.s.expiredHolds.all(cutoff, limit).map((r) => r.hold_id);
+        // A hold whose x402 payment is collected stays: its charge was taken onchain, and the
+        // x402 recovery pass settles it (one lookup per hold, on x402_payments' unique hold_id).
+        expiredHolds ??= db.prepare(
+          `SELECT o.hold_id FROM open_holds o
+            WHERE o.created_at < ?
+              AND NOT EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')
+            ORDER BY o.created_at LIMIT ?`,
+        );
+        const ids = expiredHolds.all(cutoff, limit).map((r) => r.hold_id);
         for (const id of ids) this.resolveTx(id, "expired", 0n, ZERO_USAGE, now, "");
         return ids.length;
       }),
@@ -226,7 +235,10 @@ export class LedgerRepository {
     return this.tx.resolve.immediate(holdId, status, 0n, ZERO_USAGE, now, "");
   }
 
-  /** Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many. */
+  /**
+   * Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many.
+   * A hold whose x402 payment is `collected` is never expired.
+   */
   expireHolds(cutoff: number, now: number, limit: number): number {
     return this.tx.sweep.immediate(cutoff, now, limit);
   }

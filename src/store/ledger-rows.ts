@@ -151,6 +151,8 @@ export function toX402Payment(row: Raw): X402PaymentRow {
     txHash: row.tx_hash as string,
     error: row.error as string,
     createdAt: Number(row.created_at),
+    collectedAt: row.collected_at === null ? undefined : Number(row.collected_at),
     closedAt: row.closed_at === null ? undefined : Number(row.closed_at),
+    clearedAt: row.cleared_at === null ? undefined : Number(row.cleared_at),
   };
 }

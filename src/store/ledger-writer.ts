@@ -11,7 +11,7 @@ import { threadEntry } from "../thread-entry.js";
 export interface LedgerWrites
   extends Pick<LedgerStore, "placeHold" | "settle" | "void" | "expireHolds" | "credit" | "setDefaultChain">,
     Pick<OnchainStore, "withdraw">,
-    Pick<X402Store, "authoriseX402" | "closeX402"> {
+    Pick<X402Store, "authoriseX402" | "recordX402Collection" | "closeX402" | "clearFailedX402"> {
   /** Finishes the writes already asked for, then lets the connection go. */
   close(): Promise<void>;
 }
@@ -126,7 +126,9 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     setDefaultChain: (...args) => call("setDefaultChain", args),
     withdraw: (...args) => call("withdraw", args),
     authoriseX402: (...args) => call("authoriseX402", args),
+    recordX402Collection: (...args) => call("recordX402Collection", args),
     closeX402: (...args) => call("closeX402", args),
+    clearFailedX402: (...args) => call("clearFailedX402", args),
     close: () => {
       closed ??= (async () => {
         if (failure === undefined) await call("close", []);

@@ -493,4 +493,48 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status = 'authorised';
     `,
   },
+  {
+    version: 13,
+    name: "x402 collections recorded, failed payments cleared",
+    sql: `
+      -- x402_payments gains the status 'collected' (core/ports/x402.ts: the charge was collected
+      -- onchain, recorded before its call's ledger settle; settled and tx_hash say what and how)
+      -- with collected_at, and cleared_at (an operator cleared a 'failed' payment's payer). SQLite
+      -- cannot alter a CHECK, so the table is rebuilt as migration 11 rebuilt ledger_entries; no
+      -- trigger was ever put on it, and nothing references it.
+      CREATE TABLE x402_payments_v13 (
+        id           TEXT PRIMARY KEY,
+        hold_id      TEXT NOT NULL UNIQUE,
+        account_id   TEXT NOT NULL REFERENCES accounts (id),
+        chain        TEXT NOT NULL,
+        scheme       TEXT NOT NULL CHECK (scheme IN ('exact', 'upto')),
+        payer        TEXT NOT NULL,
+        authorised   INTEGER NOT NULL CHECK (authorised > 0),
+        payload      TEXT NOT NULL,
+        status       TEXT NOT NULL CHECK (status IN ('authorised', 'collected', 'settled', 'unused', 'failed')),
+        settled      INTEGER NOT NULL DEFAULT 0 CHECK (settled >= 0),
+        tx_hash      TEXT NOT NULL DEFAULT '',
+        error        TEXT NOT NULL DEFAULT '',
+        created_at   INTEGER NOT NULL,
+        closed_at    INTEGER,
+        collected_at INTEGER,
+        cleared_at   INTEGER
+      ) STRICT;
+      INSERT INTO x402_payments_v13
+             (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status, settled, tx_hash, error,
+              created_at, closed_at)
+        SELECT id, hold_id, account_id, chain, scheme, payer, authorised, payload, status, settled, tx_hash, error,
+               created_at, closed_at
+          FROM x402_payments;
+      DROP TABLE x402_payments;
+      ALTER TABLE x402_payments_v13 RENAME TO x402_payments;
+      -- The payments the recovery pass reads (openX402Payments): a collected one is open too.
+      -- Queries state the predicate exactly as written here, so the planner sees the index fits.
+      CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status IN ('authorised', 'collected');
+      -- A payer's failed payments no operator cleared (failedX402Payments), read on every x402
+      -- call: nearly every payer has none, so the index is nearly empty.
+      CREATE INDEX x402_payments_failed ON x402_payments (payer, created_at)
+        WHERE status = 'failed' AND cleared_at IS NULL;
+    `,
+  },
 ];

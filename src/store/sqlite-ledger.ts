@@ -17,7 +17,13 @@ import type {
   UsageCounts,
   WithdrawResult,
 } from "../core/ports/ledger.js";
-import type { NewX402Payment, X402Closing, X402PaymentRow, X402Store } from "../core/ports/x402.js";
+import type {
+  NewX402Payment,
+  X402Closing,
+  X402Collection,
+  X402PaymentRow,
+  X402Store,
+} from "../core/ports/x402.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeptResolutions } from "./kept-resolutions.js";
@@ -48,7 +54,9 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
       commits.run(() => ledger.setDefaultChain(accountId, chain, now)),
     withdraw: (withdrawal) => commits.run(() => onchain.withdraw(withdrawal)),
     authoriseX402: (payment) => commits.run(() => x402.authorise(payment)),
+    recordX402Collection: (collection) => commits.run(() => x402.collect(collection)),
     closeX402: (closing) => commits.run(() => x402.close(closing)),
+    clearFailedX402: (payer, now) => commits.run(() => x402.clearFailed(payer, now)),
     // Everything queued so far is in the group this empty write joins.
     close: () => commits.run(() => undefined),
   };
@@ -186,8 +194,20 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
     return this.writes.authoriseX402(payment);
   }
 
+  recordX402Collection(collection: X402Collection): Promise<"recorded" | "not-authorised" | "not-found"> {
+    return this.writes.recordX402Collection(collection);
+  }
+
   closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
     return this.writes.closeX402(closing);
+  }
+
+  clearFailedX402(payer: string, now: number): Promise<number> {
+    return this.writes.clearFailedX402(payer, now);
+  }
+
+  async failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]> {
+    return this.#x402.failed(payer, limit);
   }
 
   async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {

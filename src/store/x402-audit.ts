@@ -16,7 +16,7 @@ const PAYMENT_OF_ENTRY = `CASE WHEN substr(e.id, 1, 8) = 'x402ret_' THEN substr(
  * none when it was released or expired (or never placed).
  */
 export const X402_AUDIT_QUERIES = {
-  x402Payments: `SELECT p.id, p.status, p.authorised, p.settled, p.closed_at,
+  x402Payments: `SELECT p.id, p.status, p.authorised, p.settled, p.tx_hash, p.collected_at, p.closed_at, p.cleared_at,
             (SELECT e.amount FROM ledger_entries e WHERE e.id = 'x402_' || p.id AND e.kind = 'x402'
                 AND e.debit_account = '${SYSTEM_X402}' AND e.credit_account = p.account_id
                 AND e.chain = p.chain) AS credit_entry,
@@ -39,10 +39,12 @@ export const X402_AUDIT_QUERIES = {
 
 /**
  * The x402 payments' invariants (part of the ledger audit): each payment has its credit entry
- * for exactly what it authorised; an open ('authorised') payment has no return entry and no
- * closing time; a closed one returned exactly what its call did not spend (authorised less its
- * hold's charge; no entry when that is 0) and has a closing time; only a settled payment has
- * collected anything onchain; and every 'x402' entry is one of those credits or returns.
+ * for exactly what it authorised; an open ('authorised' or 'collected') payment has no return
+ * entry and no closing time; a closed one returned exactly what its call did not spend
+ * (authorised less its hold's charge; no entry when that is 0) and has a closing time; a
+ * collected one has collected something (settled > 0), by a transaction, at a recorded time;
+ * only a collected or settled payment has collected anything onchain or a collection time; only
+ * a failed one is cleared; and every 'x402' entry is one of those credits or returns.
  */
 export function checkX402(
   rows: { readonly [K in keyof typeof X402_AUDIT_QUERIES]: readonly Row[] },
@@ -57,7 +59,7 @@ export function checkX402(
       problems.push(
         `x402 payment ${id}: authorises ${authorised}, its credit entry is ${p.credit_entry ?? "missing"}`,
       );
-    if (status === "authorised") {
+    if (status === "authorised" || status === "collected") {
       if (p.returns !== 0n) problems.push(`x402 payment ${id}: open, but its return is posted`);
       if (p.closed_at !== null) problems.push(`x402 payment ${id}: open, but has a closing time`);
     } else {
@@ -70,8 +72,18 @@ export function checkX402(
         );
       if (p.closed_at === null) problems.push(`x402 payment ${id}: ${status} without a closing time`);
     }
-    if (status !== "settled" && settled !== 0n)
+    const collects = status === "collected" || status === "settled";
+    if (!collects && settled !== 0n)
       problems.push(`x402 payment ${id}: ${status}, yet ${settled} collected onchain`);
+    if (!collects && p.collected_at !== null)
+      problems.push(`x402 payment ${id}: ${status}, yet has a collection time`);
+    if (status === "collected") {
+      if (settled <= 0n) problems.push(`x402 payment ${id}: collected, but nothing collected onchain`);
+      if (p.tx_hash === "") problems.push(`x402 payment ${id}: collected, without its transaction`);
+      if (p.collected_at === null) problems.push(`x402 payment ${id}: collected, without a collection time`);
+    }
+    if (status !== "failed" && p.cleared_at !== null)
+      problems.push(`x402 payment ${id}: ${status}, yet cleared as a failed one`);
   }
   for (const e of rows.x402StrayEntries)
     problems.push(`ledger entry ${e.id}: of kind x402, but no payment's credit or return`);

@@ -3,7 +3,9 @@ import {
   type NewX402Payment,
   SYSTEM_X402,
   type X402Closing,
+  type X402Collection,
   type X402PaymentRow,
+  type X402Status,
 } from "../core/ports/x402.js";
 import type { Db } from "./database.js";
 import type { LedgerRepository } from "./ledger-repository.js";
@@ -41,6 +43,39 @@ export function x402ReturnRefusal(
 }
 
 /**
+ * Why a collection cannot be recorded for an `authorised` payment of `authorised`, or undefined
+ * when it can: something was collected (> 0), no more than the payment authorised, by a named
+ * transaction. Each is a caller's bug: it throws, writing nothing.
+ */
+export function x402CollectionRefusal(c: X402Collection, authorised: bigint): Error | undefined {
+  if (c.collected <= 0n) return new Error(`x402 payment ${c.id}: a collection of ${c.collected}`);
+  if (c.collected > authorised)
+    return new Error(`x402 payment ${c.id}: collected ${c.collected}, more than its ${authorised}`);
+  if (c.txHash === "") return new Error(`x402 payment ${c.id}: a collection without its transaction`);
+  return undefined;
+}
+
+/**
+ * Why a closing cannot be written for a payment in `status` (open: `authorised` or `collected`),
+ * or undefined when it can: nothing closes as `collected` (that is recordX402Collection's), and
+ * a collected payment closes only as `settled` with what and how it was collected — what the
+ * chain took is not rewritten by a closing. A caller's bug: it throws, writing nothing.
+ */
+export function x402ClosingRefusal(
+  c: X402Closing,
+  status: X402Status,
+  settled: bigint,
+  txHash: string,
+): Error | undefined {
+  if (c.status === "collected") return new Error(`x402 payment ${c.id}: a closing as collected`);
+  if (status === "collected" && (c.status !== "settled" || c.settled !== settled || c.txHash !== txHash))
+    return new Error(
+      `x402 payment ${c.id}: collected ${settled} by ${txHash}, closed as ${c.status} ${c.settled} by ${c.txHash || '""'}`,
+    );
+  return undefined;
+}
+
+/**
  * The x402 payments in SQLite. A payment's row and its ledger entries commit together: money
  * moves through {@link LedgerRepository.post} inside this repository's transactions (kind
  * 'x402', entries {@link x402CreditEntryId} and {@link x402ReturnEntryId}).
@@ -62,8 +97,21 @@ export class X402Repository {
       // sees the index fits without looking at bound values; id orders payments created in the
       // same millisecond.
       open: money<[number, number]>(
-        `SELECT * FROM x402_payments WHERE status = 'authorised' AND created_at < ?
+        `SELECT * FROM x402_payments WHERE status IN ('authorised', 'collected') AND created_at < ?
           ORDER BY created_at, id LIMIT ?`,
+      ),
+      // Written out as the partial index x402_payments_failed states it, as open is.
+      failed: money<[string, number]>(
+        `SELECT * FROM x402_payments WHERE payer = ? AND status = 'failed' AND cleared_at IS NULL
+          ORDER BY created_at, id LIMIT ?`,
+      ),
+      clearFailed: db.prepare<[number, string]>(
+        `UPDATE x402_payments SET cleared_at = ?
+          WHERE payer = ? AND status = 'failed' AND cleared_at IS NULL`,
+      ),
+      collect: db.prepare<[bigint, string, number, string]>(
+        `UPDATE x402_payments SET status = 'collected', settled = ?, tx_hash = ?, collected_at = ?
+          WHERE id = ? AND status = 'authorised'`,
       ),
       insert: db.prepare<[string, string, string, string, string, string, bigint, string, number]>(
         `INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status,
@@ -72,12 +120,14 @@ export class X402Repository {
       ),
       close: db.prepare<[string, bigint, string, string, number, string]>(
         `UPDATE x402_payments SET status = ?, settled = ?, tx_hash = ?, error = ?, closed_at = ?
-          WHERE id = ? AND status = 'authorised'`,
+          WHERE id = ? AND status IN ('authorised', 'collected')`,
       ),
     };
     this.tx = {
       authorise: db.transaction((payment: NewX402Payment) => this.authoriseTx(payment)),
+      collect: db.transaction((collection: X402Collection) => this.collectTx(collection)),
       close: db.transaction((closing: X402Closing) => this.closeTx(closing)),
+      clearFailed: db.transaction((payer: string, now: number) => this.s.clearFailed.run(now, payer).changes),
     };
   }
 
@@ -89,9 +139,24 @@ export class X402Repository {
     return this.tx.authorise.immediate(payment);
   }
 
-  /** Closes an authorised payment and posts its return (when > 0), in one transaction. */
+  /** Records an authorised payment's collection onchain, in one transaction; no money moves. */
+  collect(collection: X402Collection): "recorded" | "not-authorised" | "not-found" {
+    return this.tx.collect.immediate(collection);
+  }
+
+  /** Closes an authorised or collected payment and posts its return (when > 0), in one transaction. */
   close(closing: X402Closing): "closed" | "already-closed" | "not-found" {
     return this.tx.close.immediate(closing);
+  }
+
+  /** Clears every failed, not yet cleared payment of `payer`; answers how many. */
+  clearFailed(payer: string, now: number): number {
+    return this.tx.clearFailed.immediate(payer, now);
+  }
+
+  /** The failed payments of `payer` no operator cleared, oldest first, at most `limit`. */
+  failed(payer: string, limit: number): X402PaymentRow[] {
+    return this.s.failed.all(payer, limit).map(toX402Payment);
   }
 
   /** The payments of these holds, by hold id. */
@@ -104,7 +169,7 @@ export class X402Repository {
     return out;
   }
 
-  /** The payments still authorised that were created before `createdBefore`, oldest first, at most `limit`. */
+  /** The payments still authorised or collected, created before `createdBefore`, oldest first, at most `limit`. */
   open(createdBefore: number, limit: number): X402PaymentRow[] {
     return this.s.open.all(createdBefore, limit).map(toX402Payment);
   }
@@ -135,11 +200,24 @@ export class X402Repository {
     return "authorised";
   }
 
+  private collectTx(c: X402Collection): "recorded" | "not-authorised" | "not-found" {
+    const row = this.s.byId.get(c.id);
+    if (row === undefined) return "not-found";
+    const payment = toX402Payment(row);
+    if (payment.status !== "authorised") return "not-authorised";
+    const refusal = x402CollectionRefusal(c, payment.authorised);
+    if (refusal !== undefined) throw refusal;
+    this.s.collect.run(c.collected, c.txHash, c.now, c.id);
+    return "recorded";
+  }
+
   private closeTx(c: X402Closing): "closed" | "already-closed" | "not-found" {
     const row = this.s.byId.get(c.id);
     if (row === undefined) return "not-found";
     const payment = toX402Payment(row);
-    if (payment.status !== "authorised") return "already-closed";
+    if (payment.status !== "authorised" && payment.status !== "collected") return "already-closed";
+    const wrong = x402ClosingRefusal(c, payment.status, payment.settled, payment.txHash);
+    if (wrong !== undefined) throw wrong;
     const available = availableOf(this.ledger.balance(payment.accountId, payment.chain));
     const refusal = x402ReturnRefusal(c.id, c.returned, payment.authorised, available);
     if (refusal !== undefined) throw refusal;

@@ -1330,13 +1330,13 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
           )
         ).rows;
       const written = await entries();
-      // The ledger as version 9 left it (migration 11's index went with the table), then
-      // migrated again.
+      // The ledger as version 9 left it (migration 11's index and migration 12's columns and
+      // indexes went with the table), then migrated again.
       await s.pool.query(`DROP TABLE x402_payments;
                           ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_kind_check;
                           ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
                             CHECK (kind IN ('credit', 'hold', 'charge', 'deposit', 'withdrawal'));
-                          DELETE FROM schema_migrations WHERE version IN (10, 11)`);
+                          DELETE FROM schema_migrations WHERE version IN (10, 11, 12)`);
       expect((await kinds())[0]?.def).not.toMatch(/x402/);
       await migratePostgres(s.pool);
       expect(await kinds()).toEqual([{ def: expect.stringMatching(/'x402'::text/) }]);

@@ -188,7 +188,11 @@ export interface LedgerStore {
   ): Promise<ResolveResult>;
   /** Voids a pending hold (`released` by the caller, `expired` by the sweeper); nothing is charged. */
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult>;
-  /** Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many. */
+  /**
+   * Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many.
+   * A hold whose x402 payment is `collected` (ports/x402.ts) is never expired: its charge was
+   * collected onchain, and the x402 recovery pass settles it.
+   */
   expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
   /** Posts a credit from a system account; an entry id seen before answers as the first credit did. */
   credit(credit: NewCredit): Promise<CreditResult>;

@@ -18,11 +18,15 @@ export type X402Scheme = "exact" | "upto";
 
 /**
  * Where an x402 payment stands: `authorised` (credited, its call running or not yet closed),
- * `settled` (the charge was collected onchain), `unused` (nothing was charged: nothing collected),
- * `failed` (a charge the chain refused to collect: the call's charge stands in the ledger as
- * owed, and `error` says why).
+ * `collected` (its charge was collected onchain — `settled` and `txHash` say what and how — and
+ * its call's ledger settle is not yet confirmed: recorded before that settle, so a crash between
+ * the two never forgets a collection; its hold is never swept while it is `collected`, and the
+ * recovery pass settles it), `settled` (the charge was collected onchain and the payment closed),
+ * `unused` (nothing was charged: nothing collected), `failed` (a charge the chain refused to
+ * collect: the call's charge stands in the ledger as owed, `error` says why, and its payer is
+ * refused further x402 calls until an operator clears it).
  */
-export type X402Status = "authorised" | "settled" | "unused" | "failed";
+export type X402Status = "authorised" | "collected" | "settled" | "unused" | "failed";
 
 /** One x402 payment, as stored. */
 export interface X402PaymentRow {
@@ -40,21 +44,43 @@ export interface X402PaymentRow {
   /** The payment as presented (the decoded PAYMENT-SIGNATURE JSON), for a collection retried later. */
   readonly payload: string;
   readonly status: X402Status;
-  /** Collected onchain, in ledger units (0 unless `settled`). */
+  /** Collected onchain, in ledger units (0 unless `collected` or `settled`). */
   readonly settled: bigint;
-  /** The collecting transaction, "" until `settled`. */
+  /** The collecting transaction, "" until `collected` or `settled`. */
   readonly txHash: string;
   /** Why collecting failed, "" unless `failed`. */
   readonly error: string;
   readonly createdAt: number;
-  /** When it was closed; undefined while `authorised`. */
+  /** When its collection was recorded; undefined until it is `collected` (kept once closed). */
+  readonly collectedAt: number | undefined;
+  /** When it was closed; undefined while `authorised` or `collected`. */
   readonly closedAt: number | undefined;
+  /**
+   * When an operator cleared a `failed` payment's payer (it had settled what it owed out of
+   * band); undefined otherwise. A `failed` payment not cleared refuses its payer's next calls.
+   */
+  readonly clearedAt: number | undefined;
 }
 
 /** A payment to record as it is authorised. */
-export type NewX402Payment = Omit<X402PaymentRow, "status" | "settled" | "txHash" | "error" | "closedAt">;
+export type NewX402Payment = Omit<
+  X402PaymentRow,
+  "status" | "settled" | "txHash" | "error" | "collectedAt" | "closedAt" | "clearedAt"
+>;
 
-/** How an authorised payment ends. */
+/** A collection to record: what was collected onchain for an authorised payment, and by which transaction. */
+export interface X402Collection {
+  readonly id: string;
+  /** Collected, in ledger units (> 0). */
+  readonly collected: bigint;
+  readonly txHash: string;
+  readonly now: number;
+}
+
+/**
+ * How an authorised (or collected) payment ends. Closing a `collected` payment must name status
+ * `settled` with the settled amount and transaction it was collected with.
+ */
 export interface X402Closing {
   readonly id: string;
   readonly status: Exclude<X402Status, "authorised">;
@@ -78,17 +104,37 @@ export interface X402Store {
    */
   authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed">;
   /**
-   * Closes an authorised payment and posts `returned` (when > 0) from its account back to
-   * {@link SYSTEM_X402} (entry `x402ret_<id>`), in one transaction. Throws if `returned` exceeds
-   * the account's available funds (the ledger never goes below zero). A payment already closed
-   * is left as it is.
+   * Records, durably and before anything else is written for the call, that an `authorised`
+   * payment's charge was collected onchain: status `collected`, `settled` = `collected`,
+   * `tx_hash`, `collected_at`. No money moves in the ledger. Answers `not-authorised` (writing
+   * nothing) for a payment in any other status.
+   */
+  recordX402Collection(collection: X402Collection): Promise<"recorded" | "not-authorised" | "not-found">;
+  /**
+   * Closes an authorised or collected payment and posts `returned` (when > 0) from its account
+   * back to {@link SYSTEM_X402} (entry `x402ret_<id>`), in one transaction. Throws if `returned`
+   * exceeds the account's available funds (the ledger never goes below zero), or if a
+   * `collected` payment is closed with another status, amount or transaction than it was
+   * collected with. A payment already closed is left as it is.
    */
   closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found">;
   /** The x402 payments of these holds, by hold id. */
   x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>>;
   /**
-   * Payments still `authorised` that were created before `createdBefore` (unix ms), oldest
-   * first, at most `limit`: those a crash left open, for the recovery pass to collect or close.
+   * Payments still `authorised` or `collected` that were created before `createdBefore` (unix
+   * ms), oldest first, at most `limit`: those a crash left open, for the recovery pass to
+   * collect, settle or close.
    */
   openX402Payments(createdBefore: number, limit: number): Promise<X402PaymentRow[]>;
+  /**
+   * The `failed` payments of `payer` (as stored: an EVM address in lower case) that no operator
+   * cleared, oldest first, at most `limit`: while there is one, the payer's x402 calls are
+   * refused. Read on every x402 call: one indexed lookup.
+   */
+  failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]>;
+  /**
+   * Clears every `failed`, not yet cleared payment of `payer` (`cleared_at` = `now`): an operator
+   * says what it owed was settled out of band. Answers how many it cleared.
+   */
+  clearFailedX402(payer: string, now: number): Promise<number>;
 }

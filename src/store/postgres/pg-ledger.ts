@@ -34,7 +34,9 @@ import {
   type NewX402Payment,
   SYSTEM_X402,
   type X402Closing,
+  type X402Collection,
   type X402PaymentRow,
+  type X402Status,
   type X402Store,
 } from "../../core/ports/x402.js";
 import { KeptResolutions } from "../kept-resolutions.js";
@@ -48,7 +50,13 @@ import {
   toTransfer,
   toX402Payment,
 } from "../ledger-rows.js";
-import { x402CreditEntryId, x402ReturnEntryId, x402ReturnRefusal } from "../x402-repository.js";
+import {
+  x402ClosingRefusal,
+  x402CollectionRefusal,
+  x402CreditEntryId,
+  x402ReturnEntryId,
+  x402ReturnRefusal,
+} from "../x402-repository.js";
 import { inTransaction } from "./pg-database.js";
 
 /** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
@@ -279,20 +287,35 @@ const RESOLVE = `
   )
   SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now FROM hold`;
 
+/** A hold's x402 payment is collected: its hold is never expired (see LedgerStore.expireHolds). */
+const COLLECTED = `EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')`;
+
 /**
- * The sweeper's claim: the oldest open holds before the cutoff that no other transaction has
- * locked (SKIP LOCKED: two hosts' sweepers take disjoint sets, and never wait on a settle),
- * taken off the open list and resolved as expired.
+ * The sweeper's first step: the oldest open holds before the cutoff whose x402 payment (if any)
+ * is not collected and that no other transaction has locked (SKIP LOCKED: two hosts' sweepers
+ * take disjoint sets, and never wait on a settle or on a collection being recorded, which
+ * locks its hold's row: RECORD_X402_COLLECTION), locked.
+ */
+const LOCK_DUE = `
+  SELECT o.hold_id FROM open_holds o
+   WHERE o.created_at < $1::bigint AND NOT ${COLLECTED}
+   ORDER BY o.created_at LIMIT $2::integer
+     FOR UPDATE OF o SKIP LOCKED`;
+
+/**
+ * The sweeper's claim of the holds LOCK_DUE locked, in a statement of its own so that it sees
+ * every collection committed before it: one recorded after LOCK_DUE's snapshot was taken, but
+ * before these rows were locked, is skipped here. Taken off the open list and resolved as
+ * expired.
  */
 const CLAIM_EXPIRED = `
   WITH due AS (
-    SELECT hold_id FROM open_holds WHERE created_at < $1::bigint ORDER BY created_at LIMIT $2::integer
-       FOR UPDATE SKIP LOCKED
+    SELECT o.hold_id FROM open_holds o WHERE o.hold_id = ANY($1::text[]) AND NOT ${COLLECTED}
   ), closed AS (
     DELETE FROM open_holds o USING due WHERE o.hold_id = due.hold_id RETURNING o.hold_id
   ), expired AS (
     INSERT INTO hold_resolutions (hold_id, status, amount, resolved_at)
-    SELECT hold_id, 'expired', 0, $3::bigint FROM closed
+    SELECT hold_id, 'expired', 0, $2::bigint FROM closed
     RETURNING hold_id
   )
   SELECT h.seq, h.account_id, h.key_id, h.chain, h.amount, h.created_at
@@ -431,20 +454,51 @@ const AUTHORISE_X402 = `
   SELECT id FROM payment`;
 
 /**
+ * An x402 payment's collection in one statement: the payment row locked (its current version:
+ * a closing that committed meanwhile is seen), taken from 'authorised' to 'collected' only when
+ * the collection is one it can have (x402CollectionRefusal), then its hold's open-list row, if
+ * the hold is open, locked until the commit (KEY SHARE), so the sweeper (LOCK_DUE) either skips
+ * that hold or has expired it before the collection commits. Answers the payment's status and
+ * amount, and whether the collection was recorded (`held` is read so that the lock is taken: a
+ * CTE nothing reads is not run); no row when there is no such payment.
+ */
+const RECORD_X402_COLLECTION = `
+  WITH payment AS (
+    SELECT id, hold_id, status, authorised FROM x402_payments WHERE id = $1::text FOR UPDATE
+  ), collected AS (
+    UPDATE x402_payments p SET status = 'collected', settled = $2::bigint, tx_hash = $3::text,
+                               collected_at = $4::bigint
+      FROM payment
+     WHERE p.id = payment.id AND p.status = 'authorised' AND $2::bigint > 0
+       AND $2::bigint <= payment.authorised AND $3::text <> ''
+    RETURNING p.hold_id
+  ), hold AS (
+    SELECT o.hold_id FROM open_holds o JOIN collected c ON c.hold_id = o.hold_id FOR KEY SHARE OF o
+  )
+  SELECT payment.status, payment.authorised, EXISTS (SELECT 1 FROM collected) AS recorded,
+         (SELECT COUNT(*) FROM hold) AS held
+    FROM payment`;
+
+/**
  * An x402 payment's closing, run in a transaction that rolls back unless every part of it was
- * written: the payment row taken from 'authorised' (its lock: a second closing waits, then finds
- * it closed), then with a return the account's debit (its available funds checked on its locked
- * row), the return entry and a random shard of system:x402. Answers, when it closed the
- * payment, its account, chain and amount and whether the return was debited.
+ * written: the payment row taken from 'authorised' or 'collected' (its lock: a second closing
+ * waits, then finds it closed; a collected one only as it was collected, see
+ * x402ClosingRefusal), then with a return the account's debit (its available funds checked on
+ * its locked row), the return entry and a random shard of system:x402. Answers, when the
+ * payment was open, its account, chain, amount and collection, whether it closed and whether
+ * the return was debited.
  */
 const CLOSE_X402 = `
   WITH payment AS (
-    SELECT id, account_id, chain, authorised FROM x402_payments
-     WHERE id = $1::text AND status = 'authorised' FOR UPDATE
+    SELECT id, account_id, chain, authorised, status, settled, tx_hash FROM x402_payments
+     WHERE id = $1::text AND status IN ('authorised', 'collected') FOR UPDATE
   ), closed AS (
     UPDATE x402_payments p SET status = $2::text, settled = $3::bigint, tx_hash = $4::text, error = $5::text,
                                closed_at = $6::bigint
-      FROM payment WHERE p.id = payment.id AND p.status = 'authorised'
+      FROM payment
+     WHERE p.id = payment.id AND p.status IN ('authorised', 'collected') AND $2::text <> 'collected'
+       AND (payment.status = 'authorised'
+            OR ($2::text = 'settled' AND payment.settled = $3::bigint AND payment.tx_hash = $4::text))
     RETURNING p.id
   ), debited AS (
     UPDATE ledger_balances b SET debits_posted = b.debits_posted + $7::bigint
@@ -463,7 +517,8 @@ const CLOSE_X402 = `
     SELECT '${SYSTEM_X402}', payment.chain, $9::smallint, true, $7::bigint FROM payment, debited
     ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
   )
-  SELECT payment.account_id, payment.chain, payment.authorised, EXISTS (SELECT 1 FROM debited) AS debited
+  SELECT payment.account_id, payment.chain, payment.authorised, payment.status, payment.settled, payment.tx_hash,
+         EXISTS (SELECT 1 FROM closed) AS closed, EXISTS (SELECT 1 FROM debited) AS debited
     FROM payment`;
 
 /** Why a withdrawal was not written: the transfer already there, and what may be withdrawn now. */
@@ -720,16 +775,19 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
   }
 
   /**
-   * One transaction, off the calls' path: claim the due holds (CLAIM_EXPIRED), then lock the
-   * balance rows they moved in the common order (users, then shards) and release their pending
-   * amounts. Two hosts' sweepers claim disjoint holds and never wait on each other in a cycle.
+   * One transaction, off the calls' path: lock the due holds (LOCK_DUE), claim those whose x402
+   * payment is still not collected (CLAIM_EXPIRED), then lock the balance rows they moved in
+   * the common order (users, then shards) and release their pending amounts. Two hosts'
+   * sweepers claim disjoint holds and never wait on each other in a cycle.
    */
   async expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
     // This host's kept resolutions first: a hold whose settlement waits for space is not voided.
     await this.#kept.flush();
     return retrying(() =>
       inTransaction(this.pool, async (client) => {
-        const expired = await exactRows(client, CLAIM_EXPIRED, [cutoff, limit, now]);
+        const due = await client.query<{ hold_id: string }>(LOCK_DUE, [cutoff, limit]);
+        if (due.rows.length === 0) return 0;
+        const expired = await exactRows(client, CLAIM_EXPIRED, [due.rows.map((r) => r.hold_id), now]);
         const deltas = new Map<string, { key: [string, string, number]; debits: bigint; credits: bigint }>();
         const add = (account: string, chain: string, shard: number, debits: bigint, credits: bigint) => {
           const id = `${account}\u0000${chain}\u0000${shard}`;
@@ -995,6 +1053,16 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
           shardFor(SYSTEM_X402).shard,
         ]);
         if (row === undefined) return false;
+        if (row.closed !== true) {
+          throw (
+            x402ClosingRefusal(
+              closing,
+              row.status as X402Status,
+              row.settled as bigint,
+              row.tx_hash as string,
+            ) ?? new Error(`x402 payment ${closing.id}: not closed`)
+          );
+        }
         if (closing.returned !== 0n && row.debited !== true) {
           const [balance] = await exactRows(client, BALANCE, [row.account_id, row.chain]);
           const available =
@@ -1014,6 +1082,47 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     return seen.rowCount === 1 ? "already-closed" : "not-found";
   }
 
+  /** One statement (RECORD_X402_COLLECTION); nothing is written unless it answers `recorded`. */
+  async recordX402Collection(
+    collection: X402Collection,
+  ): Promise<"recorded" | "not-authorised" | "not-found"> {
+    const [row] = await retrying(() =>
+      exactRows(this.pool, RECORD_X402_COLLECTION, [
+        collection.id,
+        collection.collected,
+        collection.txHash,
+        collection.now,
+      ]),
+    );
+    if (row === undefined) return "not-found";
+    if (row.recorded === true) return "recorded";
+    if (row.status !== "authorised") return "not-authorised";
+    throw (
+      x402CollectionRefusal(collection, row.authorised as bigint) ??
+      new Error(`x402 payment ${collection.id}: its collection was not recorded`)
+    );
+  }
+
+  async failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]> {
+    // Written out as the partial index x402_payments_failed states it (see openX402Payments).
+    const rows = await exactRows(
+      this.pool,
+      `SELECT * FROM x402_payments WHERE payer = $1::text AND status = 'failed' AND cleared_at IS NULL
+        ORDER BY created_at, id LIMIT $2::integer`,
+      [payer, limit],
+    );
+    return rows.map(toX402Payment);
+  }
+
+  async clearFailedX402(payer: string, now: number): Promise<number> {
+    const cleared = await this.pool.query(
+      `UPDATE x402_payments SET cleared_at = $2::bigint
+        WHERE payer = $1::text AND status = 'failed' AND cleared_at IS NULL`,
+      [payer, now],
+    );
+    return cleared.rowCount ?? 0;
+  }
+
   async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
     const rows = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE hold_id = ANY($1::text[])", [
       holdIds,
@@ -1027,7 +1136,7 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     // same millisecond.
     const rows = await exactRows(
       this.pool,
-      `SELECT * FROM x402_payments WHERE status = 'authorised' AND created_at < $1::bigint
+      `SELECT * FROM x402_payments WHERE status IN ('authorised', 'collected') AND created_at < $1::bigint
         ORDER BY created_at, id LIMIT $2::integer`,
       [createdBefore, limit],
     );

@@ -481,4 +481,27 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status = 'authorised';
     `,
   },
+  {
+    version: 12,
+    name: "x402 collections recorded, failed payments cleared",
+    sql: `
+      -- x402_payments gains the status 'collected' (core/ports/x402.ts: the charge was collected
+      -- onchain, recorded before its call's ledger settle; settled and tx_hash say what and how)
+      -- with collected_at, and cleared_at (an operator cleared a 'failed' payment's payer). The
+      -- CHECK written inline in migration 10 is named x402_payments_status_check; it is
+      -- replaced under the same name.
+      ALTER TABLE x402_payments DROP CONSTRAINT x402_payments_status_check;
+      ALTER TABLE x402_payments ADD CONSTRAINT x402_payments_status_check
+        CHECK (status IN ('authorised', 'collected', 'settled', 'unused', 'failed'));
+      ALTER TABLE x402_payments ADD COLUMN collected_at BIGINT, ADD COLUMN cleared_at BIGINT;
+      -- The payments the recovery pass reads (openX402Payments): a collected one is open too.
+      -- Queries state the predicate exactly as written here, so even a generic plan uses it.
+      DROP INDEX x402_payments_open;
+      CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status IN ('authorised', 'collected');
+      -- A payer's failed payments no operator cleared (failedX402Payments), read on every x402
+      -- call: nearly every payer has none, so the index is nearly empty.
+      CREATE INDEX x402_payments_failed ON x402_payments (payer, created_at)
+        WHERE status = 'failed' AND cleared_at IS NULL;
+    `,
+  },
 ];

@@ -1211,6 +1211,288 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect(await s.ledger.closeX402(closing("pay_c", 40n))).toBe("closed");
       expect((await s.ledger.openX402Payments(45, 2)).map((p) => p.id)).toEqual(["pay_d", "pay_b"]);
     }));
+
+  it("x402: a collection is recorded once, moving no money; a collected payment closes only as settled with what it collected, its return posted", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_1", "h1", 1000n, 10))).toBe("authorised");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_2", "h2", 50n, 10))).toBe("authorised");
+      await call(s, "h1", "acct_x", 370n, 11, 1000n);
+      const balances = async () => [
+        await s.ledger.balance("acct_x", CHAIN),
+        await s.ledger.balance(SYSTEM_X402, CHAIN),
+        await s.ledger.balance(SYSTEM_REVENUE, CHAIN),
+      ];
+      const before = await balances();
+      const collection = { id: "pay_1", collected: 370n, txHash: "0xcollected", now: 12 } as const;
+      expect(await s.ledger.recordX402Collection(collection)).toBe("recorded");
+      expect(await balances()).toEqual(before);
+      const collected = (await s.ledger.x402Payments(["h1"])).get("h1");
+      expect(collected).toEqual({
+        id: "pay_1",
+        holdId: "h1",
+        accountId: "acct_x",
+        chain: CHAIN,
+        scheme: "upto",
+        payer: "0xpayer",
+        authorised: 1000n,
+        payload: '{"payment":"pay_1"}',
+        status: "collected",
+        settled: 370n,
+        txHash: "0xcollected",
+        error: "",
+        createdAt: 10,
+        collectedAt: 12,
+        closedAt: undefined,
+        clearedAt: undefined,
+      });
+      // Recorded once: a second collection, however it differs, writes nothing.
+      expect(await s.ledger.recordX402Collection({ ...collection, collected: 1000n, now: 13 })).toBe(
+        "not-authorised",
+      );
+      expect(await s.ledger.recordX402Collection({ ...collection, id: "pay_unknown" })).toBe("not-found");
+      // A collection the payment cannot have is a caller's bug: it throws and writes nothing.
+      const unchanged = await s.ledger.x402Payments(["h2"]);
+      const refused = { id: "pay_2", collected: 40n, txHash: "0xother", now: 13 } as const;
+      await expect(s.ledger.recordX402Collection({ ...refused, collected: 51n })).rejects.toThrow(
+        /more than its 50/,
+      );
+      await expect(s.ledger.recordX402Collection({ ...refused, collected: 0n })).rejects.toThrow(
+        /a collection of 0/,
+      );
+      await expect(s.ledger.recordX402Collection({ ...refused, txHash: "" })).rejects.toThrow(
+        /without its transaction/,
+      );
+      expect(await s.ledger.x402Payments(["h2"])).toEqual(unchanged);
+
+      // Closed only as it was collected: another status, amount or transaction throws and
+      // writes nothing, return included.
+      const closing = {
+        id: "pay_1",
+        status: "settled",
+        settled: 370n,
+        txHash: "0xcollected",
+        error: "",
+        returned: 630n,
+        now: 14,
+      } as const;
+      for (const wrong of [
+        { ...closing, settled: 371n },
+        { ...closing, txHash: "0xanother" },
+        { ...closing, status: "unused", settled: 0n, txHash: "" },
+        { ...closing, status: "failed", settled: 0n, txHash: "", error: "reverted" },
+        { ...closing, status: "collected" },
+      ] as const) {
+        await expect(s.ledger.closeX402(wrong)).rejects.toThrow(/x402 payment pay_1: (collected|a closing)/);
+      }
+      expect(await balances()).toEqual(before);
+      expect((await s.ledger.x402Payments(["h1"])).get("h1")).toEqual(collected);
+
+      expect(await s.ledger.closeX402(closing)).toBe("closed");
+      expect((await s.ledger.x402Payments(["h1"])).get("h1")).toEqual({
+        ...collected,
+        status: "settled",
+        closedAt: 14,
+      });
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({
+        ...zeroBalance("acct_x"),
+        creditsPosted: 1050n,
+        debitsPosted: 1000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_X402),
+        debitsPosted: 1050n,
+        creditsPosted: 630n,
+      });
+      expect(await s.ledger.closeX402(closing)).toBe("already-closed");
+      expect(await s.ledger.recordX402Collection(collection)).toBe("not-authorised");
+      // A closing as collected is refused from authorised too.
+      await expect(
+        s.ledger.closeX402({ ...closing, id: "pay_2", status: "collected", returned: 0n }),
+      ).rejects.toThrow(/a closing as collected/);
+      expect(await s.ledger.x402Payments(["h2"])).toEqual(unchanged);
+    }));
+
+  it("x402: collected payments are open until closed, with the authorised ones, oldest first", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      for (const [id, at] of [
+        ["pay_a", 10],
+        ["pay_b", 20],
+        ["pay_c", 30],
+        ["pay_late", 50],
+      ] as const) {
+        expect(await s.ledger.authoriseX402(x402Payment(id, `h_${id}`, 100n, at))).toBe("authorised");
+      }
+      await call(s, "h_pay_b", "acct_x", 60n, 21, 100n);
+      const collection = { id: "pay_b", collected: 60n, txHash: "0xb", now: 22 } as const;
+      expect(await s.ledger.recordX402Collection(collection)).toBe("recorded");
+      expect(await s.ledger.recordX402Collection({ ...collection, id: "pay_late", now: 51 })).toBe(
+        "recorded",
+      );
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_a",
+          status: "unused",
+          settled: 0n,
+          txHash: "",
+          error: "",
+          returned: 100n,
+          now: 40,
+        }),
+      ).toBe("closed");
+      const open = await s.ledger.openX402Payments(45, 100);
+      expect(open.map((p) => [p.id, p.status])).toEqual([
+        ["pay_b", "collected"],
+        ["pay_c", "authorised"],
+      ]);
+      expect(open[0]).toMatchObject({ settled: 60n, txHash: "0xb", collectedAt: 22, closedAt: undefined });
+      expect((await s.ledger.openX402Payments(51, 100)).map((p) => p.id)).toEqual([
+        "pay_b",
+        "pay_c",
+        "pay_late",
+      ]);
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_b",
+          status: "settled",
+          settled: 60n,
+          txHash: "0xb",
+          error: "",
+          returned: 40n,
+          now: 46,
+        }),
+      ).toBe("closed");
+      expect((await s.ledger.openX402Payments(51, 100)).map((p) => p.id)).toEqual(["pay_c", "pay_late"]);
+      // pay_late's hold was never placed: its collection stands until its call settles.
+      await call(s, "h_pay_late", "acct_x", 60n, 52, 100n);
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_late",
+          status: "settled",
+          settled: 60n,
+          txHash: "0xb",
+          error: "",
+          returned: 40n,
+          now: 53,
+        }),
+      ).toBe("closed");
+    }));
+
+  it("x402: a payer's failed payments are listed until an operator clears them; another payer's are not; a later failure is listed again", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      /** A payment of `payer` whose call charged 30 of 100, closed as `status`. */
+      const closed = async (
+        id: string,
+        payer: string,
+        at: number,
+        status: "failed" | "settled" | "unused",
+      ) => {
+        expect(await s.ledger.authoriseX402({ ...x402Payment(id, `h_${id}`, 100n, at), payer })).toBe(
+          "authorised",
+        );
+        const charge = status === "unused" ? 0n : 30n;
+        if (charge > 0n) await call(s, `h_${id}`, "acct_x", charge, at, 100n);
+        expect(
+          await s.ledger.closeX402({
+            id,
+            status,
+            settled: status === "settled" ? charge : 0n,
+            txHash: status === "settled" ? `0x${id}` : "",
+            error: status === "failed" ? "transfer reverted" : "",
+            returned: 100n - charge,
+            now: at + 1,
+          }),
+        ).toBe("closed");
+      };
+      await closed("pay_f2", "0xpayer", 20, "failed");
+      await closed("pay_f1", "0xpayer", 10, "failed");
+      await closed("pay_ok", "0xpayer", 15, "settled");
+      await closed("pay_unused", "0xpayer", 16, "unused");
+      await closed("pay_other", "0xother", 12, "failed");
+      // Open payments are not failures (yet).
+      expect(await s.ledger.authoriseX402(x402Payment("pay_open", "h_open", 100n, 5))).toBe("authorised");
+
+      const failed = await s.ledger.failedX402Payments("0xpayer", 10);
+      expect(failed.map((p) => p.id)).toEqual(["pay_f1", "pay_f2"]);
+      expect(failed[0]).toMatchObject({
+        payer: "0xpayer",
+        status: "failed",
+        error: "transfer reverted",
+        closedAt: 11,
+        clearedAt: undefined,
+      });
+      expect((await s.ledger.failedX402Payments("0xpayer", 1)).map((p) => p.id)).toEqual(["pay_f1"]);
+      expect((await s.ledger.failedX402Payments("0xother", 10)).map((p) => p.id)).toEqual(["pay_other"]);
+      expect(await s.ledger.failedX402Payments("0xnobody", 10)).toEqual([]);
+
+      expect(await s.ledger.clearFailedX402("0xpayer", 30)).toBe(2);
+      expect(await s.ledger.failedX402Payments("0xpayer", 10)).toEqual([]);
+      const cleared = await s.ledger.x402Payments(["h_pay_f1", "h_pay_f2", "h_pay_ok", "h_pay_other"]);
+      expect(cleared.get("h_pay_f1")).toMatchObject({ status: "failed", clearedAt: 30 });
+      expect(cleared.get("h_pay_f2")).toMatchObject({ status: "failed", clearedAt: 30 });
+      expect(cleared.get("h_pay_ok")?.clearedAt).toBeUndefined();
+      expect(cleared.get("h_pay_other")?.clearedAt).toBeUndefined();
+      expect((await s.ledger.failedX402Payments("0xother", 10)).map((p) => p.id)).toEqual(["pay_other"]);
+      // Cleared once: clearing again clears nothing and keeps the first time.
+      expect(await s.ledger.clearFailedX402("0xpayer", 31)).toBe(0);
+      expect(await s.ledger.clearFailedX402("0xnobody", 31)).toBe(0);
+      expect((await s.ledger.x402Payments(["h_pay_f1"])).get("h_pay_f1")?.clearedAt).toBe(30);
+
+      await closed("pay_f3", "0xpayer", 40, "failed");
+      expect((await s.ledger.failedX402Payments("0xpayer", 10)).map((p) => p.id)).toEqual(["pay_f3"]);
+      expect(await s.ledger.clearFailedX402("0xother", 50)).toBe(1);
+      expect(await s.ledger.failedX402Payments("0xother", 10)).toEqual([]);
+    }));
+
+  it("x402: expireHolds leaves a due hold whose payment is collected pending, and expires one whose payment is authorised", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_c", "h_c", 500n, 1))).toBe("authorised");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_a", "h_a", 500n, 1))).toBe("authorised");
+      expect((await s.ledger.placeHold(newHold("h_c", "acct_x", 400n, 2))).kind).toBe("placed");
+      expect((await s.ledger.placeHold(newHold("h_a", "acct_x", 400n, 3))).kind).toBe("placed");
+      // h_c's payment was collected (its call's settle not yet confirmed); both holds are due.
+      expect(
+        await s.ledger.recordX402Collection({ id: "pay_c", collected: 250n, txHash: "0xc", now: 4 }),
+      ).toBe("recorded");
+      expect(await s.ledger.expireHolds(100, 100, 10)).toBe(1);
+      expect((await s.ledger.getHold("h_a"))?.resolution).toMatchObject({ status: "expired", amount: 0n });
+      expect((await s.ledger.getHold("h_c"))?.resolution).toBeUndefined();
+      expect(await s.ledger.expireHolds(100, 101, 10)).toBe(0);
+      expect((await s.ledger.getHold("h_c"))?.resolution).toBeUndefined();
+      expect(await s.ledger.balance("acct_x", CHAIN)).toMatchObject({ debitsPending: 400n });
+      // The recovery pass settles it and closes the payment as collected.
+      expect((await s.ledger.settle("h_c", 250n, USAGE, 102, "")).kind).toBe("resolved");
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_c",
+          status: "settled",
+          settled: 250n,
+          txHash: "0xc",
+          error: "",
+          returned: 250n,
+          now: 103,
+        }),
+      ).toBe("closed");
+      expect(
+        await s.ledger.closeX402({
+          id: "pay_a",
+          status: "unused",
+          settled: 0n,
+          txHash: "",
+          error: "",
+          returned: 500n,
+          now: 103,
+        }),
+      ).toBe("closed");
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({
+        ...zeroBalance("acct_x"),
+        creditsPosted: 1000n,
+        debitsPosted: 1000n,
+      });
+    }));
 });
 
 describe("the SQLite ledger's writer thread", () => {

@@ -279,4 +279,169 @@ describe("the ledger audit of x402 payments", () => {
       db.close();
     }
   });
+
+  it("passes collected and cleared payments, and catches a collection without amount, transaction or time, a return before closing, a collection time or clearing outside their statuses", () => {
+    const r = x402();
+    expect(r.authorise(payment("pay_c", "h_c", 50n))).toBe("authorised");
+    expect(r.collect({ id: "pay_c", collected: 20n, txHash: "0xc", now: 2 })).toBe("recorded");
+    expect(r.authorise(payment("pay_r", "h_r", 60n))).toBe("authorised");
+    expect(r.collect({ id: "pay_r", collected: 10n, txHash: "0xr", now: 2 })).toBe("recorded");
+    expect(r.authorise(payment("pay_u", "h_u", 70n))).toBe("authorised");
+    expect(r.close(closing("pay_u", 70n))).toBe("closed");
+    expect(r.authorise(payment("pay_f", "h_f", 80n))).toBe("authorised");
+    expect(r.close({ ...closing("pay_f", 80n), status: "failed", error: "reverted" })).toBe("closed");
+    expect(r.clearFailed("0xpayer", 3)).toBe(1);
+    expect(auditLedger(f.db)).toEqual([]);
+
+    f.db.exec("UPDATE x402_payments SET settled = 0, tx_hash = '', collected_at = NULL WHERE id = 'pay_c'");
+    entry("x402ret_pay_r", account, "system:x402", 5n);
+    f.db.exec("UPDATE x402_payments SET collected_at = 3, cleared_at = 4 WHERE id = 'pay_u'");
+    expect(auditLedger(f.db).sort()).toEqual(
+      [
+        "x402 payment pay_c: collected, but nothing collected onchain",
+        "x402 payment pay_c: collected, without its transaction",
+        "x402 payment pay_c: collected, without a collection time",
+        "x402 payment pay_r: open, but its return is posted",
+        "x402 payment pay_u: unused, yet has a collection time",
+        "x402 payment pay_u: unused, yet cleared as a failed one",
+      ].sort(),
+    );
+  });
+
+  it("migration 13 rebuilds x402_payments to admit 'collected', keeping every payment; its indexes cover collected payments and uncleared failures", () => {
+    const db = openDatabase(
+      ":memory:",
+      migrations.filter((m) => m.version <= 12),
+    );
+    try {
+      new AuthRepository(db).createAccount("acct_m", "", 1);
+      const ledger = new LedgerRepository(db);
+      // Payments as version 12 wrote them, by hand (X402Repository speaks version 13): each with
+      // its credit, a closed one with its return; the settled one's call charged 10 of 50.
+      const pay = (id: string, holdId: string, authorised: bigint, status: string, closed: string) => {
+        db.exec(`INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload,
+                                            status, settled, tx_hash, error, created_at, closed_at)
+                 VALUES ('${id}', '${holdId}', 'acct_m', 'base', 'upto', '0x${id}', ${authorised}, '{}',
+                         '${status}', ${closed})`);
+        ledger.post({
+          id: `x402_${id}`,
+          chain: "base",
+          debit: "system:x402",
+          credit: "acct_m",
+          amount: authorised,
+          kind: "x402",
+          memo: "",
+          createdAt: 2,
+        });
+      };
+      const returned = (id: string, amount: bigint) =>
+        ledger.post({
+          id: `x402ret_${id}`,
+          chain: "base",
+          debit: "acct_m",
+          credit: "system:x402",
+          amount,
+          kind: "x402",
+          memo: "",
+          createdAt: 4,
+        });
+      pay("pay_open", "h_open", 40n, "authorised", "0, '', '', 2, NULL");
+      pay("pay_unused", "h_unused", 30n, "unused", "0, '', '', 2, 3");
+      returned("pay_unused", 30n);
+      pay("pay_failed", "h_failed", 20n, "failed", "0, '', 'reverted', 2, 4");
+      returned("pay_failed", 20n);
+      pay("pay_settled", "h_settled", 50n, "settled", "10, '0xs', '', 2, 5");
+      expect(
+        ledger.placeHold({
+          id: "h_settled",
+          accountId: "acct_m",
+          requestId: "h_settled",
+          keyId: "",
+          chain: "base",
+          amount: 50n,
+          callKind: "text",
+          model: "m",
+          inputTokens: 1n,
+          maxTokens: 1n,
+          imageSize: "",
+          imageCount: 0,
+          createdAt: 3,
+        }).kind,
+      ).toBe("placed");
+      expect(ledger.settle("h_settled", 10n, NO_USAGE, 4).kind).toBe("resolved");
+      returned("pay_settled", 40n);
+      const payments = () =>
+        db.prepare("SELECT * FROM x402_payments ORDER BY id").safeIntegers(true).all() as Record<
+          string,
+          unknown
+        >[];
+      const indexes = () =>
+        db
+          .prepare(
+            "SELECT name, sql FROM sqlite_schema WHERE tbl_name = 'x402_payments' AND type = 'index' ORDER BY name",
+          )
+          .all() as { name: string; sql: string | null }[];
+      const before = payments();
+      expect(before).toHaveLength(4);
+      expect(indexes().map((i) => i.name)).toEqual([
+        "sqlite_autoindex_x402_payments_1",
+        "sqlite_autoindex_x402_payments_2",
+        "x402_payments_open",
+      ]);
+      expect(() => db.exec("UPDATE x402_payments SET status = 'collected' WHERE id = 'pay_open'")).toThrow(
+        /CHECK constraint failed/,
+      );
+
+      migrate(db, migrations);
+      expect(db.pragma("user_version", { simple: true })).toBe(migrations.at(-1)?.version);
+      const after = payments();
+      expect(after.map(({ collected_at, cleared_at, ...kept }) => kept)).toEqual(before);
+      expect(after.map((p) => [p.collected_at, p.cleared_at])).toEqual(Array(4).fill([null, null]));
+      expect(indexes()).toEqual([
+        { name: "sqlite_autoindex_x402_payments_1", sql: null },
+        { name: "sqlite_autoindex_x402_payments_2", sql: null },
+        {
+          name: "x402_payments_failed",
+          sql: expect.stringMatching(/WHERE status = 'failed' AND cleared_at IS NULL$/),
+        },
+        {
+          name: "x402_payments_open",
+          sql: expect.stringMatching(/WHERE status IN \('authorised', 'collected'\)$/),
+        },
+      ]);
+      expect(db.pragma("foreign_key_check")).toEqual([]);
+      expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
+      expect(auditLedger(db)).toEqual([]);
+      // The ledger carries on: the open payment is collected and still open, the failure listed.
+      const x402 = new X402Repository(db, ledger);
+      expect(x402.collect({ id: "pay_open", collected: 15n, txHash: "0xo", now: 6 })).toBe("recorded");
+      expect(x402.open(10, 10).map((p) => [p.id, p.status])).toEqual([["pay_open", "collected"]]);
+      expect(x402.failed("0xpay_failed", 10).map((p) => p.id)).toEqual(["pay_failed"]);
+      expect(x402.clearFailed("0xpay_failed", 7)).toBe(1);
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("the x402 reads and the sweep use their indexes: open and failed payments their partial ones, a hold's payment x402_payments' unique hold_id", () => {
+    const plan = (sql: string) =>
+      (f.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(1, 2) as { detail: string }[])
+        .map((r) => r.detail)
+        .join("; ");
+    expect(
+      plan(`SELECT * FROM x402_payments WHERE status IN ('authorised', 'collected') AND created_at < ?
+             ORDER BY created_at, id LIMIT ?`),
+    ).toMatch(/USING INDEX x402_payments_open/);
+    expect(
+      plan(`SELECT * FROM x402_payments WHERE payer = ? AND status = 'failed' AND cleared_at IS NULL
+             ORDER BY created_at, id LIMIT ?`),
+    ).toMatch(/USING INDEX x402_payments_failed \(payer=\?\)/);
+    expect(
+      plan(`SELECT o.hold_id FROM open_holds o
+             WHERE o.created_at < ?
+               AND NOT EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')
+             ORDER BY o.created_at LIMIT ?`),
+    ).toMatch(/SEARCH p USING INDEX sqlite_autoindex_x402_payments_2 \(hold_id=\?\)/);
+  });
 });

@@ -1496,7 +1496,7 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
 });
 
 describe("the SQLite ledger's writer thread", () => {
-  it("carries the x402 writes across: bigints in and out, a refused return as an error, nothing of it written", async () => {
+  it("carries the x402 writes across: bigints in and out, a refused return or collection as an error, nothing of it written; collections and clearings too", async () => {
     const dir = tempDir();
     const db = openDatabase(dir.path);
     const ledger = await openSqliteLedger(db, dir.path, { thread: true });
@@ -1517,8 +1517,37 @@ describe("the SQLite ledger's writer thread", () => {
       } as const;
       await expect(ledger.closeX402(closing)).rejects.toThrow(/available/);
       expect((await ledger.x402Payments(["h1"])).get("h1")?.status).toBe("authorised");
+      const collection = { id: "pay_1", collected: 2n ** 58n, txHash: "0xcollected", now: 4 } as const;
+      await expect(ledger.recordX402Collection({ ...collection, collected: 2n ** 60n + 1n })).rejects.toThrow(
+        /more than its/,
+      );
+      expect(await ledger.recordX402Collection(collection)).toBe("recorded");
+      expect(await ledger.recordX402Collection(collection)).toBe("not-authorised");
+      expect((await ledger.x402Payments(["h1"])).get("h1")).toMatchObject({
+        status: "collected",
+        settled: 2n ** 58n,
+        collectedAt: 4,
+      });
+      await expect(ledger.closeX402({ ...closing, settled: 2n ** 58n + 1n })).rejects.toThrow(/collected/);
       expect(await ledger.closeX402({ ...closing, returned: 2n ** 60n - 2n ** 58n })).toBe("closed");
       expect(availableOf(await ledger.balance("acct_x", CHAIN))).toBe(0n);
+      // A failed payment of another payer, cleared across the thread.
+      expect(await ledger.authoriseX402({ ...x402Payment("pay_2", "h2", 5n), payer: "0xfailed" })).toBe(
+        "authorised",
+      );
+      expect(
+        await ledger.closeX402({
+          ...closing,
+          id: "pay_2",
+          status: "failed",
+          settled: 0n,
+          txHash: "",
+          returned: 5n,
+        }),
+      ).toBe("closed");
+      expect((await ledger.failedX402Payments("0xfailed", 10)).map((p) => p.id)).toEqual(["pay_2"]);
+      expect(await ledger.clearFailedX402("0xfailed", 5)).toBe(1);
+      expect(await ledger.failedX402Payments("0xfailed", 10)).toEqual([]);
       expect(auditLedger(db)).toEqual([]);
     } finally {
       await ledger.close();

@@ -1666,6 +1666,121 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
       ).toBe("closed");
     }));
 
+  it("migration 12 admits 'collected' in x402_payments, keeping its payments, and adds collected_at, cleared_at and their indexes", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_x", "", 1);
+      expect(await s.ledger.authoriseX402(x402Payment("pay_open", "h_open", 100n, 2))).toBe("authorised");
+      expect(
+        await s.ledger.authoriseX402({ ...x402Payment("pay_failed", "h_failed", 50n, 3), payer: "0xf" }),
+      ).toBe("authorised");
+      await call(s, "h_failed", "acct_x", 20n, 4, 50n);
+      const failed = {
+        id: "pay_failed",
+        status: "failed",
+        settled: 0n,
+        txHash: "",
+        error: "reverted",
+        returned: 30n,
+        now: 5,
+      } as const;
+      expect(await s.ledger.closeX402(failed)).toBe("closed");
+      const statuses = async () =>
+        (
+          await s.pool.query<{ def: string }>(
+            `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+              WHERE conrelid = 'x402_payments'::regclass AND conname = 'x402_payments_status_check'`,
+          )
+        ).rows;
+      const indexes = async () =>
+        (
+          await s.pool.query<{ indexname: string; indexdef: string }>(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'x402_payments' ORDER BY indexname",
+          )
+        ).rows;
+      // The table as version 11 left it, then migrated again.
+      await s.pool.query(`DROP INDEX x402_payments_failed;
+                          DROP INDEX x402_payments_open;
+                          CREATE INDEX x402_payments_open ON x402_payments (created_at) WHERE status = 'authorised';
+                          ALTER TABLE x402_payments DROP COLUMN collected_at, DROP COLUMN cleared_at;
+                          ALTER TABLE x402_payments DROP CONSTRAINT x402_payments_status_check;
+                          ALTER TABLE x402_payments ADD CONSTRAINT x402_payments_status_check
+                            CHECK (status IN ('authorised', 'settled', 'unused', 'failed'));
+                          DELETE FROM schema_migrations WHERE version = 12`);
+      const payments = async () =>
+        (await s.pool.query("SELECT *, settled::text, authorised::text FROM x402_payments ORDER BY id")).rows;
+      const before = await payments();
+      expect(before).toHaveLength(2);
+      await expect(
+        s.pool.query("UPDATE x402_payments SET status = 'collected' WHERE id = 'pay_open'"),
+      ).rejects.toThrow(/x402_payments_status_check/);
+
+      await migratePostgres(s.pool);
+      expect(await statuses()).toEqual([{ def: expect.stringMatching(/'collected'::text/) }]);
+      const after = await payments();
+      expect(after.map(({ collected_at, cleared_at, ...kept }) => kept)).toEqual(before);
+      expect(after.map((p) => [p.collected_at, p.cleared_at])).toEqual([
+        [null, null],
+        [null, null],
+      ]);
+      expect((await indexes()).map((i) => i.indexname)).toEqual([
+        "x402_payments_failed",
+        "x402_payments_hold_id_key",
+        "x402_payments_open",
+        "x402_payments_pkey",
+      ]);
+      // The ledger carries on: the open payment is collected and still open, the failure listed.
+      expect(
+        await s.ledger.recordX402Collection({ id: "pay_open", collected: 40n, txHash: "0xo", now: 6 }),
+      ).toBe("recorded");
+      expect((await s.ledger.openX402Payments(10, 10)).map((p) => [p.id, p.status])).toEqual([
+        ["pay_open", "collected"],
+      ]);
+      expect((await s.ledger.failedX402Payments("0xf", 10)).map((p) => p.id)).toEqual(["pay_failed"]);
+      expect(await s.ledger.clearFailedX402("0xf", 7)).toBe(1);
+    }));
+
+  it("the x402 reads and the sweep use their indexes in a generic plan: open and failed payments their partial ones, a hold's payment an index", () =>
+    withPg(async (s) => {
+      const client = await s.pool.connect();
+      try {
+        // Empty tables: scanning them whole would be cheapest, so only a usable index is chosen.
+        await client.query("SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan");
+        const plan = async (sql: string, params: string) => {
+          await client.query(`PREPARE q AS ${sql}`);
+          const { rows } = await client.query<{ "QUERY PLAN": string }>(`EXPLAIN EXECUTE q(${params})`);
+          await client.query("DEALLOCATE q");
+          return rows.map((r) => r["QUERY PLAN"]).join("\n");
+        };
+        expect(
+          await plan(
+            `SELECT * FROM x402_payments WHERE status IN ('authorised', 'collected') AND created_at < $1::bigint
+              ORDER BY created_at, id LIMIT $2::integer`,
+            "1, 2",
+          ),
+        ).toMatch(/Index Scan using x402_payments_open/);
+        expect(
+          await plan(
+            `SELECT * FROM x402_payments WHERE payer = $1::text AND status = 'failed' AND cleared_at IS NULL
+              ORDER BY created_at, id LIMIT $2::integer`,
+            "'0xp', 2",
+          ),
+        ).toMatch(/Index Scan using x402_payments_failed/);
+        // Either index bounds the sweep's check: by hold (hold_id's unique key) or among the few
+        // collected payments (x402_payments_open covers them), whichever the planner finds cheaper.
+        expect(
+          await plan(
+            `SELECT o.hold_id FROM open_holds o
+              WHERE o.created_at < $1::bigint AND NOT EXISTS (
+                SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')
+              ORDER BY o.created_at LIMIT $2::integer FOR UPDATE OF o SKIP LOCKED`,
+            "1, 2",
+          ),
+        ).toMatch(/Index Scan (using|on) x402_payments_(hold_id_key|open)/);
+      } finally {
+        client.release();
+      }
+    }));
+
   it("64 holds at once on 16 connections against a balance covering exactly 10: 10 placed, 54 insufficient", () =>
     withPg(async (s) => {
       await s.accounts.insertAccount("acct_a", "", 1);

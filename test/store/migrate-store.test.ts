@@ -212,6 +212,29 @@ async function populate(at: string): Promise<{ alice: string; bob: string; walle
     }),
   ).toBe("closed");
   expect(await ledger.authoriseX402(x402("pay_open", "hold_x402_open", 700n))).toBe("authorised");
+  // One collected (its call's settle not yet confirmed), one failed that an operator cleared.
+  expect(await ledger.authoriseX402(x402("pay_collected", "hold_x402_collected", 900n))).toBe("authorised");
+  expect(
+    await ledger.recordX402Collection({
+      id: "pay_collected",
+      collected: 400n,
+      txHash: "0xc0llected",
+      now: NOW + 83,
+    }),
+  ).toBe("recorded");
+  expect(await ledger.authoriseX402(x402("pay_failed", "hold_x402_failed", 300n))).toBe("authorised");
+  expect(
+    await ledger.closeX402({
+      id: "pay_failed",
+      status: "failed",
+      settled: 0n,
+      txHash: "",
+      error: "transfer reverted",
+      returned: 300n,
+      now: NOW + 84,
+    }),
+  ).toBe("closed");
+  expect(await ledger.clearFailedX402("0xw4llet", NOW + 85)).toBe(1);
 
   await ledger.close();
   expect(auditLedger(db)).toEqual([]);
@@ -456,6 +479,16 @@ describe("tollgate migrate-store", () => {
       settled: 1_200n,
       closedAt: NOW + 82,
     });
+    const x402 = await ledger.x402Payments(["hold_x402_collected", "hold_x402_failed"]);
+    expect(x402.get("hold_x402_collected")).toMatchObject({
+      status: "collected",
+      settled: 400n,
+      txHash: "0xc0llected",
+      collectedAt: NOW + 83,
+    });
+    expect(x402.get("hold_x402_failed")).toMatchObject({ status: "failed", clearedAt: NOW + 85 });
+    expect((await ledger.openX402Payments(NOW + 3_000, 10)).map((p) => p.id)).toEqual(["pay_collected"]);
+    expect(await ledger.failedX402Payments("0xw4llet", 10)).toEqual([]);
     expect(await auditPostgres(pool)).toEqual([]);
     const alice = await ledger.balance(ids.alice, "base");
     expect(alice.debitsPending).toBe(0n);

@@ -64,7 +64,8 @@ const TABLES: readonly TableCopy[] = [
   // Caps on what accounts and keys may spend, and what each key spent per day: they hold after the move.
   { table: "spend_caps" },
   { table: "spend_days" },
-  // Keyless payers' x402 payments: an open one is closed, with its return, after the move.
+  // Keyless payers' x402 payments (collections and clearings included): an open one, authorised
+  // or collected, is closed with its return after the move.
   { table: "x402_payments" },
 ];
 

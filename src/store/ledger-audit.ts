@@ -21,7 +21,8 @@ const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPendin
  * Σdebits = Σcredits for pending and posted alike; no user balance is overdrawn; every hold
  * has the pending entry it should, a charge no larger than itself, and an open-list row
  * exactly while unresolved; the onchain tables agree with the ledger (`checkOnchain`); and each
- * x402 payment's credit and return agree with it and its call's charge (`checkX402`).
+ * x402 payment's credit, return and collection agree with it, its status and its call's charge
+ * (`checkX402`).
  * Reads in one transaction, so it sees a consistent snapshot.
  */
 export function auditLedger(db: Db): string[] {

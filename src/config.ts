@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { type ChainRegistry, parseChainRegistry } from "./core/billing/chain-registry.js";
 import { defaultPriceCatalog } from "./core/billing/default-catalog.js";
 import { defaultChainRegistry } from "./core/billing/default-chains.js";
+import { parseDecimalAmount } from "./core/billing/money.js";
 import { type PriceCatalog, parsePriceCatalog } from "./core/billing/price-catalog.js";
 import { IMAGE_ADAPTERS, type ImageAdapter, type ImageRoute } from "./core/images/image-models.js";
 import { CLIENT_POLICIES, type ClientPolicy } from "./core/inference/client-policy.js";
@@ -132,6 +133,12 @@ export interface OnchainConfig {
    * payments; unset, the gateway's own facilitator does it on the configured chains' RPCs.
    */
   readonly x402FacilitatorUrl: string | undefined;
+  /**
+   * TOLLGATE_X402_MAX_AUTHORISATION (dollars, default 25; `none` for no cap), in micro-dollars:
+   * the largest worst case an x402 text call is served with. A stream is delivered before it is
+   * collected, so this bounds what a payer who moves its funds meanwhile can cost the gateway.
+   */
+  readonly x402MaxAuthorisation: bigint | undefined;
 }
 
 /** Where image calls go, what uploads may weigh, and how long `url` images live. */
@@ -471,7 +478,25 @@ function onchainConfig(env: Env): OnchainConfig {
     withdrawalsPerHour: integer(env, "TOLLGATE_WITHDRAWALS_PER_HOUR", 10, 1, 1_000_000),
     x402: oneOf(env, "TOLLGATE_X402", ON_OFF, "on") === "on",
     x402FacilitatorUrl: facilitatorUrl(env),
+    x402MaxAuthorisation: dollars(env, "TOLLGATE_X402_MAX_AUTHORISATION", "25"),
   };
+}
+
+/** A dollar amount ("25", "0.05") in micro-dollars; `none` is no amount at all. */
+function dollars(env: Env, name: string, fallback: string): bigint | undefined {
+  const raw = optional(env, name) ?? fallback;
+  if (raw === "none") return undefined;
+  let amount: bigint;
+  try {
+    amount = parseDecimalAmount(raw, 6);
+  } catch {
+    throw new ConfigError(
+      name,
+      `expected a dollar amount with at most 6 decimals (e.g. 25 or 0.05) or none, got ${JSON.stringify(raw)}`,
+    );
+  }
+  if (amount === 0n) throw new ConfigError(name, "must be above 0 (or none for no cap)");
+  return amount;
 }
 
 const ON_OFF = ["on", "off"] as const;

@@ -15,6 +15,7 @@ import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
 import { createInProcessTransport } from "./core/in-process-transport.js";
 import { type Log, silentLog } from "./core/ports/log.js";
+import type { Metrics } from "./core/ports/metrics.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
 import type { CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
@@ -404,7 +405,15 @@ async function assemble(
   // x402: keyless calls paid per request on the chains that run (docs/x402.md).
   let x402: X402Payments | undefined;
   if (mode !== "operator" && onchain !== undefined && chains !== undefined && config.onchain.x402) {
-    x402 = await openX402(config, onchain, stores, parts.dev.chains, now ?? Date.now, log);
+    x402 = await openX402(
+      config,
+      onchain,
+      stores,
+      parts.dev.chains,
+      now ?? Date.now,
+      log,
+      parts.metrics?.registry,
+    );
     if (x402 !== undefined) {
       const payments = x402;
       // Deferred before the facade: run after it drained, so every collection it started ends.
@@ -607,6 +616,7 @@ async function openX402(
   devChains: DevChains | undefined,
   now: () => number,
   log: Log,
+  metrics: Metrics | undefined,
 ): Promise<X402Payments | undefined> {
   const { setUpX402 } = await import("./chains/x402-facilitator.js");
   const { X402Payments } = await import("./core/billing/x402.js");
@@ -633,6 +643,8 @@ async function openX402(
     // A payment must outlive the longest call, with room to collect after it.
     maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,
     publicOrigin: config.images.publicUrl,
+    maxAuthorisation: config.onchain.x402MaxAuthorisation,
+    metrics,
     now,
     log,
   });

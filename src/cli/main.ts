@@ -21,6 +21,7 @@ import {
 } from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
 import { pricingCommand } from "./pricing-command.js";
+import { x402Commands } from "./x402-commands.js";
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -59,6 +60,8 @@ Commands:
   usage --account ID [--limit N]          an account's calls, each with its charge lines, and
                                           their onchain settlement
   settlement                              the settlement backlog of every chain
+  x402 clear --payer ADDRESS              take a keyless x402 payer's calls again after one of its
+                                          streams went uncollected (settle what it owed first)
   migrate-store --to POSTGRES_URL         copy the SQLite ledger to an empty PostgreSQL, verify it (gateway stopped)
   faucet --account ID --chain CHAIN --amount 100
                                           mint dev-chain test stablecoin to the account's deposit
@@ -81,6 +84,7 @@ is set, on that core over gRPC with TOLLGATE_ADMIN_TOKEN as the operator token.
 const commands: Record<string, Record<string, Command>> = {
   account: accountCommands,
   key: keyCommands,
+  x402: x402Commands,
 };
 
 /** Commands without a sub-command. */

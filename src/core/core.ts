@@ -25,8 +25,15 @@ import { type ChainDirectory, OnchainBilling } from "./billing/onchain-billing.j
 import type { PriceCatalog } from "./billing/price-catalog.js";
 import { ReceiptSigner, Receipts } from "./billing/receipts.js";
 import type { X402Payments } from "./billing/x402.js";
-import { type CallerResolver, callerInterceptor, headerCallerResolver } from "./caller.js";
-import { toConnectError } from "./errors.js";
+import { x402Payer } from "./billing/x402-accounts.js";
+import {
+  type CallerResolver,
+  callerInterceptor,
+  callerKey,
+  headerCallerResolver,
+  requireOperator,
+} from "./caller.js";
+import { invalidField, toConnectError } from "./errors.js";
 import { createHealthService, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
@@ -44,6 +51,7 @@ import { type Log, silentLog } from "./ports/log.js";
 import { type Metrics, NO_METRICS } from "./ports/metrics.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
 import type { RateLimiter, RateLimiterFactory } from "./ports/rate-limits.js";
+import type { X402Store } from "./ports/x402.js";
 
 /** What the core is built from. */
 export interface CoreDeps {
@@ -51,8 +59,11 @@ export interface CoreDeps {
   readonly accounts: AccountStore;
   /** Dashboard sign-in nonces and sessions. */
   readonly sessions: SessionStore;
-  /** The ledger (holds, settlements, credits, balances, usage); its writes are durable when answered. */
-  readonly ledger: LedgerStore;
+  /**
+   * The ledger (holds, settlements, credits, balances, usage); its writes are durable when
+   * answered. Its x402 side clears payers that owe (ClearX402Payer).
+   */
+  readonly ledger: LedgerStore & Pick<X402Store, "clearFailedX402">;
   /** The onchain records callers see (deposits, withdrawals, the settlement backlog). */
   readonly onchain: OnchainStore;
   /** Where billed calls' Idempotency-Keys are kept; without it a key is refused (501). */
@@ -251,6 +262,16 @@ export function createCore(deps: CoreDeps): Core {
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),
+      async clearX402Payer(req, ctx) {
+        requireOperator(ctx.values.get(callerKey));
+        if (req.payer.trim() === "")
+          throw invalidField("payer", "payer is required: the wallet address that paid.");
+        const payer = x402Payer(req.payer.trim());
+        // The store answers, not the payment code: the operator's CLI clears without a facilitator.
+        const cleared = await deps.ledger.clearFailedX402(payer, now());
+        log.info({ payer, cleared }, "an operator cleared an x402 payer's failed collections");
+        return { cleared };
+      },
       getPricing: (req, ctx) => ({ ...billingMethods.getPricing(req, ctx), devMode: deps.devMode ?? false }),
       async getDepositAddresses(req, ctx) {
         const res = await billingMethods.getDepositAddresses(req, ctx);

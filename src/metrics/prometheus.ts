@@ -1,6 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { BillingAnomaly, BillingCounters } from "../core/billing/billing-counters.js";
-import type { CallKind, HoldOutcome, Metrics } from "../core/ports/metrics.js";
+import type { CallKind, HoldOutcome, Metrics, X402CollectionOutcome } from "../core/ports/metrics.js";
 import type { FinishedRequest, RequestMetrics } from "../facade/metrics-hook.js";
 
 /** Latency buckets in seconds: a millisecond to two minutes (a long generation). */
@@ -42,6 +42,7 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
   private readonly provider: Histogram<"kind">;
   private readonly holdsPlaced: Counter<"kind">;
   private readonly holdsEnded: Counter<"outcome">;
+  private readonly x402Collections: Counter<"outcome">;
   /** Ledger units charged per `chain\0model`, exact, with the chain's ledger scale. */
   private readonly chargedTotals = new Map<string, { amount: bigint; decimals: number }>();
   private readonly providerTimes = new Map<string, number>();
@@ -102,6 +103,14 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.x402Collections = new Counter({
+      name: "tollgate_x402_collections_total",
+      help:
+        "x402 collections: settled (collected), refused (before delivery: nothing delivered or charged), " +
+        "failed (after a stream was delivered: owed, its payer refused until an operator clears it).",
+      labelNames: ["outcome"],
+      registers,
+    });
     const totals = this.chargedTotals;
     new Counter({
       name: "tollgate_charged_microdollars_total",
@@ -155,6 +164,10 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
   /** The exposition text, and its content type. */
   async scrape(): Promise<{ text: string; contentType: string }> {
     return { text: await this.registry.metrics(), contentType: this.registry.contentType };
+  }
+
+  x402Collected(outcome: X402CollectionOutcome): void {
+    this.x402Collections.inc({ outcome });
   }
 
   holdPlaced(kind: CallKind): void {

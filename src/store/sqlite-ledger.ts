@@ -210,6 +210,10 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
     return this.#x402.failed(payer, limit);
   }
 
+  async x402Payment(id: string): Promise<X402PaymentRow | undefined> {
+    return this.#x402.payment(id);
+  }
+
   async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
     return this.#x402.payments(holdIds);
   }

@@ -160,6 +160,12 @@ export class X402Repository {
   }
 
   /** The payments of these holds, by hold id. */
+  /** The payment with this id, in any status. */
+  payment(id: string): X402PaymentRow | undefined {
+    const row = this.s.byId.get(id);
+    return row === undefined ? undefined : toX402Payment(row);
+  }
+
   payments(holdIds: readonly string[]): Map<string, X402PaymentRow> {
     const out = new Map<string, X402PaymentRow>();
     for (const id of holdIds) {

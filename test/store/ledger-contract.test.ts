@@ -1039,6 +1039,9 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect(await s.ledger.balance("acct_x", CHAIN)).toEqual(account);
       expect(await s.ledger.balance(SYSTEM_X402, CHAIN)).toEqual(system);
       expect(await s.ledger.x402Payments(["h1", "h2"])).toEqual(first);
+      // Found by its id, whatever its call: what refuses a replay before the facilitator is asked.
+      expect(await s.ledger.x402Payment("pay_1")).toEqual(first.get("h1"));
+      expect(await s.ledger.x402Payment("pay_unknown")).toBeUndefined();
       // Many connections presenting one new payment at once: one authorises it, the rest replay.
       const answers = await Promise.all(
         Array.from({ length: 8 }, () => s.ledger.authoriseX402(x402Payment("pay_3", "h3", 40n))),

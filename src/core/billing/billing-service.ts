@@ -29,7 +29,7 @@ export function createBillingService(
   webSearchMaxUses: number,
   accounts: Pick<AccountStore, "getKey">,
   receipts: Receipts,
-): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding"> {
+): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding" | "clearX402Payer"> {
   return {
     ...createOnchainMethods(onchain),
 

@@ -354,17 +354,7 @@ export class Billing implements CallBilling {
         throw holdAlreadyResolved(holdId, state.resolution.status, state.hold.chain);
       hold = state.hold;
     }
-    // The charge depends on what was delivered, not on the request's features: only the model
-    // (and an image call's size) comes from the hold.
-    const call: CallSpec =
-      hold.callKind === "text"
-        ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
-        : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
-    const chain = configuredChain(this.deps.chains, hold.chain);
-    const priced = priceUsage(this.deps.catalog, priceCall(this.deps.catalog, call), usage);
-    const full = picoToUnits(priced.pico, ledgerDecimals(chain.asset.decimals));
-    const capped = cap && full > hold.amount;
-    const charge = capped ? hold.amount : full;
+    const { chain, priced, capped, charge } = this.priced(hold, usage, cap);
     const counts =
       hold.callKind === "text"
         ? { ...chargedTokens(priced), images: 0 }
@@ -380,6 +370,30 @@ export class Billing implements CallBilling {
     this.metrics.holdsResolved("settled", 1);
     this.metrics.charged(chain.id, hold.model, charge, ledgerDecimals(chain.asset.decimals));
     return { state, capped, priced };
+  }
+
+  /**
+   * What {@link settleDelivered} will charge `placed` for `usage`, without settling: for a call
+   * paid with x402 whose charge is collected onchain before its answer is handed over.
+   */
+  chargeFor(placed: HoldRow, usage: DeliveredUsage): bigint {
+    checkUsage(usage);
+    return this.priced(placed, usage, true).charge;
+  }
+
+  /** The charge of `usage` on `hold`, capped at the hold when `cap`. */
+  private priced(hold: HoldRow, usage: DeliveredUsage, cap: boolean) {
+    // The charge depends on what was delivered, not on the request's features: only the model
+    // (and an image call's size) comes from the hold.
+    const call: CallSpec =
+      hold.callKind === "text"
+        ? { kind: "text", model: hold.model, inputTokens: hold.inputTokens, maxTokens: hold.maxTokens }
+        : { kind: "image", model: hold.model, size: hold.imageSize, count: hold.imageCount };
+    const chain = configuredChain(this.deps.chains, hold.chain);
+    const priced = priceUsage(this.deps.catalog, priceCall(this.deps.catalog, call), usage);
+    const full = picoToUnits(priced.pico, ledgerDecimals(chain.asset.decimals));
+    const capped = cap && full > hold.amount;
+    return { chain, priced, capped, charge: capped ? hold.amount : full };
   }
 
   private async requireAccount(accountId: string): Promise<void> {

@@ -35,6 +35,8 @@ export interface CallBilling {
     placed: HoldRow,
     usage: DeliveredUsage,
   ): Promise<{ state: HoldState; capped: boolean; priced: PricedUsage }>;
+  /** What {@link settleDelivered} will charge for `usage`, writing nothing (x402: collected first). */
+  chargeFor(placed: HoldRow, usage: DeliveredUsage): bigint;
   /** Voids the hold: nothing is charged. */
   release(holdId: string): Promise<HoldState>;
 }

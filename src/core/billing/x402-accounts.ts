@@ -12,6 +12,11 @@ export function x402AccountId(payer: string): string {
   return `acct_x402_${payer.startsWith("0x") ? payer.toLowerCase() : payer}`;
 }
 
+/** A payer's address as payments store it: an EVM address in lower case, a Solana one as it is. */
+export function x402Payer(address: string): string {
+  return /^0x[0-9a-fA-F]{40}$/.test(address) ? address.toLowerCase() : address;
+}
+
 /** Whether an account is a keyless x402 payer's. */
 export function isX402Account(accountId: string): boolean {
   return accountId.startsWith("acct_x402_");

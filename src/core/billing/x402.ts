@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { Code, type ConnectError } from "@connectrpc/connect";
 import {
   decodePaymentSignatureHeader,
@@ -11,15 +10,17 @@ import { ExactEvmScheme } from "@x402/evm/exact/server";
 import { UptoEvmScheme } from "@x402/evm/upto/server";
 import { declareEip2612GasSponsoringExtension } from "@x402/extensions";
 import { ExactSvmScheme } from "@x402/svm/exact/server";
-import { accountSuspended, reasonError } from "../errors.js";
+import { accountSuspended, invalidField, reasonError } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
-import type { LedgerStore } from "../ports/ledger.js";
+import type { HoldState, LedgerStore, UsageCounts } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
+import { type Metrics, NO_METRICS } from "../ports/metrics.js";
 import type { X402PaymentRow, X402Scheme, X402Store } from "../ports/x402.js";
 import { AUTO_CHAIN, type ChainConfig, type ChainRegistry } from "./chain-registry.js";
 import { holdIdFor } from "./hold-ids.js";
 import { formatUnits, ledgerDecimals, ledgerToOnchain, onchainToLedger } from "./money.js";
 import { PAYMENT_REQUIRED_METADATA, PAYMENT_RESPONSE_METADATA, x402AccountId } from "./x402-accounts.js";
+import { x402Identity } from "./x402-identity.js";
 
 /**
  * x402 payments (spec v2, docs/x402.md): a caller without an API key pays a call with a signed
@@ -51,8 +52,11 @@ export interface X402Chain {
 /** What x402 is built from. */
 export interface X402Deps {
   readonly store: X402Store;
-  /** The holds payments paid for: the recovery pass reads how each call ended. */
-  readonly ledger: Pick<LedgerStore, "getHold">;
+  /**
+   * The holds payments paid for: the recovery pass reads how each call ended, and settles the
+   * hold of a payment collected before a crash kept its call from settling.
+   */
+  readonly ledger: Pick<LedgerStore, "getHold" | "settle">;
   readonly accounts: AccountStore;
   readonly registry: ChainRegistry;
   /** Verifies and settles payments: a local facilitator on the treasury's chains, or a remote one. */
@@ -67,6 +71,14 @@ export interface X402Deps {
   readonly maxCallMs: number;
   /** The gateway's public origin for the offers' resource URLs (TOLLGATE_PUBLIC_URL), if set. */
   readonly publicOrigin: string | undefined;
+  /**
+   * TOLLGATE_X402_MAX_AUTHORISATION, in micro-dollars: the largest worst case an `upto` call is
+   * served with (what a stream whose collection fails can cost the gateway at most); none when
+   * undefined.
+   */
+  readonly maxAuthorisation?: bigint | undefined;
+  /** Counts collections by outcome (NO_METRICS when absent). */
+  readonly metrics?: Metrics | undefined;
   readonly now: () => number;
   readonly log: Log;
 }
@@ -102,6 +114,25 @@ export interface X402PayInput {
   /** The call's worst case on a chain, in its ledger units (what the hold will be). */
   readonly quote: (chain: ChainConfig) => bigint;
 }
+
+/** A recovered settle's counts: its usage died with the process that collected it. */
+const NO_COUNTS: UsageCounts = {
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cacheWrite5mTokens: 0n,
+  cacheWrite1hTokens: 0n,
+  cacheReadTokens: 0n,
+  images: 0,
+};
+
+/** The members of an x402 v2 payment payload; any other is refused. */
+const PAYLOAD_KEYS: ReadonlySet<string> = new Set([
+  "x402Version",
+  "resource",
+  "accepted",
+  "payload",
+  "extensions",
+]);
 
 /** A payload is read up to this size; a real one is about 1 KB (a permit and its signature). */
 const MAX_PAYMENT_HEADER = 16 * 1024;
@@ -178,10 +209,12 @@ export class X402Payments {
   }
 
   /**
-   * A keyless call's payment: without one (`header` ""), the 402 offering what the gateway
-   * accepts ({@link paymentRequired}); with one, {@link authorise}.
+   * A call's payment on x402's door: without one (`header` ""), the 402 offering what the
+   * gateway accepts ({@link paymentRequired}); with one, {@link authorise}. An `upto` call whose
+   * worst case is above TOLLGATE_X402_MAX_AUTHORISATION is refused first (400 on `max_tokens`).
    */
   async pay(input: X402PayInput): Promise<X402Authorisation> {
+    this.#refuseAboveCap(input);
     if (input.header === "") throw this.paymentRequired(input);
     return await this.authorise(input);
   }
@@ -189,6 +222,8 @@ export class X402Payments {
   /**
    * Verifies a payment for one call and credits what it authorises to its payer's account.
    * Every refusal is a 402 carrying a fresh offer; nothing is written for a refused payment.
+   * The payment's identity is what its payer signed (x402-identity.ts), so a re-encoding of a
+   * payment presented before is a replay, refused before the facilitator is asked.
    */
   async authorise(input: X402PayInput): Promise<X402Authorisation> {
     const scheme: X402Scheme = input.route.kind === "text" ? "upto" : "exact";
@@ -219,6 +254,15 @@ export class X402Payments {
         `${input.route.path} is paid with the x402 "${scheme}" scheme, not "${accepted.scheme}".`,
       );
     }
+    const identity = x402Identity(chain.network, scheme, payload.payload, String(accepted.asset ?? ""));
+    if (!identity.ok) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `The payment is not one x402 defines: ${identity.problem}.`,
+      );
+    }
+    if ((await this.deps.store.x402Payment(identity.id)) !== undefined) throw this.#replayed(input);
     let onchain: bigint;
     try {
       onchain = BigInt(accepted.amount);
@@ -258,6 +302,7 @@ export class X402Payments {
         { chain: chain.id, needed: `${needed}`, authorised: `${authorised}` },
       );
     }
+    if (identity.payer !== undefined) await this.#refuseOwing(input, identity.payer);
     const verified = await this.#verify(payload, requirements);
     if (!verified.isValid || verified.payer === undefined) {
       throw this.#required(
@@ -268,8 +313,12 @@ export class X402Payments {
       );
     }
     const payer = chain.family === "evm" ? verified.payer.toLowerCase() : verified.payer;
+    if (identity.payer !== undefined && identity.payer !== payer) {
+      throw this.#required(input, "X402_PAYMENT_INVALID", "The payment's signer is not the payer it names.");
+    }
+    if (identity.payer === undefined) await this.#refuseOwing(input, payer);
     const accountId = await this.#payerAccount(payer);
-    const id = paymentId(payload);
+    const id = identity.id;
     const written = await this.deps.store.authoriseX402({
       id,
       holdId: holdIdFor(accountId, input.requestId),
@@ -281,13 +330,7 @@ export class X402Payments {
       payload: JSON.stringify(payload),
       createdAt: this.deps.now(),
     });
-    if (written === "replayed") {
-      throw this.#required(
-        input,
-        "X402_PAYMENT_REPLAYED",
-        "This payment was already presented: an x402 payment pays for one call. Sign a new one.",
-      );
-    }
+    if (written === "replayed") throw this.#replayed(input);
     return { id, accountId, chain, scheme, payer, authorised, payload, requirements };
   }
 
@@ -317,10 +360,60 @@ export class X402Payments {
   }
 
   /**
-   * Ends a payment whose call was charged `charge`: collected onchain (nothing when 0), then
-   * closed with the rest of the authorisation returned. A collection the chain refused is
-   * logged and recorded as `failed` (the charge stands as owed). Answers the settlement for a
-   * `PAYMENT-RESPONSE` header, undefined when nothing was collected.
+   * Collects `charge` before the answer is handed over (a non-streaming text answer, an image),
+   * and records the collection durably before anything else is written for the call: a crash
+   * after this leaves a `collected` payment whose hold is never swept, and the recovery pass
+   * settles it. A collection the chain refuses releases the call's hold (`releaseHold`), closes
+   * the payment (nothing charged, the whole authorisation returned) and throws 402
+   * X402_PAYMENT_NOT_COLLECTED: the caller then delivers nothing. Either way the hold is no
+   * longer the caller's to release.
+   */
+  async collectBeforeDelivery(
+    payment: X402Authorisation,
+    charge: bigint,
+    releaseHold: () => Promise<unknown>,
+  ): Promise<SettleResponse> {
+    const settled = await this.settleOnchain(payment, charge);
+    if (!settled.success) {
+      this.#metrics.x402Collected("refused");
+      this.deps.log.warn(
+        {
+          payment: payment.id,
+          chain: payment.chain.id,
+          reason: settled.errorReason,
+          err: settled.errorMessage,
+        },
+        "an x402 payment could not be collected before delivery: nothing delivered, nothing charged",
+      );
+      // The hold first: the whole authorisation is then available to return.
+      await releaseHold();
+      await this.deps.store.closeX402({
+        id: payment.id,
+        status: "unused",
+        settled: 0n,
+        txHash: "",
+        error: settled.errorMessage ?? settled.errorReason ?? "refused",
+        returned: payment.authorised,
+        now: this.deps.now(),
+      });
+      throw paymentNotCollected(settled);
+    }
+    this.#metrics.x402Collected("settled");
+    await this.deps.store.recordX402Collection({
+      id: payment.id,
+      collected: charge,
+      txHash: settled.transaction,
+      now: this.deps.now(),
+    });
+    return settled;
+  }
+
+  /**
+   * Ends a payment whose call was charged `charge` and delivered (a stream): collected onchain
+   * (nothing when 0), then closed with the rest of the authorisation returned. A collection the
+   * chain refused is logged, counted and recorded as `failed` (the charge stands as owed, and
+   * the payer's further x402 calls are refused until an operator clears it). Answers the
+   * settlement, undefined when nothing was collected.
    */
   async collect(payment: X402Authorisation, charge: bigint): Promise<SettleResponse | undefined> {
     if (charge === 0n) {
@@ -328,6 +421,7 @@ export class X402Payments {
       return undefined;
     }
     const settled = await this.settleOnchain(payment, charge);
+    this.#metrics.x402Collected(settled.success ? "settled" : "failed");
     await this.close(payment, charge, settled);
     return settled;
   }
@@ -378,6 +472,10 @@ export class X402Payments {
     });
   }
 
+  get #metrics(): Metrics {
+    return this.deps.metrics ?? NO_METRICS;
+  }
+
   /** The x402 payments of these holds (for their receipts). */
   payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
     return this.deps.store.x402Payments(holdIds);
@@ -388,18 +486,16 @@ export class X402Payments {
     return encodePaymentResponseHeader(settled);
   }
 
-  /** The 402 for an image whose payment the chain refused to collect (the image is not handed over). */
-  notCollected(settled: SettleResponse): ConnectError {
-    return paymentNotCollected(settled);
-  }
-
   /**
-   * Ends the payments a crash left open (authorised, older than the longest call, their call
-   * over): a call that charged nothing, or never held, returns the whole authorisation; an
-   * `upto` call that charged is collected now (a chain that refuses — the collection may have
-   * landed before the crash — records it `failed` with the chain's reason, for the operator to
-   * reconcile); an `exact` image that charged was collected before its ledger settle, so it is
-   * recorded `settled` (its transaction was not kept). A call still held waits for the sweeper.
+   * Ends the payments a crash left open (authorised or collected, older than the longest call):
+   * - `collected` (its charge was collected onchain before the crash): its hold — never swept
+   *   while the payment is collected — is settled at the collected amount if still pending, and
+   *   the payment closed `settled` with its transaction;
+   * - `authorised`, its call over: a call that charged nothing, or never held, returns the whole
+   *   authorisation; an `upto` call that charged (a stream, settled before its collection) is
+   *   collected now (a chain that refuses — the collection may have landed before the crash —
+   *   records it `failed` with the chain's reason, for the operator to reconcile). A call still
+   *   held waits for the sweeper.
    * Resolves with how many payments it ended.
    */
   async recover(): Promise<number> {
@@ -407,7 +503,6 @@ export class X402Payments {
     let ended = 0;
     for (const row of open) {
       const state = await this.deps.ledger.getHold(row.holdId);
-      if (state !== undefined && state.resolution === undefined) continue;
       const entry = this.#chains.get(row.chain);
       const template = this.#templates.get(`${row.chain}/${row.scheme}`);
       if (entry === undefined || template === undefined) {
@@ -428,19 +523,54 @@ export class X402Payments {
         payload,
         requirements: { ...template, amount: payload.accepted.amount },
       };
-      const charge = state?.resolution?.amount ?? 0n;
-      if (charge > 0n && row.scheme === "exact") {
-        await this.close(payment, charge, { success: true, transaction: "", network: template.network });
+      if (row.status === "collected") {
+        if (!(await this.#settleCollected(row, state))) continue;
+        await this.close(payment, row.settled, {
+          success: true,
+          transaction: row.txHash,
+          network: template.network,
+        });
       } else {
-        await this.collect(payment, charge);
+        if (state !== undefined && state.resolution === undefined) continue;
+        await this.collect(payment, state?.resolution?.amount ?? 0n);
       }
       this.deps.log.info(
-        { payment: row.id, chain: row.chain, charge: `${charge}` },
+        { payment: row.id, chain: row.chain, status: row.status },
         "ended an x402 payment a crash left open",
       );
       ended++;
     }
     return ended;
+  }
+
+  /**
+   * Settles the hold of a payment collected before a crash, at what was collected (its usage
+   * died with the process: the charge is the collected amount, with no token counts). False
+   * when the hold is not there to settle, or ended otherwise (logged for the operator).
+   */
+  async #settleCollected(row: X402PaymentRow, state: HoldState | undefined): Promise<boolean> {
+    if (state === undefined) {
+      this.deps.log.error({ payment: row.id }, "a collected x402 payment has no hold: left for the operator");
+      return false;
+    }
+    if (state.resolution === undefined) {
+      const { hold } = state;
+      const result = await this.deps.ledger.settle(
+        hold.id,
+        row.settled,
+        { ...NO_COUNTS, images: hold.callKind === "image" ? hold.imageCount : 0 },
+        this.deps.now(),
+        "",
+      );
+      if (result.kind === "resolved") return true;
+      state = result.kind === "not-found" ? undefined : result.state;
+    }
+    if (state?.resolution?.status === "settled" && state.resolution.amount === row.settled) return true;
+    this.deps.log.error(
+      { payment: row.id, hold: row.holdId, resolution: state?.resolution?.status },
+      "a collected x402 payment's hold ended otherwise than at its collection: left for the operator",
+    );
+    return false;
   }
 
   /** Runs {@link recover} now and every `intervalMs` (an unref'd timer) until {@link stopRecovery}. */
@@ -496,6 +626,58 @@ export class X402Payments {
     }
   }
 
+  /** 402 X402_PAYMENT_REPLAYED: a payment (by what its payer signed) pays for one call. */
+  #replayed(input: X402PayInput): ConnectError {
+    return this.#required(
+      input,
+      "X402_PAYMENT_REPLAYED",
+      "This payment was already presented: an x402 payment pays for one call. Sign a new one.",
+    );
+  }
+
+  /**
+   * Refuses a payer that owes: one of its streams was delivered and its collection refused
+   * onchain (a `failed` payment no operator cleared). Checked on every host, in the store.
+   */
+  async #refuseOwing(input: X402PayInput, payer: string): Promise<void> {
+    const [owed] = await this.deps.store.failedX402Payments(payer, 1);
+    if (owed === undefined) return;
+    throw this.#required(
+      input,
+      "X402_PAYER_OWES",
+      `A call this payer was served could not be collected onchain (payment ${owed.id}, ${owed.error || "refused"}): ` +
+        "its x402 calls are refused until the gateway's operator clears it.",
+      { payment: owed.id },
+    );
+  }
+
+  /**
+   * Refuses (400 on `max_tokens`) an `upto` call whose worst case is above
+   * TOLLGATE_X402_MAX_AUTHORISATION on a chain it could be paid on: a stream is delivered
+   * before it is collected, so its worst case is what a payer who moves its funds meanwhile can
+   * cost the gateway.
+   */
+  #refuseAboveCap(input: X402PayInput): void {
+    const cap = this.deps.maxAuthorisation;
+    if (cap === undefined || input.route.kind !== "text") return;
+    for (const { config } of this.#chains.values()) {
+      const named = input.chainField;
+      if (named !== "" && named !== AUTO_CHAIN && config.id !== named) continue;
+      const decimals = ledgerDecimals(config.asset.decimals);
+      // The cap is in micro-dollars; a chain's ledger units are 10^-decimals dollars.
+      const capOnChain =
+        decimals >= 6 ? cap * 10n ** BigInt(decimals - 6) : cap / 10n ** BigInt(6 - decimals);
+      const needed = input.quote(config);
+      if (needed <= capOnChain) continue;
+      throw invalidField(
+        "max_tokens",
+        `This call's worst case is ${formatUnits(needed, decimals)} ${config.asset.symbol}; calls paid with x402 ` +
+          `are served up to ${formatUnits(capOnChain, decimals)} (TOLLGATE_X402_MAX_AUTHORISATION). ` +
+          "Lower max_tokens, or call /v1 with an API key.",
+      );
+    }
+  }
+
   /** The payment as sent, decoded; anything unreadable is a 402 saying so. */
   #decode(input: X402PayInput): PaymentPayload {
     let payload: PaymentPayload;
@@ -523,6 +705,15 @@ export class X402Payments {
       typeof payload.payload !== "object"
     ) {
       throw this.#required(input, "X402_PAYMENT_INVALID", "The payment names no accepted offer.");
+    }
+    // A key x402 does not define changes nothing the facilitator reads: it could only re-encode.
+    const unknown = Object.keys(payload).find((key) => !PAYLOAD_KEYS.has(key));
+    if (unknown !== undefined) {
+      throw this.#required(
+        input,
+        "X402_PAYMENT_INVALID",
+        `The payment has a key x402 does not define: ${JSON.stringify(unknown)}.`,
+      );
     }
     return payload;
   }
@@ -585,38 +776,13 @@ export class X402Payments {
   }
 }
 
-/** An image's payment the chain refused to collect: 402, and the image is not handed over. */
+/** A payment the chain refused to collect before delivery: 402, and the answer is not handed over. */
 function paymentNotCollected(settled: SettleResponse): ConnectError {
   return reasonError(
     Code.FailedPrecondition,
     "X402_PAYMENT_NOT_COLLECTED",
     `The payment could not be collected onchain (${settled.errorMessage ?? settled.errorReason ?? "refused"}): ` +
-      "nothing was charged and the image was not delivered.",
+      "nothing was charged and the answer was not delivered.",
     { [PAYMENT_RESPONSE_METADATA]: encodePaymentResponseHeader(settled) },
   );
-}
-
-/**
- * A payment's id: SHA-256 over its network, scheme and signed content. The same authorisation
- * presented again has the same id however its envelope is re-encoded, so it pays only once.
- */
-export function paymentId(payload: PaymentPayload): string {
-  const digest = createHash("sha256")
-    .update(
-      `${payload.accepted.network}\u0000${payload.accepted.scheme}\u0000${canonicalJson(payload.payload)}`,
-    )
-    .digest("hex");
-  return digest.slice(0, 40);
-}
-
-/** JSON with object keys sorted, so equal values give equal text. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
-      a < b ? -1 : a > b ? 1 : 0,
-    );
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
 }

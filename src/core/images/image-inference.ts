@@ -142,6 +142,7 @@ export class ImageInference {
       throw error;
     }
     const holdId = hold.hold.id;
+    /** Whether the hold is charged (or, for x402, its charge collected): it is then not released. */
     let charged = false;
     // An x402 payment not yet closed when the call ends: closed as unused (nothing collected).
     let open = payment;
@@ -152,19 +153,20 @@ export class ImageInference {
       const delivered = await this.deliver(image.image, call.responseFormat, call.requestId);
       // A client gone before the answer could be written receives nothing, so pays nothing.
       if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
-      // An x402 image is paid before it is handed over: a payment the chain refuses gets nothing.
+      // An x402 image is paid before it is handed over: a payment the chain refuses gets
+      // nothing (closed, and the hold released below). A collection is recorded before the
+      // ledger's settle: should that settle not happen (a crash, a store failure), the payment
+      // stays `collected`, its hold is never swept, and the recovery pass settles it.
       let paymentResponse: string | undefined;
       let settled: SettleResponse | undefined;
       if (payment !== undefined) {
-        settled = await this.deps.x402!.settleOnchain(payment, payment.authorised);
-        if (!settled.success) {
-          open = undefined;
-          await this.deps.x402!.close(payment, 0n, settled);
-          throw this.deps.x402!.notCollected(settled);
-        }
-        // Collected: never closed as unused. Should the ledger's settle fail now, the payment
-        // stays open (authorised) beside its collection, for the operator to reconcile.
         open = undefined;
+        // Collected or refused, the hold is no longer this call's to release: collected, it is
+        // the recovery pass's to settle should the settle below fail; refused, it was released.
+        charged = true;
+        settled = await this.deps.x402!.collectBeforeDelivery(payment, payment.authorised, () =>
+          this.deps.billing.release(holdId),
+        );
         paymentResponse = this.deps.x402!.responseHeader(settled);
       }
       const { state } = await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { SettleResponse } from "@x402/core/types";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
@@ -251,9 +252,24 @@ export class TextInference {
           problem === undefined
             ? billedUsage(message.usage ?? {}, message.model, this.resolveModel)
             : await this.measured(billed, delivered, problem);
+        // x402: the charge is collected before the answer is handed over; a payment the chain
+        // refuses gets nothing (402, the hold released in `finally`). Once collected, the hold
+        // is the recovery pass's should the settle below not happen: never released.
+        let collected: SettleResponse | undefined;
+        if (payment !== undefined) {
+          const charge = this.deps.billing.chargeFor(placed, capOutput(usage, billed.outputCap));
+          if (charge > 0n) {
+            // Collected or refused, the hold is no longer this call's to release.
+            outcome = "settled";
+            collected = await this.deps.x402!.collectBeforeDelivery(payment, charge, () =>
+              this.deps.billing.release(placed.id),
+            );
+          }
+        }
         const state = await this.settle(billed, usage);
         outcome = "settled";
-        const paymentResponse = payment === undefined ? undefined : await this.collect(payment, state, call);
+        const paymentResponse =
+          payment === undefined ? undefined : await this.closePaid(payment, state, collected);
         yield { kind: "message", body: Buffer.from(text) };
         yield { kind: "settled", charge: chargeOf(state), state, paymentResponse };
         return;
@@ -287,25 +303,25 @@ export class TextInference {
   }
 
   /**
-   * Collects a settled non-streaming call's charge onchain before its answer goes out; the
-   * PAYMENT-RESPONSE value, or undefined when nothing was collected. A failure to record it is
-   * logged (the payment stays open), never turned into a failed answer: the call was delivered.
+   * Closes a settled non-streaming call's payment, collected before (`collected`, undefined when
+   * the call charged nothing); the PAYMENT-RESPONSE value, or undefined when nothing was
+   * collected. A failure to record it is logged (the payment stays collected, for the recovery
+   * pass), never turned into a failed answer: the call was delivered and paid.
    */
-  private async collect(
+  private async closePaid(
     payment: X402Authorisation,
     state: HoldState,
-    call: TextCall,
+    collected: SettleResponse | undefined,
   ): Promise<string | undefined> {
     try {
-      const settled = await this.deps.x402!.collect(payment, chargeOf(state));
-      return settled === undefined ? undefined : this.deps.x402!.responseHeader(settled);
+      await this.deps.x402!.close(payment, chargeOf(state), collected);
     } catch (error) {
       this.deps.log.error(
-        { err: error, requestId: call.requestId, payment: payment.id },
+        { err: error, requestId: state.hold.requestId, payment: payment.id },
         "recording an x402 payment failed",
       );
-      return undefined;
     }
+    return collected === undefined ? undefined : this.deps.x402!.responseHeader(collected);
   }
 
   /** Reports the provider's latency for a call sent at `sentAt` (performance.now()). */

@@ -7,6 +7,13 @@
 /** How a hold ended: charged, voided by its call, or expired by the sweeper. */
 export type HoldOutcome = "settled" | "released" | "swept";
 
+/**
+ * How an x402 collection went: `settled` (collected onchain), `refused` (refused before its
+ * answer was handed over: nothing delivered, nothing charged), `failed` (refused after a stream
+ * was delivered: the charge is owed, and its payer is refused until an operator clears it).
+ */
+export type X402CollectionOutcome = "settled" | "refused" | "failed";
+
 /** A model call's kind, as holds record it. */
 export type CallKind = "text" | "image";
 
@@ -27,6 +34,8 @@ export interface Metrics {
    * in this process, subtracts it from its own time to get the latency the gateway added.
    */
   providerAnswered(requestId: string, kind: CallKind, seconds: number): void;
+  /** An x402 payment's collection ended with `outcome`. */
+  x402Collected(outcome: X402CollectionOutcome): void;
 }
 
 /** Metrics nobody reads: the operator CLI, and gateways without TOLLGATE_METRICS_PORT. */
@@ -35,4 +44,5 @@ export const NO_METRICS: Metrics = {
   holdsResolved: () => {},
   charged: () => {},
   providerAnswered: () => {},
+  x402Collected: () => {},
 };

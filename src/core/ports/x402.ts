@@ -118,6 +118,8 @@ export interface X402Store {
    * collected with. A payment already closed is left as it is.
    */
   closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found">;
+  /** The payment with this id, in any status (a replay is refused before the facilitator is asked). */
+  x402Payment(id: string): Promise<X402PaymentRow | undefined>;
   /** The x402 payments of these holds, by hold id. */
   x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>>;
   /**

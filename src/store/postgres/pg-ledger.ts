@@ -1123,6 +1123,11 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     return cleared.rowCount ?? 0;
   }
 
+  async x402Payment(id: string): Promise<X402PaymentRow | undefined> {
+    const [row] = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE id = $1::text", [id]);
+    return row === undefined ? undefined : toX402Payment(row);
+  }
+
   async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
     const rows = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE hold_id = ANY($1::text[])", [
       holdIds,

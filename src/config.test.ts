@@ -12,6 +12,7 @@ describe("loadConfig", () => {
       dataDir: "/srv/data",
       coreUrl: undefined,
       adminToken: undefined,
+      facadeToken: undefined,
     });
   });
 
@@ -22,6 +23,7 @@ describe("loadConfig", () => {
     ["TOLLGATE_CORE_URL", "not a url"],
     ["TOLLGATE_CORE_URL", "ftp://core"],
     ["TOLLGATE_ADMIN_TOKEN", "short"],
+    ["TOLLGATE_FACADE_TOKEN", "short"],
     ["TOLLGATE_LOG_LEVEL", "loud"],
     ["TOLLGATE_SHUTDOWN_TIMEOUT_MS", "1.5"],
     ["TOLLGATE_ANTHROPIC_URL", "api.example"],

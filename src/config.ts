@@ -47,6 +47,11 @@ export interface Config {
   readonly coreUrl: string | undefined;
   /** Operator bearer token for account management over the network; unset disables it. */
   readonly adminToken: string | undefined;
+  /**
+   * The service token a facade tier presents to a remote core (`x-tollgate-facade`), which then
+   * trusts its client addresses and public origin; set alike on the core and its facade tiers.
+   */
+  readonly facadeToken: string | undefined;
   /** Redis for rate limits shared by every gateway host; unset: each process counts in memory. */
   readonly redisUrl: string | undefined;
   /**
@@ -240,6 +245,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (adminToken !== undefined && adminToken.length < 32) {
     throw new ConfigError("TOLLGATE_ADMIN_TOKEN", "must be at least 32 characters");
   }
+  const facadeToken = optional(env, "TOLLGATE_FACADE_TOKEN");
+  if (facadeToken !== undefined && facadeToken.length < 32) {
+    throw new ConfigError("TOLLGATE_FACADE_TOKEN", "must be at least 32 characters");
+  }
   const maxCallMs = integer(env, "TOLLGATE_MAX_CALL_MS", 900_000, 1_000, 86_400_000);
   const config: Config = {
     host: optional(env, "TOLLGATE_HOST") ?? "127.0.0.1",
@@ -252,6 +261,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     dataDir: resolve(cwd, optional(env, "TOLLGATE_DATA_DIR") ?? "data"),
     coreUrl,
     adminToken,
+    facadeToken,
     redisUrl,
     databaseUrl,
     databasePoolSize: integer(env, "TOLLGATE_DATABASE_POOL_SIZE", 10, 1, 1_000),

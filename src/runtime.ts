@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
 import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
+import { FACADE_TOKEN_HEADER } from "./core/auth/facade-proof.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
 import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
@@ -20,6 +21,7 @@ import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
 import type { CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import type { DevUpstream } from "./dev/provider/dev-upstream.js";
+import { listenOrigins } from "./facade/listen-origins.js";
 import type { ImageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
@@ -138,19 +140,29 @@ export class ServeRefused extends Error {
 const MISSING_CHAINS = "TOLLGATE_CHAINS (the chain registry file: chains, assets, RPC endpoints)";
 const MISSING_SECRET =
   "TOLLGATE_MASTER_SECRET (hex, at least 32 bytes: deposit and treasury keys derive from it)";
+const MISSING_PUBLIC_URL =
+  "TOLLGATE_PUBLIC_URL (the gateway's public origin, e.g. https://gw.example.com: dashboard sign-ins must name it)";
+const MISSING_FACADE_TOKEN =
+  "TOLLGATE_FACADE_TOKEN (at least 32 characters, the same as the core's: it vouches for this tier's clients)";
 
 /**
- * What production cannot run without, unless facade-only: a model provider, a chain registry and
- * the master secret (the worker: the last two), each named with the variable that supplies it.
+ * What production cannot run without: a model provider, a chain registry and the master secret
+ * (the worker: the last two), and the public URL; a facade-only tier needs the public URL and the
+ * facade token instead. Each is named with the variable that supplies it.
  */
 function missingForProduction(config: Config, mode: "serve" | "worker"): string[] {
-  if (mode === "serve" && config.coreUrl !== undefined) return [];
   const missing: string[] = [];
+  if (mode === "serve" && config.coreUrl !== undefined) {
+    if (config.images.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
+    if (config.facadeToken === undefined) missing.push(MISSING_FACADE_TOKEN);
+    return missing;
+  }
   if (mode === "serve" && config.anthropic.url === undefined) {
     missing.push("TOLLGATE_ANTHROPIC_API_KEY (the model provider's key; or TOLLGATE_ANTHROPIC_URL)");
   }
   if (config.onchain.mode !== "configured") missing.push(MISSING_CHAINS);
   if (config.onchain.masterSecret === undefined) missing.push(MISSING_SECRET);
+  if (mode === "serve" && config.images.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
   return missing;
 }
 
@@ -265,7 +277,7 @@ async function assemble(
     stack.defer(() => endpoint.close());
   }
   if (config.coreUrl !== undefined && mode !== "operator") {
-    parts.transport = remoteCoreTransport(config.coreUrl);
+    parts.transport = remoteCoreTransport(config.coreUrl, undefined, config.facadeToken);
     // The remote core decides whether it takes x402; the door is served when configured so.
     await openFacade(config, parts.transport, config.coreUrl, logger, stack, parts, config.onchain.x402);
     return config;
@@ -430,9 +442,13 @@ async function assemble(
       : receiptSecret === undefined
         ? dataDirReceiptKey(config.dataDir)
         : receiptKeyFromMasterSecret(receiptSecret);
+  const publicUrl = config.images.publicUrl;
   const core = createCore({
     receiptKey,
-    publicOrigin: config.images.publicUrl,
+    publicOrigin: publicUrl,
+    // Sign-in checks the gateway's configured origin, or (dev, tests) where its facade listens.
+    signInOrigins: publicUrl === undefined ? () => listenOrigins(parts.facade?.server) : () => [publicUrl],
+    facadeToken: config.facadeToken,
     accounts: stores.accounts,
     sessions: stores.sessions,
     ledger: stores.ledger,
@@ -690,15 +706,22 @@ function storeChoice(config: Config): StoreChoice {
 
 /**
  * A gRPC transport to a core elsewhere (facade-only mode, and the CLI with TOLLGATE_CORE_URL).
- * With `bearer`, every call presents it (the CLI's operator token). The HTTP/2 client
+ * With `bearer`, every call presents it (the CLI's operator token); with `facadeToken`, every
+ * call proves it comes from a facade tier (TOLLGATE_FACADE_TOKEN). The HTTP/2 client
  * (@connectrpc/connect-node) is loaded at the first call, so that processes on a local core,
  * such as the CLI's commands, start without it.
  */
-export function remoteCoreTransport(baseUrl: string, bearer?: string): Transport {
+export function remoteCoreTransport(baseUrl: string, bearer?: string, facadeToken?: string): Transport {
   const interceptors: Interceptor[] = [];
   if (bearer !== undefined) {
     interceptors.push((next) => (req) => {
       req.header.set("authorization", `Bearer ${bearer}`);
+      return next(req);
+    });
+  }
+  if (facadeToken !== undefined) {
+    interceptors.push((next) => (req) => {
+      req.header.set(FACADE_TOKEN_HEADER, facadeToken);
       return next(req);
     });
   }

@@ -4,6 +4,7 @@ import type { AuthThrottle } from "./auth/auth-throttle.js";
 import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
 import { peerAddressKey } from "./auth/client-address.js";
 import { presentedCredential } from "./auth/credentials.js";
+import { provenFacadeKey } from "./auth/facade-proof.js";
 import { KEY_PREFIX } from "./auth/keys.js";
 import { SESSION_HEADER, type Sessions } from "./auth/sessions.js";
 import { invalidField, keyMissing, operatorOnly, otherAccount } from "./errors.js";
@@ -48,7 +49,10 @@ export const authenticatedCallerKey = createContextKey<Caller | undefined>(undef
  */
 export function callerInterceptor(resolve: CallerResolver): Interceptor {
   return (next) => async (req) => {
-    const handedOver = req.contextValues.get(authenticatedCallerKey);
+    // Only a proven facade vouches for a caller; anyone else is resolved from what it presents.
+    const handedOver = req.contextValues.get(provenFacadeKey)
+      ? req.contextValues.get(authenticatedCallerKey)
+      : undefined;
     req.contextValues.set(
       callerKey,
       handedOver ?? (await resolve(req.header, req.contextValues.get(peerAddressKey))),

@@ -12,6 +12,7 @@ import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { type AuthFailureLimits, AuthThrottle } from "./auth/auth-throttle.js";
 import { Authenticator } from "./auth/authenticator.js";
+import { facadeProofInterceptor } from "./auth/facade-proof.js";
 import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
 import { BillingCounters } from "./billing/billing-counters.js";
@@ -110,6 +111,17 @@ export interface CoreDeps {
   readonly receiptKey?: KeyObject | undefined;
   /** TOLLGATE_PUBLIC_URL's origin: what receipts name as the gateway (else the facade's Host). */
   readonly publicOrigin?: string | undefined;
+  /**
+   * The origins a dashboard sign-in message may name: TOLLGATE_PUBLIC_URL's, or in dev the
+   * facade's listen origin (a function: it is known once the facade listens). None (the default)
+   * refuses every sign-in unless a proven facade names its own public origin.
+   */
+  readonly signInOrigins?: (() => readonly string[]) | undefined;
+  /**
+   * TOLLGATE_FACADE_TOKEN: what a remote facade tier presents (`x-tollgate-facade`) to be trusted
+   * with its client's address and its public origin; unset, no network caller is.
+   */
+  readonly facadeToken?: string | undefined;
   /** Each account's withdrawals per hour (its own callers', not the operator's); unlimited when absent. */
   readonly withdrawalLimit?: RateLimiter | undefined;
   /** Where holds, charges and provider latency are counted (the metrics endpoint); nowhere when absent. */
@@ -165,6 +177,8 @@ export interface Core {
   /** Voids orphaned holds; not started here: the serving process starts and stops it. */
   readonly sweeper: HoldSweeper;
 }
+
+const none = (): readonly string[] => [];
 
 /** Builds the core's services over its stores and providers. Never listens. */
 export function createCore(deps: CoreDeps): Core {
@@ -257,7 +271,17 @@ export function createCore(deps: CoreDeps): Core {
           onError: (error, context) => log.error({ err: error }, context),
         });
   const routes = (router: ConnectRouter) => {
-    router.service(AuthService, createAuthService({ repo, authenticator, throttle, sessions, now }));
+    router.service(
+      AuthService,
+      createAuthService({
+        repo,
+        authenticator,
+        throttle,
+        sessions,
+        signInOrigins: deps.signInOrigins ?? none,
+        now,
+      }),
+    );
     const billingMethods = createBillingService(billing, onchain, webSearchMaxUses, deps.accounts, receipts);
     router.service(BillingService, {
       ...billingMethods,
@@ -305,7 +329,7 @@ export function createCore(deps: CoreDeps): Core {
     }
   };
   const routerOptionsFor = (resolve: CallerResolver): ConnectRouterOptions => ({
-    interceptors: [masking, callerInterceptor(resolve)],
+    interceptors: [masking, facadeProofInterceptor(deps.facadeToken), callerInterceptor(resolve)],
     readMaxBytes: CORE_MAX_MESSAGE_BYTES,
     writeMaxBytes: CORE_MAX_MESSAGE_BYTES,
   });

@@ -12,6 +12,7 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { invokeUnaryImplementation, transformInvokeImplementation } from "@connectrpc/connect/protocol";
+import { provenFacadeKey } from "./auth/facade-proof.js";
 
 /** The protocol name the core's handlers see for calls made through this transport. */
 export const IN_PROCESS_PROTOCOL = "in-process";
@@ -84,7 +85,8 @@ export function createInProcessTransport(
       requestHeader: new Headers(header),
       responseHeader: new Headers(),
       responseTrailer: new Headers(),
-      values: contextValues ?? createContextValues(),
+      // Only code in this process can call through here: the facade, trusted with what it asserts.
+      values: (contextValues ?? createContextValues()).set(provenFacadeKey, true),
     };
   };
 

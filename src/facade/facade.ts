@@ -32,7 +32,7 @@ export interface FacadeDeps {
   readonly coreLocation: string;
   /** The gateway's logger (see src/logger.ts); nothing is logged when absent. */
   readonly logger?: FastifyBaseLogger | undefined;
-  /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the Host header when absent. */
+  /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the core's own when absent, never the Host header. */
   readonly publicUrl?: URL | undefined;
   /** Upload limits of the image routes and the public origin of `url` images. */
   readonly images?: FacadeImageOptions | undefined;

@@ -1,3 +1,5 @@
+import { request } from "node:http";
+import { text } from "node:stream/consumers";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
@@ -5,7 +7,7 @@ import { openDatabase } from "../../src/store/database.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
 import { coreOver } from "../helpers/core.js";
 import { tempDir } from "../helpers/process.js";
-import { cookieOf, dashboardRpc, type RpcOptions } from "./dashboard-rpc.js";
+import { cookieOf, dashboardRpc, type RpcOptions, type RpcResult } from "./dashboard-rpc.js";
 import { evmWallet, type MessageFields, siweMessage, solanaMessage, solanaWallet } from "./wallets.js";
 
 let gateway: TestGateway;
@@ -42,6 +44,32 @@ async function signInEvm(
     options,
   );
   return { res, message, signature, wallet };
+}
+
+/** A dashboard RPC over a real socket with the `Host` header the caller chose. */
+async function rpcWithHost(baseUrl: string, method: string, body: unknown, host: string) {
+  const url = new URL(`${baseUrl}/dashboard/rpc/tollgate.auth.v1.${method}`);
+  const payload = JSON.stringify(body);
+  return await new Promise<{ status: number; body: RpcResult["body"]; setCookie: string[] | undefined }>(
+    (resolve, reject) => {
+      const req = request(
+        url,
+        {
+          method: "POST",
+          headers: { host, "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+        },
+        async (res) => {
+          resolve({
+            status: res.statusCode!,
+            body: JSON.parse(await text(res)),
+            setCookie: res.headers["set-cookie"],
+          });
+        },
+      );
+      req.on("error", reject);
+      req.end(payload);
+    },
+  );
 }
 
 async function session(wallet = evmWallet()) {
@@ -116,6 +144,35 @@ describe("wallet sign-in through the dashboard bridge", () => {
       signature: forged,
     });
     expect([res.status, res.body.details[0].debug.metadata.problem]).toEqual([401, "signature"]);
+  });
+
+  it("checks the gateway's own origin, never the caller's Host: a message signed for another site opens no session", async () => {
+    // A page on evil.example fetches a nonce, has the victim's wallet sign an ordinary sign-in
+    // for evil.example (the wallet sees nothing odd: the domain matches the page), and replays
+    // it here with `Host: evil.example` (or through DNS rebinding, which sends the same).
+    const victim = evmWallet();
+    const evil = { domain: "evil.example", origin: "http://evil.example" };
+    const message = siweMessage(victim.address, { ...evil, nonce: await nonce() });
+    const signature = await victim.signMessage({ message });
+    const res = await rpcWithHost(
+      base,
+      "AuthService/SignIn",
+      { family: "WALLET_FAMILY_EVM", message, signature },
+      "evil.example",
+    );
+    expect(res.status).toBe(401);
+    expect(res.body.details[0].debug).toMatchObject({
+      reason: "SIGN_IN_REFUSED",
+      metadata: { problem: "domain" },
+    });
+    expect(res.setCookie).toBeUndefined();
+    // Without a public URL the gateway is where it listens, under either loopback spelling.
+    const local = {
+      domain: `localhost:${new URL(base).port}`,
+      origin: `http://localhost:${new URL(base).port}`,
+    };
+    const { res: viaLocalhost } = await signInEvm(evmWallet(), local);
+    expect(viaLocalhost.status).toBe(200);
   });
 
   it("signs in with a Solana wallet (ed25519), and refuses a signature by another key", async () => {
@@ -252,7 +309,8 @@ describe("sign-in expiry, on the core's clock", () => {
     const dir = tempDir();
     const db = openDatabase(dir.path);
     let clock = Date.parse("2026-11-23T08:00:00Z");
-    const core = coreOver(db, { now: () => clock });
+    // The core checks messages against its own public origin (TOLLGATE_PUBLIC_URL).
+    const core = coreOver(db, { now: () => clock, signInOrigins: () => ["https://gw.example"] });
     const wallet = evmWallet();
     const anonymous = createClient(
       AuthService,
@@ -265,8 +323,6 @@ describe("sign-in expiry, on the core's clock", () => {
         family: WalletFamily.EVM,
         message,
         signature: await wallet.signMessage({ message }),
-        expectedDomain: fields.domain,
-        expectedOrigin: fields.origin,
       });
     };
     try {

@@ -101,10 +101,15 @@ describe("tollgate CLI (child process)", () => {
     expect(result.stderr).toContain("TOLLGATE_PORT");
   });
 
-  it("serve fails closed: without a provider, a chain registry or a master secret it names each and exits 1", async () => {
+  it("serve fails closed: without a provider, a chain registry, a master secret or a public URL it names each and exits 1", async () => {
     const all = await runCli(["serve"], env);
     expect(all.code).toBe(1);
-    for (const variable of ["TOLLGATE_ANTHROPIC_API_KEY", "TOLLGATE_CHAINS", "TOLLGATE_MASTER_SECRET"]) {
+    for (const variable of [
+      "TOLLGATE_ANTHROPIC_API_KEY",
+      "TOLLGATE_CHAINS",
+      "TOLLGATE_MASTER_SECRET",
+      "TOLLGATE_PUBLIC_URL",
+    ]) {
       expect(all.stderr).toContain(variable);
     }
     expect(all.stderr).toContain("tollgate dev");
@@ -114,11 +119,13 @@ describe("tollgate CLI (child process)", () => {
       ...env,
       TOLLGATE_ANTHROPIC_API_KEY: "sk-test",
       TOLLGATE_MASTER_SECRET: "ab".repeat(32),
+      TOLLGATE_PUBLIC_URL: "https://gw.example.com",
     });
     expect(withProvider.code).toBe(1);
     expect(withProvider.stderr).toContain("TOLLGATE_CHAINS");
     expect(withProvider.stderr).not.toContain("TOLLGATE_ANTHROPIC_API_KEY");
     expect(withProvider.stderr).not.toContain("TOLLGATE_MASTER_SECRET (");
+    expect(withProvider.stderr).not.toContain("TOLLGATE_PUBLIC_URL");
   });
 
   it("prints help with exit 0", async () => {

@@ -68,7 +68,7 @@ describe("the composition root (openRuntime)", () => {
     expect(await gateway.stores!.ledger.accountExists(account!.id)).toBe(true);
   });
 
-  it("serve refuses without a provider, a chain registry and a master secret, naming each, and opens nothing", async () => {
+  it("serve refuses without a provider, a chain registry, a master secret and a public URL, naming each, and opens nothing", async () => {
     const settings = config({ TOLLGATE_DEV_CHAINS: "auto" });
     const refused = await openRuntime(settings, { mode: "serve" }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(ServeRefused);
@@ -77,6 +77,14 @@ describe("the composition root (openRuntime)", () => {
       "TOLLGATE_ANTHROPIC_API_KEY",
       "TOLLGATE_CHAINS",
       "TOLLGATE_MASTER_SECRET",
+      "TOLLGATE_PUBLIC_URL",
+    ]);
+    // A facade-only tier needs its public URL and the token that vouches for it to the core.
+    const tier = config({ TOLLGATE_CORE_URL: "http://127.0.0.1:9" });
+    const refusedTier = await openRuntime(tier, { mode: "serve" }).catch((error: unknown) => error);
+    expect((refusedTier as ServeRefused).missing.map((m) => m.split(" ")[0])).toEqual([
+      "TOLLGATE_PUBLIC_URL",
+      "TOLLGATE_FACADE_TOKEN",
     ]);
     const worker = await openRuntime(settings, { mode: "worker" }).catch((error: unknown) => error);
     expect((worker as ServeRefused).missing.map((m) => m.split(" ")[0])).toEqual([

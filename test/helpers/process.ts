@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort } from "./ports.js";
 
 /** The compiled CLI; `make test` builds it before the tests run. */
 export const CLI = resolve(import.meta.dirname, "../../dist/src/cli/main.js");
@@ -98,11 +99,17 @@ export interface GatewayProcess {
  * Starts the gateway and resolves once it prints its ready line: `tollgate dev` (local stand-ins
  * for whatever `env` leaves out) unless `command` is `serve` (production: fails closed).
  */
-export function startGateway(
+export async function startGateway(
   env: Record<string, string>,
   timeoutMs = 20_000,
   command: "dev" | "serve" = "dev",
 ): Promise<GatewayProcess> {
+  if (command === "serve" && env.TOLLGATE_PUBLIC_URL === undefined) {
+    // `serve` refuses to start without its public origin: unless a test names one, its own.
+    const port =
+      env.TOLLGATE_PORT !== undefined && env.TOLLGATE_PORT !== "0" ? env.TOLLGATE_PORT : await freePort();
+    env = { ...env, TOLLGATE_PORT: String(port), TOLLGATE_PUBLIC_URL: `http://127.0.0.1:${port}` };
+  }
   const child = spawn(process.execPath, [CLI, command], {
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],

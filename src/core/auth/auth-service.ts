@@ -20,8 +20,9 @@ import type { AccountRow, AccountStore, IdentityRow, KeyRow, WalletFamilyText } 
 import type { AuthThrottle } from "./auth-throttle.js";
 import type { Authenticator } from "./authenticator.js";
 import { isAddress, peerAddressKey } from "./client-address.js";
+import { provenFacadeKey } from "./facade-proof.js";
 import { generateKey } from "./keys.js";
-import { csrfTokenFor, type Sessions, sessionInvalid } from "./sessions.js";
+import { csrfTokenFor, type Sessions, type SignInOrigin, sessionInvalid, signInRefused } from "./sessions.js";
 
 /** What the AuthService implementation needs. */
 export interface AuthServiceDeps {
@@ -30,6 +31,11 @@ export interface AuthServiceDeps {
   /** Failed key checks and sign-ins, counted per client address. */
   readonly throttle: AuthThrottle;
   readonly sessions: Sessions;
+  /**
+   * The gateway's public origins (TOLLGATE_PUBLIC_URL's; in dev, the facade's listen origin), the
+   * only ones a sign-in message may name unless a proven facade names its own.
+   */
+  readonly signInOrigins: () => readonly string[];
   readonly now: () => number;
 }
 
@@ -46,6 +52,7 @@ export function createAuthService({
   authenticator,
   throttle,
   sessions,
+  signInOrigins,
   now,
 }: AuthServiceDeps): ServiceImpl<typeof AuthService> {
   const account = async (id: string): Promise<AccountRow> => {
@@ -147,8 +154,7 @@ export function createAuthService({
         family,
         message: req.message,
         signature: required("signature", req.signature),
-        expectedDomain: required("expected_domain", req.expectedDomain),
-        expectedOrigin: required("expected_origin", req.expectedOrigin),
+        expected: expectedOrigins(req.expectedDomain, req.expectedOrigin, ctx, signInOrigins),
       };
       const address = clientAddress(req.clientAddress, ctx);
       if (req.link && caller.kind !== "session") throw sessionInvalid();
@@ -228,13 +234,38 @@ function toApiKey(row: KeyRow): ApiKey {
 }
 
 /**
- * Whose failures a key check or sign-in counts toward: the client the request names (the
- * facade's), else the connection's peer (a direct gRPC caller), else none (in process).
+ * Whose failures a key check or sign-in counts toward: the client a proven facade names, else the
+ * connection's peer (any other network caller: what it names is ignored, so it cannot lock
+ * another address out), else none (in process).
  */
 function clientAddress(named: string, ctx: HandlerContext): string | undefined {
-  if (named === "") return ctx.values.get(peerAddressKey);
+  if (named === "" || !ctx.values.get(provenFacadeKey)) return ctx.values.get(peerAddressKey);
   if (!isAddress(named)) throw invalidField("client_address", "client_address must be an IP address.");
   return named;
+}
+
+/**
+ * The domain and origin a sign-in message must name: those a proven facade names (its own
+ * configured public URL), else the gateway's configured ones. What any other caller names is
+ * ignored: a message signed for its site must not open a session here.
+ */
+function expectedOrigins(
+  domain: string,
+  origin: string,
+  ctx: HandlerContext,
+  configured: () => readonly string[],
+): readonly SignInOrigin[] {
+  if (ctx.values.get(provenFacadeKey) && domain.trim() !== "") {
+    return [{ domain: domain.trim(), origin: required("expected_origin", origin) }];
+  }
+  const origins = configured().map((url) => ({ domain: new URL(url).host, origin: new URL(url).origin }));
+  if (origins.length === 0) {
+    throw signInRefused(
+      "domain",
+      "This gateway has no public origin to sign in to: set TOLLGATE_PUBLIC_URL.",
+    );
+  }
+  return origins;
 }
 
 function required(field: string, value: string): string {

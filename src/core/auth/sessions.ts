@@ -36,13 +36,18 @@ export interface SessionView {
   readonly expiresAt: number;
 }
 
-/** A sign-in attempt, as the facade forwards it. */
+/** A domain (host and port) and origin a sign-in message may name: the gateway's own. */
+export interface SignInOrigin {
+  readonly domain: string;
+  readonly origin: string;
+}
+
+/** A sign-in attempt, with where the gateway is (one or more spellings of it; never empty). */
 export interface SignInInput {
   readonly family: WalletFamilyText;
   readonly message: string;
   readonly signature: string;
-  readonly expectedDomain: string;
-  readonly expectedOrigin: string;
+  readonly expected: readonly SignInOrigin[];
 }
 
 /** The CSRF token of a session: derived from its token, so only a holder of the cookie can know it. */
@@ -110,10 +115,12 @@ export class Sessions {
     if (!(await this.deps.repo.useNonce(message.nonce, now))) {
       throw signInRefused("nonce", "The nonce is unknown, used already or expired: ask for a new one.");
     }
+    // Several spellings of the gateway (dev: 127.0.0.1 and localhost): the message's own, if any.
+    const expected = input.expected.find((e) => e.domain === message.domain) ?? input.expected[0]!;
     await refusing(() =>
       checkSignInMessage(message, {
-        domain: input.expectedDomain,
-        origin: input.expectedOrigin,
+        domain: expected.domain,
+        origin: expected.origin,
         chainIds: this.chainIds[input.family],
         now,
         skewMs: CLOCK_SKEW_MS,

@@ -60,7 +60,7 @@ const BILLING_POLICIES = {
   getReceiptKeys: "public",
 } as const satisfies Partial<Record<keyof ServiceImpl<typeof BillingService>, Policy>>;
 
-/** What the bridge needs: the facade's transport to the core, and the public origin if configured. */
+/** What the bridge needs: the facade's transport to the core, and the public origin if configured (TOLLGATE_PUBLIC_URL). */
 export interface DashboardBridgeDeps {
   readonly transport: Transport;
   readonly publicUrl: URL | undefined;
@@ -84,12 +84,14 @@ export function dashboardRoutes({
     async signIn(req, ctx) {
       const token = sessionToken(ctx);
       if (req.link) requireCsrf(ctx, token);
-      const host = ctx.requestHeader.get("host") ?? "";
+      // Where the message must point comes from configuration only, never from the request's
+      // Host (a page elsewhere could have a wallet sign for its own site and replay it here):
+      // the configured public URL, else nothing, and the core checks its own (dev: listen) origin.
       const res = await auth.signIn(
         {
           ...req,
-          expectedDomain: publicUrl?.host ?? host,
-          expectedOrigin: publicUrl?.origin ?? `http://${host}`,
+          expectedDomain: publicUrl?.host ?? "",
+          expectedOrigin: publicUrl?.origin ?? "",
           clientAddress: ctx.values.get(clientAddressKey),
         },
         callOptions(ctx, token),

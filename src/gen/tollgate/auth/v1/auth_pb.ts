@@ -106,15 +106,17 @@ export type SignInRequest = Message<"tollgate.auth.v1.SignInRequest"> & {
   signature: string;
 
   /**
-   * The host (and port) the message must name as its domain, e.g. `gateway.example:443`.
-   * Set by the facade from its public URL or the request's Host; never from the page.
+   * The host (and port) the message must name as its domain, e.g. `gateway.example`: set by a
+   * facade tier from its own configured public URL, never from a request's Host or the page.
+   * Taken only from a proven facade (`x-tollgate-facade`) and only with `expected_origin`;
+   * ignored from anyone else, and when empty: the gateway's configured origin applies.
    *
    * @generated from field: string expected_domain = 4;
    */
   expectedDomain: string;
 
   /**
-   * The origin the message's URI must start with, e.g. `https://gateway.example`.
+   * The origin the message's URI must be on, e.g. `https://gateway.example`; as `expected_domain`.
    *
    * @generated from field: string expected_origin = 5;
    */
@@ -129,8 +131,8 @@ export type SignInRequest = Message<"tollgate.auth.v1.SignInRequest"> & {
 
   /**
    * The IP address of the client signing in, for the throttle on failed authentications: set
-   * by the facade from its own client (see TOLLGATE_TRUST_PROXY). Empty: the address of the
-   * connection this request came on.
+   * by the facade from its own client (see TOLLGATE_TRUST_PROXY). Taken only from a proven
+   * facade; ignored from anyone else, and when empty: the address of the connection.
    *
    * @generated from field: string client_address = 7;
    */
@@ -734,9 +736,9 @@ export type AuthenticateRequest = Message<"tollgate.auth.v1.AuthenticateRequest"
 
   /**
    * The IP address of the client that presented the key, for the throttle on failed
-   * authentications: a facade or other relay passes its own client's. Empty: the address of
-   * the connection this request came on. Taken as given, so the core port is for trusted
-   * callers only.
+   * authentications: a facade passes its own client's. Taken only from a proven facade
+   * (`x-tollgate-facade`); ignored from anyone else, and when empty: the address of the
+   * connection this request came on, so no caller can count failures against another address.
    *
    * @generated from field: string client_address = 2;
    */
@@ -869,17 +871,28 @@ export const KeyStatusSchema: GenEnum<KeyStatus> = /*@__PURE__*/
  *     sees the token: the facade keeps it in an HttpOnly cookie and presents it here.
  * `Authenticate` needs no caller credentials: the key to check is the request itself.
  *
+ * A facade tier proves itself with `x-tollgate-facade: <facade token>` (TOLLGATE_FACADE_TOKEN,
+ * set alike on the core and the tier; the in-process facade needs none). Only then are the
+ * fields a facade asserts for its own client taken: `client_address` (Authenticate, SignIn)
+ * and `expected_domain`/`expected_origin` (SignIn). From any other caller — an internal team
+ * calling with an API key, or anyone reaching the port — they are ignored: its failures count
+ * under the address of its own connection, and sign-in messages must name the gateway's
+ * configured public origin (TOLLGATE_PUBLIC_URL; in dev, where the facade listens). A wrong
+ * facade token fails the call with Unauthenticated/FACADE_TOKEN_INVALID. The facade token
+ * grants nothing else: it is not a key, a session or the operator.
+ *
  * Expected failures carry a `google.rpc.ErrorInfo` detail (domain `tollgate.dev`) whose reason
  * is one of: KEY_MISSING, KEY_MALFORMED, KEY_UNKNOWN (Unauthenticated); KEY_REVOKED,
  * ACCOUNT_SUSPENDED, OPERATOR_ONLY, OTHER_ACCOUNT (PermissionDenied); ACCOUNT_NOT_FOUND,
  * KEY_NOT_FOUND (NotFound); INVALID_FIELD (InvalidArgument, metadata `field`); AUTH_THROTTLED
- * (ResourceExhausted, metadata `retry_after` in seconds and `reset`).
+ * (ResourceExhausted, metadata `retry_after` in seconds and `reset`); FACADE_TOKEN_INVALID
+ * (Unauthenticated).
  *
  * Failed authentications are throttled per client address: an address whose presented keys or
  * sign-ins failed more than TOLLGATE_AUTH_FAILURES_PER_MINUTE times within a minute is refused
  * with ResourceExhausted/AUTH_THROTTLED for TOLLGATE_AUTH_BLOCK_S seconds, before its key is
- * looked up, whether that key is valid or not. The address is `client_address` where a request
- * has one (the facade passes its client's), else the address of the connection.
+ * looked up, whether that key is valid or not. The address is `client_address` where a proven
+ * facade names one (its client's), else the address of the connection.
  *
  * @generated from service tollgate.auth.v1.AuthService
  */
@@ -994,9 +1007,10 @@ export const AuthService: GenService<{
   /**
    * Verifies a wallet-signed sign-in message and opens a session. EVM wallets sign an EIP-4361
    * (Sign-In with Ethereum) message; Solana wallets sign the same message shape with "Solana
-   * account" in its first line, verified as ed25519. The message must name the expected domain
-   * and URI, a configured chain and an unused, unexpired nonce (consumed even when the
-   * signature is then refused). The first sign-in of an identity creates its account; with
+   * account" in its first line, verified as ed25519. The message must name the gateway's domain
+   * and a URI on its origin (TOLLGATE_PUBLIC_URL's; in dev, where the facade listens; or those a
+   * proven facade names), a configured chain and an unused, unexpired nonce (consumed even when
+   * the signature is then refused). The first sign-in of an identity creates its account; with
    * `link` and a session, the identity joins the session's account instead. Fails with
    * Unauthenticated/SIGN_IN_REFUSED (metadata `problem`) for any check that fails, and
    * AlreadyExists/IDENTITY_LINKED when linking an identity another account already owns. A

@@ -961,7 +961,9 @@ export const ImageResponseFormatSchema: GenEnum<ImageResponseFormat> = /*@__PURE
  *
  * Callers present an API key as `x-api-key` or `authorization: Bearer tg_…` metadata. An
  * `x-request-id` metadata value, when given, names the call (its hold id derives from it); a
- * request id may be used for one call only. The operator token is not a paying caller.
+ * request id may be used for one call only. The operator token is not a paying caller. A
+ * network caller is only what its own metadata proves: the caller an in-process facade hands
+ * over is never taken from the network (see AuthService for what a facade tier proves).
  *
  * Expected failures carry a `google.rpc.ErrorInfo` detail (domain `tollgate.dev`) whose reason is
  * one of: INVALID_FIELD (InvalidArgument; metadata `field`); MODEL_NOT_FOUND (NotFound; metadata

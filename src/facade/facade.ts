@@ -151,7 +151,7 @@ export async function buildFacade({
     publicUrl: images?.publicUrl,
     prefix: "/v1/images",
   });
-  await app.register(receiptRoutes, { auth, billing: createClient(BillingService, transport) });
+  await app.register(receiptRoutes, { auth, billing: createClient(BillingService, transport), keyless });
   await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

@@ -17,10 +17,11 @@ export interface ReceiptRoutesDeps {
   readonly keyless: boolean;
 }
 
-/** Where the receipt keys are published (also what docs/receipts.md tells verifiers). */
+/** The keyed door's receipt route: any call of the key's account. */
 const RECEIPT_ROUTE = "/v1/receipts/:requestId";
 /** The x402 door's receipt route: a call paid with x402, for its payer signed in with its wallet. */
 const X402_RECEIPT_ROUTE = `${X402_RECEIPTS_PATH}/:requestId`;
+/** Where the receipt keys are published (also what docs/receipts.md tells verifiers). */
 export const JWKS_PATH = "/.well-known/jwks.json";
 export const DID_PATH = "/.well-known/did.json";
 /** x402's sign-in-with-x proof header (base64 JSON of the signed CAIP-122 message). */

@@ -202,6 +202,13 @@ describe("a keyless call's receipt, for the wallet that paid", () => {
       x402: { scheme: "upto" },
     });
     expect(receipt).not.toHaveProperty("keyId");
+    // The x402 door ignores an API key: a bogus one neither refuses the payer nor stands in for a proof.
+    const bogus = { "x-api-key": `tg_${"0".repeat(60)}` };
+    expect(
+      (await verifiedReceipt(await wrapFetchWithSIWx(fetch, payer)(receiptUrl(), { headers: bogus })))
+        .requestId,
+    ).toBe(paidCall);
+    expect(await refusal(await fetch(receiptUrl(), { headers: bogus }), 402)).toMatch(/sign the challenge/);
   });
 
   it("(b) refuses another wallet's proof, and a proof naming the payer signed by another wallet", async () => {

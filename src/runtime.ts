@@ -11,6 +11,7 @@ import type { DevFaucet } from "./core/billing/funding.js";
 import type { HoldSweeper } from "./core/billing/hold-sweeper.js";
 import { receiptKeyFromMasterSecret } from "./core/billing/receipts.js";
 import type { X402Payments } from "./core/billing/x402.js";
+import type { X402SignIn } from "./core/billing/x402-sign-in.js";
 import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
@@ -432,6 +433,9 @@ async function assemble(
       stack.defer(() => payments.drain());
     }
   }
+  // Keyless receipts: the payer signs in with x402's sign-in-with-x (docs/receipts.md).
+  const x402SignIn =
+    x402 === undefined ? undefined : await openX402SignIn(config, stores, mode, parts, now ?? Date.now);
   // Receipts are signed with a key derived from the master secret (every host alike); without
   // one (chains off), with a key kept in the data dir. The operator's CLI signs none: it reads
   // and creates no key file (a read-only command creates nothing).
@@ -486,6 +490,7 @@ async function assemble(
     metrics: parts.metrics?.registry,
     probes,
     x402,
+    x402SignIn,
   });
   parts.counters = core.counters;
   if (parts.metrics !== undefined) {
@@ -600,6 +605,39 @@ async function openFacade(
       clearTimeout(force);
     }
   });
+}
+
+/**
+ * Wallet sign-in for keyless payers' receipts, bound to TOLLGATE_PUBLIC_URL, else under
+ * `tollgate dev` to the facade's own listen origin (asked once it listens); never to a request's
+ * Host. Under `serve` without TOLLGATE_PUBLIC_URL there is no origin: keyless receipts answer
+ * 503 naming the variable (fail closed), and keyed ones are unaffected.
+ */
+async function openX402SignIn(
+  config: Config,
+  stores: Stores,
+  mode: RuntimeMode,
+  parts: { facade: FastifyInstance | undefined },
+  now: () => number,
+): Promise<X402SignIn> {
+  const { X402SignIn } = await import("./core/billing/x402-sign-in.js");
+  const configured = config.images.publicUrl;
+  return new X402SignIn({
+    nonces: stores.sessions,
+    origin: () => configured ?? (mode === "dev" ? listenOrigin(parts.facade) : undefined),
+    chains: config.chains.chains.filter((c) => c.enabled),
+    now,
+  });
+}
+
+/** The origin a listening facade answers at (`http://127.0.0.1:8787`); undefined before it listens. */
+function listenOrigin(facade: FastifyInstance | undefined): string | undefined {
+  const address = facade?.server.address();
+  if (address === null || address === undefined || typeof address === "string") return undefined;
+  // A wildcard listener is reached through loopback on the machine `tollgate dev` runs on.
+  const host =
+    address.address === "0.0.0.0" ? "127.0.0.1" : address.address === "::" ? "::1" : address.address;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`;
 }
 
 /** The public dev master secret, from the dev wing (loaded only when dev chains need it). */

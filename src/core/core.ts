@@ -27,6 +27,7 @@ import type { PriceCatalog } from "./billing/price-catalog.js";
 import { ReceiptSigner, Receipts } from "./billing/receipts.js";
 import type { X402Payments } from "./billing/x402.js";
 import { x402Payer } from "./billing/x402-accounts.js";
+import type { X402SignIn } from "./billing/x402-sign-in.js";
 import {
   type CallerResolver,
   callerInterceptor,
@@ -131,6 +132,11 @@ export interface CoreDeps {
    * facilitator; without it a call with no key is refused (401).
    */
   readonly x402?: X402Payments | undefined;
+  /**
+   * Who a keyless caller is, proven with x402's sign-in-with-x: the payer of a call paid with
+   * x402 reads its receipt so (docs/receipts.md). Without it (or without x402) a receipt needs a key.
+   */
+  readonly x402SignIn?: X402SignIn | undefined;
 }
 
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
@@ -282,7 +288,14 @@ export function createCore(deps: CoreDeps): Core {
         now,
       }),
     );
-    const billingMethods = createBillingService(billing, onchain, webSearchMaxUses, deps.accounts, receipts);
+    const billingMethods = createBillingService(
+      billing,
+      onchain,
+      webSearchMaxUses,
+      deps.accounts,
+      receipts,
+      deps.x402 === undefined ? undefined : deps.x402SignIn,
+    );
     router.service(BillingService, {
       ...billingMethods,
       ...createFundingMethods({ faucet: deps.faucet, chains, directory: deps.chainDirectory }),

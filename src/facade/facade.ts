@@ -164,7 +164,11 @@ export async function buildFacade({
     await app.register(anthropicRoutes, { auth, inference, stallMs, door: "x402", prefix: X402_PREFIX });
     await app.register(openaiRoutes, { ...imageOptions, door: "x402", prefix: `${X402_PREFIX}/v1/images` });
   }
-  await app.register(receiptRoutes, { auth, billing: createClient(BillingService, transport) });
+  await app.register(receiptRoutes, {
+    auth,
+    billing: createClient(BillingService, transport),
+    keyless: x402,
+  });
   await app.register(dashboardPlugin, { transport, publicUrl });
   return app;
 }

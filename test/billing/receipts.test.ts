@@ -179,6 +179,11 @@ describe("signed receipts", () => {
     expect((await fetchReceipt("req_unknown")).status).toBe(404);
     const anonymous = await fetch(`${t.baseUrl}/v1/receipts/${requestId}`);
     expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("x-request-id")).toMatch(/^req_/);
+    // A call without a key was paid with x402: the answer says where its payer reads its receipt.
+    expect(((await anonymous.json()) as { error: { message: string } }).error.message).toMatch(
+      /No API key.*GET \/x402\/v1\/receipts\/\{request_id\}/,
+    );
   });
 
   it("publishes its key as a JWK set and as the did:web document a receipt's kid resolves through", async () => {

@@ -3,7 +3,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { generateKeyPairSigner } from "@solana/kit";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, PublicKey } from "@solana/web3.js";
-import { x402Client } from "@x402/core/client";
+import { x402Client, x402HTTPClient } from "@x402/core/client";
 import {
   decodePaymentRequiredHeader,
   decodePaymentResponseHeader,
@@ -13,6 +13,12 @@ import type { Network, PaymentRequired } from "@x402/core/types";
 import { toClientEvmSigner } from "@x402/evm";
 import { ExactEvmScheme as ExactClient } from "@x402/evm/exact/client";
 import { UptoEvmScheme as UptoClient } from "@x402/evm/upto/client";
+import {
+  createSIWxClientHook,
+  isSolanaSigner,
+  type SIWxSigner,
+  wrapFetchWithSIWx,
+} from "@x402/extensions/sign-in-with-x";
 import { wrapFetchWithPayment } from "@x402/fetch";
 import { toClientSvmSigner } from "@x402/svm";
 import { ExactSvmScheme as ExactSvmClient } from "@x402/svm/exact/client";
@@ -334,7 +340,11 @@ describe("x402 on the billed routes", () => {
       (await tokens(treasurySol)) === treasuryBefore + 39_000n ? true : undefined,
     );
     expect(await tokens(solanaPayer.address)).toBe(1_000_000n - 39_000n);
-    const receipt = await receiptPayload(response.headers.get("x-request-id")!, solanaPayer.address);
+    // @solana/kit's signer is the extension's SolanaKitSigner; only kit's branded types differ.
+    const receipt = await receiptPayload(
+      response.headers.get("x-request-id")!,
+      solanaPayer as unknown as SIWxSigner,
+    );
     expect(receipt).toMatchObject({
       payer: solanaPayer.address,
       accountId: `acct_x402_${solanaPayer.address}`,
@@ -537,13 +547,24 @@ function onlyBase(required: PaymentRequired): PaymentRequired {
   return { ...required, accepts: required.accepts.filter((a) => a.network === NETWORK) };
 }
 
-/** A keyless call's receipt payload, fetched with the payer's address; its signature verified. */
+/**
+ * A keyless call's receipt payload, fetched at the x402 door by its payer signed in with x402's
+ * sign-in-with-x (docs/receipts.md); its signature verified. An EVM wallet signs in with
+ * `wrapFetchWithSIWx`; a Solana one through @x402/fetch with the extension's client hook, which
+ * picks the challenge's Solana network (the wrapper signs for the first network offered, EVM).
+ */
 async function receiptPayload(
   requestId: string,
-  paidBy: string = payer.address,
+  signer: SIWxSigner = payer,
 ): Promise<Record<string, unknown>> {
-  const response = await fetch(`${base}/v1/receipts/${requestId}?payer=${paidBy}`);
-  expect(response.status).toBe(200);
+  const signedIn = isSolanaSigner(signer)
+    ? wrapFetchWithPayment(
+        fetch,
+        new x402HTTPClient(new x402Client()).onPaymentRequired(createSIWxClientHook(signer)),
+      )
+    : wrapFetchWithSIWx(fetch, signer);
+  const response = await signedIn(`${base}/x402/v1/receipts/${requestId}`);
+  expect(response.status, await response.clone().text()).toBe(200);
   const { signature } = (await response.json()) as { signature: string };
   const { keys } = (await (await fetch(`${base}/.well-known/jwks.json`)).json()) as {
     keys: { kty: string; crv: string; x: string }[];

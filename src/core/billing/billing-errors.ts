@@ -3,6 +3,7 @@ import { reasonError } from "../errors.js";
 import type { ChainConfig } from "./chain-registry.js";
 import { formatUnits, ledgerDecimals } from "./money.js";
 import type { CapRefusal } from "./spend-caps.js";
+import { PAYMENT_REQUIRED_METADATA } from "./x402-accounts.js";
 
 /** The header (and RPC field) that picks the chain a call bills on. */
 export const CHAIN_FIELD = "x-gateway-billing-chain";
@@ -161,5 +162,49 @@ export const receiptPending = (requestId: string): ConnectError =>
     Code.FailedPrecondition,
     "RECEIPT_PENDING",
     `The call ${requestId} is still running: its receipt is signed once it has settled.`,
+    { request_id: requestId },
+  );
+
+/**
+ * A keyless caller asked for a receipt without proving who it is: a 402 whose `PAYMENT-REQUIRED`
+ * (`header`, in the metadata the facade turns into that header) is a sign-in-with-x challenge.
+ */
+export const payerSignInRequired = (header: string): ConnectError =>
+  reasonError(
+    Code.FailedPrecondition,
+    "X402_SIGN_IN_REQUIRED",
+    "A call paid with x402 has its receipt served to its payer only: sign the challenge in PAYMENT-REQUIRED " +
+      "with the wallet that paid (x402 sign-in-with-x, e.g. wrapFetchWithSIWx) and send it as SIGN-IN-WITH-X.",
+    { [PAYMENT_REQUIRED_METADATA]: header },
+  );
+
+/** A sign-in-with-x proof that failed a check; `check` is the extension's own failure code. */
+export const payerSignInRefused = (check: string, message: string): ConnectError =>
+  reasonError(
+    Code.Unauthenticated,
+    "X402_SIGN_IN_REFUSED",
+    `The SIGN-IN-WITH-X proof is refused: ${message}`,
+    {
+      check,
+    },
+  );
+
+/** No public origin to bind sign-in proofs to (a deployment without TOLLGATE_PUBLIC_URL): fail closed. */
+export const payerSignInUnavailable = (): ConnectError =>
+  reasonError(
+    Code.Unavailable,
+    "X402_SIGN_IN_UNAVAILABLE",
+    "Keyless receipts are unavailable: the gateway has no public origin to bind sign-in proofs to " +
+      "(the operator must set TOLLGATE_PUBLIC_URL).",
+    { variable: "TOLLGATE_PUBLIC_URL" },
+  );
+
+/** A signed-in wallet asked for a call it did not pay (or that does not exist: the two are not told apart). */
+export const notThePayer = (requestId: string, payer: string): ConnectError =>
+  reasonError(
+    Code.PermissionDenied,
+    "NOT_THE_PAYER",
+    `The wallet ${payer} paid no call with request id ${JSON.stringify(requestId)}: ` +
+      "a receipt is served only to the wallet that paid.",
     { request_id: requestId },
   );

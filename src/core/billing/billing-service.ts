@@ -1,18 +1,19 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { SpendCapPeriod } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
 import { invalidField } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
 import type { Billing, CapStanding } from "./billing.js";
-import { capsNeedOwner } from "./billing-errors.js";
+import { capsNeedOwner, notThePayer } from "./billing-errors.js";
 import { fromCall, fromUsage, toBalance, toHold, toPricing, toUsageRow } from "./billing-messages.js";
 import { INT64_MAX } from "./money.js";
 import type { OnchainBilling } from "./onchain-billing.js";
 import { createOnchainMethods } from "./onchain-service.js";
-import { httpOrigin, type Receipts } from "./receipts.js";
+import { httpOrigin, type Receipts, x402ReceiptPath } from "./receipts.js";
 import type { CapPeriod } from "./spend-caps.js";
 import { x402AccountId } from "./x402-accounts.js";
+import type { X402SignIn } from "./x402-sign-in.js";
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
@@ -29,6 +30,7 @@ export function createBillingService(
   webSearchMaxUses: number,
   accounts: Pick<AccountStore, "getKey">,
   receipts: Receipts,
+  signIn?: X402SignIn,
 ): Omit<ServiceImpl<typeof BillingService>, "requestTestFunds" | "prepareFunding" | "clearX402Payer"> {
   return {
     ...createOnchainMethods(onchain),
@@ -71,13 +73,33 @@ export function createBillingService(
 
     async getReceipt(req, ctx) {
       const caller = ctx.values.get(callerKey);
-      // A keyless payer names its wallet address: the receipt is found by that and the request id.
-      const accountId =
-        caller.kind === "anonymous" && req.payer !== ""
-          ? x402Payer(req.payer)
-          : scopedAccount(caller, req.accountId);
       if (req.requestId === "") throw invalidField("request_id", "request_id is required.");
-      return { jws: await receipts.forCall(accountId, req.requestId, originOf(req.origin)) };
+      const origin = originOf(req.origin);
+      if (caller.kind !== "anonymous" || signIn === undefined) {
+        if (req.signInWithX !== "") {
+          throw invalidField(
+            "sign_in_with_x",
+            "sign_in_with_x is for callers without a key: a key or session reads its own account's receipts.",
+          );
+        }
+        return { jws: await receipts.forCall(scopedAccount(caller, req.accountId), req.requestId, origin) };
+      }
+      // No key: a call paid with x402, whose payer proves it holds the paying wallet.
+      if (req.accountId !== "") {
+        throw invalidField(
+          "account_id",
+          "account_id is for the operator: a signed-in payer reads its own receipts.",
+        );
+      }
+      const payer = await signIn.payer(req.signInWithX, x402ReceiptPath(req.requestId));
+      try {
+        return { jws: await receipts.forCall(x402AccountId(payer), req.requestId, origin) };
+      } catch (error) {
+        // Another wallet's call and no call at all are one answer: the id says nothing more.
+        if (error instanceof ConnectError && error.code === Code.NotFound)
+          throw notThePayer(req.requestId, payer);
+        throw error;
+      }
     },
 
     getReceiptKeys() {
@@ -190,15 +212,4 @@ function originOf(origin: string): string | undefined {
   if (valid === undefined)
     throw invalidField("origin", "origin must be an http(s) origin such as https://gateway.example.");
   return valid;
-}
-
-/** A keyless payer's account from its address (EVM, or Solana base58); 400 for anything else. */
-function x402Payer(payer: string): string {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(payer) && !/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(payer)) {
-    throw invalidField(
-      "payer",
-      "payer must be the wallet address that paid the call (0x and 40 hex digits, or a Solana address).",
-    );
-  }
-  return x402AccountId(payer);
 }

@@ -108,6 +108,17 @@ export interface ReceiptPayload {
   };
 }
 
+/**
+ * Where a call paid with x402 has its receipt (the x402 door): `GET {origin}/x402/v1/receipts/{id}`,
+ * served to its payer signed in with x402's sign-in-with-x. A sign-in proof is bound to this path.
+ */
+export const X402_RECEIPTS_PATH = "/x402/v1/receipts";
+
+/** The x402 door's path of one call's receipt (the request id percent-encoded, as a client sends it). */
+export function x402ReceiptPath(requestId: string): string {
+  return `${X402_RECEIPTS_PATH}/${encodeURIComponent(requestId)}`;
+}
+
 /** The routes a receipt's `resourceUrl` names, by call kind. */
 const ROUTES = { text: "/v1/messages", image: "/v1/images" } as const;
 

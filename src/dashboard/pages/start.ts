@@ -64,7 +64,8 @@ export async function startPage(ctx: PageContext): Promise<void> {
         "case is authorised, only the delivered price is collected; EVM chains), images with exact " +
         "(EVM chains and Solana, with @x402/svm). Streams are " +
         "relayed as they arrive; their receipt, with the collecting transaction, is at " +
-        "/v1/receipts/<request-id>?payer=<your address>.",
+        "/x402/v1/receipts/<request-id>, for the paying wallet signed in with x402's sign-in-with-x " +
+        "(wrapFetchWithSIWx from @x402/extensions).",
     ),
     snippet(
       "x402-fetch",

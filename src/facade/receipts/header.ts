@@ -1,6 +1,7 @@
 /**
  * The response header carrying a non-streaming call's signed receipt (a JWS compact string,
- * docs/receipts.md). A stream's receipt is fetched at `GET /v1/receipts/{request_id}`.
+ * docs/receipts.md). A stream's receipt is fetched at `GET /v1/receipts/{request_id}` (with its
+ * key), or at `GET /x402/v1/receipts/{request_id}` by the wallet that paid it with x402.
  */
 export const RECEIPT_HEADER = "x-gateway-receipt";
 

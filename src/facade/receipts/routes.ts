@@ -1,48 +1,51 @@
-import type { Client } from "@connectrpc/connect";
-import type { FastifyPluginAsync } from "fastify";
-import { didWeb, type ReceiptJwk } from "../../core/billing/receipts.js";
+import { type Client, Code } from "@connectrpc/connect";
+import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
+import { presentedCredential } from "../../core/auth/credentials.js";
+import { didWeb, type ReceiptJwk, X402_RECEIPTS_PATH } from "../../core/billing/receipts.js";
+import { reasonError } from "../../core/errors.js";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { anthropicErrorHandler } from "../anthropic/envelope.js";
 import { authenticateHook } from "../authenticate.js";
-import { callerValues, coreHeaders } from "../core-call.js";
+import { callerValues, coreHeaders, header } from "../core-call.js";
 
 /** What the receipt routes need from the core. */
 export interface ReceiptRoutesDeps {
   readonly auth: Client<typeof AuthService>;
   readonly billing: Client<typeof BillingService>;
+  /** x402 is on: calls without a key are paid per request, and their payers read receipts at the x402 door. */
+  readonly keyless: boolean;
 }
 
-/** Where the receipt keys are published (also what docs/receipts.md tells verifiers). */
+/** The keyed door's receipt route: any call of the key's account. */
 const RECEIPT_ROUTE = "/v1/receipts/:requestId";
+/** The x402 door's receipt route: a call paid with x402, for its payer signed in with its wallet. */
+const X402_RECEIPT_ROUTE = `${X402_RECEIPTS_PATH}/:requestId`;
+/** Where the receipt keys are published (also what docs/receipts.md tells verifiers). */
 export const JWKS_PATH = "/.well-known/jwks.json";
 export const DID_PATH = "/.well-known/did.json";
+/** x402's sign-in-with-x proof header (base64 JSON of the signed CAIP-122 message). */
+const SIGN_IN_WITH_X_HEADER = "sign-in-with-x";
 
 /**
- * Signed receipts (docs/receipts.md): `GET /v1/receipts/{request_id}` for the payer of a call
- * (its API key; for a call paid with x402, `?payer=<its address>`), and the verification keys for anyone, as a JSON Web Key Set and as the did:web
- * document a receipt's `kid` resolves through. Errors answer in the Anthropic envelope.
+ * Signed receipts (docs/receipts.md): `GET /v1/receipts/{request_id}` for the account of a call
+ * (its API key); `GET /x402/v1/receipts/{request_id}` for a call paid with x402, served to the
+ * wallet that paid once it signs in with x402's sign-in-with-x (an API key is ignored there);
+ * and the verification keys for anyone, as a JSON Web Key Set and as the did:web document a
+ * receipt's `kid` resolves through. Errors answer in the Anthropic envelope.
  */
-export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (scope, { auth, billing }) => {
+export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (
+  scope,
+  { auth, billing, keyless },
+) => {
   scope.setErrorHandler(anthropicErrorHandler);
 
-  const authenticate = authenticateHook(auth);
-  scope.get<{ Params: { requestId: string }; Querystring: { payer?: string } }>(
+  scope.get<{ Params: { requestId: string } }>(
     RECEIPT_ROUTE,
-    {
-      // A call paid with x402 has no key: its receipt is asked for with the payer's address.
-      onRequest: async function (request, reply) {
-        if (typeof request.query.payer === "string" && request.headers["x-api-key"] === undefined) {
-          request.principal = null;
-          return;
-        }
-        await authenticate.call(this, request, reply, () => {});
-      },
-    },
+    { onRequest: [keyRequired, authenticateHook(auth)] },
     async (request, reply) => {
-      const payer = typeof request.query.payer === "string" ? request.query.payer : "";
       const { jws } = await billing.getReceipt(
-        { requestId: request.params.requestId, origin: request.publicOrigin, payer },
+        { requestId: request.params.requestId, origin: request.publicOrigin },
         { headers: coreHeaders(request), contextValues: callerValues(request) },
       );
       reply.header("cache-control", "no-store");
@@ -50,6 +53,22 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (scope
       return { format: "jws", signature: jws };
     },
   );
+
+  if (keyless) {
+    scope.get<{ Params: { requestId: string } }>(X402_RECEIPT_ROUTE, async (request, reply) => {
+      // The door of keyless payers: who asks is the wallet it proves, never a key it sends along.
+      const { jws } = await billing.getReceipt(
+        {
+          requestId: request.params.requestId,
+          origin: request.publicOrigin,
+          signInWithX: header(request, SIGN_IN_WITH_X_HEADER),
+        },
+        { headers: { ...coreHeaders(request), "x-api-key": "" } },
+      );
+      reply.header("cache-control", "no-store");
+      return { format: "jws", signature: jws };
+    });
+  }
 
   const keys = async () => JSON.parse((await billing.getReceiptKeys({})).jwks) as { keys: ReceiptJwk[] };
 
@@ -74,4 +93,19 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (scope
       assertionMethod: methods.map((m) => m.id),
     };
   });
+};
+
+/**
+ * The keyed door refuses a request without a key before anything else, and says where a call
+ * paid with x402 (which has no key) has its receipt: a payer's address proves nothing, so
+ * `?payer=` is no longer a way in.
+ */
+const keyRequired: onRequestHookHandler = async (request) => {
+  if (presentedCredential((name) => header(request, name) || undefined) !== undefined) return;
+  throw reasonError(
+    Code.Unauthenticated,
+    "KEY_MISSING",
+    "No API key: send it as x-api-key or Authorization: Bearer. A call paid with x402 has its receipt at " +
+      `GET ${X402_RECEIPTS_PATH}/{request_id}, served to the wallet that paid once it signs in (x402 sign-in-with-x).`,
+  );
 };

@@ -65,7 +65,7 @@ describe("HealthMonitor", () => {
     const monitor = new HealthMonitor([db.probe], { intervalMs: 50 });
     monitor.start();
     await new Promise((resolve) => setTimeout(resolve, 400));
-    await monitor.stop();
+    monitor.stop();
     const runs = db.runs();
     expect(runs).toBeGreaterThanOrEqual(3);
     expect(monitor.rounds).toBe(runs);

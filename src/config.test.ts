@@ -38,6 +38,8 @@ describe("loadConfig", () => {
     ["TOLLGATE_PUBLIC_URL", "gateway.example"],
     ["TOLLGATE_AUTH_FAILURES_PER_MINUTE", "-1"],
     ["TOLLGATE_AUTH_BLOCK_S", "0"],
+    ["TOLLGATE_HEALTH_INTERVAL_S", "0"],
+    ["TOLLGATE_HEALTH_INTERVAL_S", "often"],
     ["TOLLGATE_TRUST_PROXY", "proxy.internal"],
     ["TOLLGATE_TRUST_PROXY", "10.0.0.0/33"],
     ["TOLLGATE_TRUST_PROXY", "127.0.0.1,"],

@@ -73,6 +73,8 @@ export interface Config {
   readonly maxCallMs: number;
   /** How often the hold sweeper runs after its start-up sweep. */
   readonly holdSweepIntervalMs: number;
+  /** Between two background rounds of health checks (HealthService answers from the last). */
+  readonly healthIntervalMs: number;
   /** The text provider (Anthropic wire format). */
   readonly anthropic: AnthropicUpstreamConfig;
   /** Requests per minute per key on billed endpoints. */
@@ -271,6 +273,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     catalog: jsonFile(env, cwd, "TOLLGATE_CATALOG", parsePriceCatalog) ?? defaultPriceCatalog(),
     maxCallMs,
     holdSweepIntervalMs: integer(env, "TOLLGATE_HOLD_SWEEP_INTERVAL_MS", 60_000, 100, 3_600_000),
+    healthIntervalMs: integer(env, "TOLLGATE_HEALTH_INTERVAL_S", 10, 1, 3_600) * 1000,
     anthropic: anthropicUpstream(env, maxCallMs),
     rateLimitPerMinute: integer(env, "TOLLGATE_RATE_LIMIT_RPM", 600, 1, 1_000_000),
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),

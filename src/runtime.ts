@@ -469,6 +469,7 @@ async function assemble(
     catalog: config.catalog,
     maxCallMs: config.maxCallMs,
     holdSweepIntervalMs: config.holdSweepIntervalMs,
+    healthIntervalMs: config.healthIntervalMs,
     webSearchMaxUses: config.webSearchMaxUses,
     inference:
       textUpstream === undefined
@@ -527,6 +528,9 @@ async function assemble(
     if (devChains !== undefined && chains !== undefined) await fundDevTreasuries(devChains, chains, log);
   }
 
+  // Dependencies are checked in the background; health requests read the last round.
+  core.health.start();
+  stack.defer(() => core.health.stop());
   // Holds orphaned by a crash are voided before the first request is served.
   await core.sweeper.start();
   parts.sweeper = core.sweeper;

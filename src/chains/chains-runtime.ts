@@ -50,6 +50,8 @@ interface ChainRuntime {
 
 const MAX_BACKOFF_MS = 5 * 60_000;
 const PROBE_TIMEOUT_MS = 1_500;
+/** The most backlog items a health probe counts ("10000+" beyond): the count stays a bounded read. */
+const BACKLOG_GLANCE = 10_000;
 
 /**
  * Every chain's adapter, deposit watcher and settlement worker, built from the registry by
@@ -192,7 +194,8 @@ export class ChainsRuntime implements ChainDirectory {
   /**
    * One health check per chain: RPC reachability and head, the watcher's lag behind the
    * finality line, and the settlement backlog. Not required: a chain outage delays deposits
-   * and settlement but never stops calls.
+   * and settlement but never stops calls. Run in the background (HealthMonitor); the detail
+   * names the treasury and its balance, so only the operator's HealthService.Inspect shows it.
    */
   probes(): HealthProbe[] {
     const probes: HealthProbe[] = [];
@@ -226,15 +229,13 @@ export class ChainsRuntime implements ChainDirectory {
           const cursor = await this.repo.cursor(chain.id);
           const finalized = await runtime.adapter.finalizedPosition();
           const lag = cursor === undefined ? undefined : finalized >= cursor ? finalized - cursor + 1n : 0n;
-          const backlog = (await this.repo.backlog()).find((b) => b.chain === chain.id);
-          const waiting =
-            backlog === undefined
-              ? 0
-              : backlog.unbatchedCalls + backlog.openSettlements + backlog.openWithdrawals;
+          // Bounded: a probe reads at most BACKLOG_GLANCE rows, however large the outbox.
+          const backlog = await this.repo.backlogGlance(chain.id, BACKLOG_GLANCE);
+          const waiting = backlog.waiting >= BACKLOG_GLANCE ? `${BACKLOG_GLANCE}+` : `${backlog.waiting}`;
           return (
             `rpc ok, head ${health.head}; watcher lag ${lag ?? "? (never scanned)"} (finalized ${finalized}, ` +
             `next ${cursor ?? "?"}); settlement backlog ${waiting}; ${treasury} holds ${held}` +
-            (backlog?.lastError ? ` (last error: ${backlog.lastError})` : "")
+            (backlog.lastError ? ` (last error: ${backlog.lastError})` : "")
           );
         },
       });

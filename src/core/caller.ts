@@ -94,7 +94,7 @@ export function headerCallerResolver(
     }
     const credential = presentedCredential((name) => header.get(name));
     if (credential === undefined) return { kind: "anonymous" };
-    return await throttle.guard(peer, () => credentialCaller(credential));
+    return await throttle.guard(peer, () => credentialCaller(credential), credential);
   };
 }
 

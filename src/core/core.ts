@@ -36,7 +36,7 @@ import {
   requireOperator,
 } from "./caller.js";
 import { invalidField, toConnectError } from "./errors.js";
-import { createHealthService, type HealthProbe } from "./health-service.js";
+import { createHealthService, HealthMonitor, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
 import { DEFAULT_WEB_SEARCH_MAX_USES } from "./inference/billable-features.js";
@@ -97,6 +97,8 @@ export interface CoreDeps {
   readonly chainDirectory?: ChainDirectory | undefined;
   /** What HealthService checks: the store, each chain's RPC and watcher lag. */
   readonly probes?: readonly HealthProbe[] | undefined;
+  /** Between two background rounds of those checks (default 10 s). */
+  readonly healthIntervalMs?: number | undefined;
   /** Dev mode: mints a dev chain's test stablecoin (the faucet RPC); absent otherwise. */
   readonly faucet?: DevFaucet | undefined;
   /**
@@ -182,6 +184,11 @@ export interface Core {
   readonly counters: BillingCounters;
   /** Voids orphaned holds; not started here: the serving process starts and stops it. */
   readonly sweeper: HoldSweeper;
+  /**
+   * Checks the dependencies in the background for HealthService; not started here: the serving
+   * process starts and stops it (unstarted, it checks once, when first asked).
+   */
+  readonly health: HealthMonitor;
 }
 
 const none = (): readonly string[] => [];
@@ -229,7 +236,7 @@ export function createCore(deps: CoreDeps): Core {
     },
     deps.publicOrigin,
   );
-  const probes = deps.probes ?? [];
+  const health = new HealthMonitor(deps.probes ?? [], { intervalMs: deps.healthIntervalMs ?? 10_000, now });
   const inference =
     deps.inference === undefined
       ? undefined
@@ -325,7 +332,7 @@ export function createCore(deps: CoreDeps): Core {
         });
       },
     });
-    router.service(HealthService, createHealthService(probes));
+    router.service(HealthService, createHealthService(health));
     if (inference !== undefined)
       router.service(InferenceService, createInferenceService(inference, now, receipts, images, idempotency));
   };
@@ -353,5 +360,6 @@ export function createCore(deps: CoreDeps): Core {
     billing,
     counters,
     sweeper,
+    health,
   };
 }

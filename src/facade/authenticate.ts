@@ -5,6 +5,7 @@ import type { FastifyRequest, onRequestHookHandler } from "fastify";
 import { authThrottled } from "../core/auth/auth-throttle.js";
 import { throttleKey } from "../core/auth/client-address.js";
 import { presentedCredential } from "../core/auth/credentials.js";
+import { KnownCredentials } from "../core/auth/known-credentials.js";
 import { errorInfo } from "../core/errors.js";
 import type { AuthService, Principal } from "../gen/tollgate/auth/v1/auth_pb.js";
 
@@ -22,26 +23,30 @@ declare module "fastify" {
  * read, so an unauthenticated caller never costs a body parse. The client's address goes with
  * it: the core throttles failed authentications per address and refuses a blocked address
  * (429 AUTH_THROTTLED) before looking its key up; this hook then refuses that address itself
- * until the block ends, without calling the core, and holds each such refusal back a second.
+ * until the block ends, without calling the core, and holds each such refusal back a second —
+ * except for a key that authenticated from that address before, which goes on to the core (it
+ * lets such keys through too). Every scope built on one `auth` client shares what it learns.
  * Errors reach the scope's own error handler, which answers in that format's envelope: a
  * request without a key gets 401 (the x402 door, which takes no key, does not use this hook).
  */
 export function authenticateHook(auth: Client<typeof AuthService>): onRequestHookHandler {
-  const blocked = new BlockedAddresses();
+  const blocked = blockedAddressesOf(auth);
   return async (request: FastifyRequest) => {
     const address = clientAddress(request);
-    const refusal = blocked.refusal(address);
+    const presented = presentedCredential((name) => headerValue(request, name));
+    const refusal = blocked.refusal(address, presented);
     if (refusal !== undefined) {
       await blocked.holdBack();
       throw refusal;
     }
-    const key = presentedCredential((name) => headerValue(request, name)) ?? "";
+    const key = presented ?? "";
     try {
       const { principal } = await auth.authenticate(
         { key, clientAddress: address },
         { headers: { "x-request-id": request.id } },
       );
       request.principal = principal ?? null;
+      if (presented !== undefined) blocked.passed(address, presented);
     } catch (error) {
       blocked.remember(address, error);
       throw error;
@@ -56,6 +61,18 @@ export function authenticateHook(auth: Client<typeof AuthService>): onRequestHoo
  */
 export function clientAddress(request: FastifyRequest): string {
   return isIP(request.ip) !== 0 ? request.ip : (request.socket.remoteAddress ?? "");
+}
+
+/** One record of blocks per core client: a facade's scopes share it (a block, a known key). */
+const blockedByClient = new WeakMap<object, BlockedAddresses>();
+
+function blockedAddressesOf(auth: Client<typeof AuthService>): BlockedAddresses {
+  let blocked = blockedByClient.get(auth);
+  if (blocked === undefined) {
+    blocked = new BlockedAddresses();
+    blockedByClient.set(auth, blocked);
+  }
+  return blocked;
 }
 
 /** Blocked addresses remembered at most; past it they are asked about again (a bound, not a policy). */
@@ -77,14 +94,21 @@ const MAX_HELD_REFUSALS = 1_000;
  * then costs the facade an HTTP answer and no more: no RPC, no counter read (in Redis, a round
  * trip). The copy cannot go stale: nothing ends a block early, and no request of the address
  * reaches the core meanwhile to extend it. The end is the core's `retry_after`, rounded up to
- * the second, so an address may wait up to a second longer here than the block itself.
+ * the second, so an address may wait up to a second longer here than the block itself. The keys
+ * that authenticated from each address are remembered too, so that they are not refused here
+ * while the core would let them through.
  */
 class BlockedAddresses {
   readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
+  readonly #known = new KnownCredentials();
   #held = 0;
 
-  /** The refusal for `address` while its block lasts; undefined otherwise. */
-  refusal(address: string): ConnectError | undefined {
+  /**
+   * The refusal for `address` while its block lasts, unless `presented` authenticated from it
+   * before; undefined otherwise.
+   */
+  refusal(address: string, presented: string | undefined): ConnectError | undefined {
+    if (this.#until.size === 0) return undefined;
     const key = throttleKey(address);
     const entry = this.#until.get(key);
     if (entry === undefined) return undefined;
@@ -93,6 +117,7 @@ class BlockedAddresses {
       this.#until.delete(key);
       return undefined;
     }
+    if (presented !== undefined && this.#known.has(address, presented)) return undefined;
     return authThrottled(
       { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
       now,
@@ -108,6 +133,11 @@ class BlockedAddresses {
     } finally {
       this.#held--;
     }
+  }
+
+  /** Takes note of a key that authenticated from `address`. */
+  passed(address: string, presented: string): void {
+    this.#known.add(address, presented);
   }
 
   /** Takes note of the core's answer when it refused `address` as throttled. */

@@ -1,4 +1,5 @@
-import type { ChainWorkStore, StoredAddress } from "../core/ports/chain-work.js";
+import type { Statement } from "better-sqlite3";
+import type { BacklogGlance, ChainWorkStore, StoredAddress } from "../core/ports/chain-work.js";
 import type { BacklogRow, DepositToCredit, TransferRow } from "../core/ports/ledger.js";
 import type { Db } from "./database.js";
 import { LedgerRepository } from "./ledger-repository.js";
@@ -10,9 +11,30 @@ import { OnchainRepository } from "./onchain-repository.js";
  */
 export class SqliteChainWork implements ChainWorkStore {
   readonly #repo: OnchainRepository;
+  readonly #glance: {
+    readonly unbatched: Statement<[string, number]>;
+    readonly open: Statement<[string, number]>;
+    readonly lastError: Statement<[string, number]>;
+  };
 
   constructor(db: Db) {
     this.#repo = new OnchainRepository(db, new LedgerRepository(db));
+    // Each reads at most `atMost` rows of a partial index (settlement_intents_unbatched,
+    // chain_transfers_open), however many intents the outbox holds.
+    this.#glance = {
+      unbatched: db.prepare(
+        `SELECT COUNT(*) AS n FROM (SELECT 1 FROM settlement_intents
+           WHERE chain = ? AND transfer_id IS NULL AND onchain_amount > 0 LIMIT ?)`,
+      ),
+      open: db.prepare(
+        "SELECT COUNT(*) AS n FROM (SELECT 1 FROM chain_transfers WHERE chain = ? AND status <> 'confirmed' LIMIT ?)",
+      ),
+      lastError: db.prepare(
+        `SELECT last_error FROM (SELECT last_error, updated_at FROM chain_transfers
+           WHERE chain = ? AND status <> 'confirmed' LIMIT ?)
+         WHERE last_error <> '' ORDER BY updated_at DESC LIMIT 1`,
+      ),
+    };
   }
 
   async saveDepositAddress(family: string, accountId: string, address: string, now: number): Promise<void> {
@@ -90,5 +112,13 @@ export class SqliteChainWork implements ChainWorkStore {
 
   async backlog(): Promise<BacklogRow[]> {
     return this.#repo.backlog();
+  }
+
+  async backlogGlance(chain: string, atMost: number): Promise<BacklogGlance> {
+    const count = (statement: Statement<[string, number]>) =>
+      Number((statement.get(chain, atMost) as { n: number | bigint }).n);
+    const waiting = Math.min(count(this.#glance.unbatched) + count(this.#glance.open), atMost);
+    const row = this.#glance.lastError.get(chain, atMost) as { last_error: string } | undefined;
+    return { waiting, lastError: row?.last_error ?? "" };
   }
 }

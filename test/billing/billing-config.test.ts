@@ -22,6 +22,8 @@ describe("billing configuration", () => {
     expect(config.catalog).toEqual(defaultPriceCatalog());
     expect(config.maxCallMs).toBe(900_000);
     expect(config.holdSweepIntervalMs).toBe(60_000);
+    expect(config.healthIntervalMs).toBe(10_000);
+    expect(loadConfig({ TOLLGATE_HEALTH_INTERVAL_S: "2" }).healthIntervalMs).toBe(2_000);
   });
 
   it("reads the chain registry and catalog files, relative to the working directory", () => {

@@ -132,9 +132,10 @@ describe("facade-only mode", () => {
 
     const health = await fetch(`${facade.facadeUrl}/v1/health`);
     expect(health.status).toBe(200);
-    const report = (await health.json()) as { dependencies: { name: string; detail: string }[] };
+    const report = (await health.json()) as { dependencies: { name: string }[] };
     expect(report.dependencies.map((d) => d.name)).toEqual(["core", "database", "storage"]);
-    expect(report.dependencies[0]!.detail).toBe(core.coreUrl);
+    // Public health names no internal address (issue 29): the core's URL used to be its detail.
+    expect(JSON.stringify(report)).not.toContain(new URL(core.coreUrl).host);
 
     // Without the operator token, the remote core refuses account management.
     const refused = await runCli(["account", "create"], { TOLLGATE_CORE_URL: core.coreUrl });

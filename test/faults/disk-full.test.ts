@@ -111,6 +111,8 @@ async function startOurGateway(): Promise<void> {
     TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
     TOLLGATE_MAX_CALL_MS: String(MAX_CALL_MS),
     TOLLGATE_HOLD_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
+    // Health is checked in the background (issue 29): often, so that the test sees it change.
+    TOLLGATE_HEALTH_INTERVAL_S: "1",
   });
   const transport = createConnectTransport({
     baseUrl: gateway.coreUrl,
@@ -252,11 +254,15 @@ describe("with the data directory's disk full", () => {
       expect(upstream.requests.length).toBe(forwarded);
       expect(await available()).toBe(funds);
 
-      const health = await fetch(`${gateway.facadeUrl}/v1/health`);
-      const report = (await health.json()) as {
-        status: string;
-        dependencies: { name: string; ok: boolean }[];
-      };
+      // The next background round of health checks sees the full disk.
+      const { health, report } = await until("health to report the full disk", async () => {
+        const health = await fetch(`${gateway.facadeUrl}/v1/health`);
+        const report = (await health.json()) as {
+          status: string;
+          dependencies: { name: string; ok: boolean }[];
+        };
+        return report.status === "ok" ? undefined : { health, report };
+      });
       expect(health.status).toBe(200);
       expect(report.status).toBe("degraded");
       expect(report.dependencies).toContainEqual(expect.objectContaining({ name: "storage", ok: false }));
@@ -282,8 +288,10 @@ describe("with the data directory's disk full", () => {
       response_format: "url",
     });
     expect(image.data?.[0]?.url).toBeTruthy();
-    const health = await fetch(`${gateway.facadeUrl}/v1/health`);
-    expect(((await health.json()) as { status: string }).status).toBe("ok");
+    await until("health to report the disk free again", async () => {
+      const health = await fetch(`${gateway.facadeUrl}/v1/health`);
+      return ((await health.json()) as { status: string }).status === "ok" ? true : undefined;
+    });
     expectSoundLedger();
     await expectChargesAccounted(CREDITED);
   });

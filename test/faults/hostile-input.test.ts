@@ -77,4 +77,49 @@ describe("hostile input", () => {
     expect((await t.usage()).length).toBe(rows);
     t.expectSoundLedger();
   });
+
+  // Issue 29: a fuzzer found calls with these max_tokens forwarded and charged. The body is sent
+  // as raw JSON text: JSON.stringify cannot write `-0` or `1e-999`.
+  it.each(["0", "-0", "1e-999", "0.5", "-1"])(
+    "refuses max_tokens %s with a 400 naming the field, streamed or not: no hold, nothing forwarded",
+    async (raw) => {
+      for (const stream of [false, true]) {
+        const calls = t.upstream.requests.length;
+        const before = await t.available();
+        const rows = (await t.usage()).length;
+        const response = await fetch(`${t.baseUrl}/v1/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": t.secret },
+          body: `{"model":"model-haiku-4-5","max_tokens":${raw},"stream":${stream},"messages":[{"role":"user","content":"hi"}]}`,
+        });
+        expect(response.status).toBe(400);
+        expect(response.headers.get("x-request-id")).toMatch(/^req_/);
+        const body = (await response.json()) as { type: string; error: { type: string; message: string } };
+        expect(body.error).toEqual({
+          type: "invalid_request_error",
+          message: "max_tokens: must be an integer >= 1",
+        });
+        expect(t.upstream.requests.length).toBe(calls);
+        expect((await t.usage()).length).toBe(rows);
+        expect(await t.available()).toBe(before);
+      }
+      t.expectSoundLedger();
+    },
+  );
+
+  it("takes max_tokens written as 1e1 or 16.0 as the integer it denotes, and sends that integer on", async () => {
+    for (const [raw, value] of [
+      ["1e1", 10],
+      ["16.0", 16],
+    ] as const) {
+      const response = await fetch(`${t.baseUrl}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": t.secret },
+        body: `{"model":"model-haiku-4-5","max_tokens":${raw},"messages":[{"role":"user","content":"hi"}]}`,
+      });
+      expect(response.status).toBe(200);
+      expect(t.upstream.requests.at(-1)!.rawBody).toContain(`"max_tokens":${value},`);
+    }
+    t.expectSoundLedger();
+  });
 });

@@ -19,6 +19,7 @@ import { errorInfo } from "../../src/core/errors.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { REDIS_KEY_PREFIX } from "../../src/limits/redis.js";
+import { accountWithKey } from "../helpers/app.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
@@ -218,7 +219,8 @@ describe("key guessing, one gateway", () => {
     for (const answer of throttled) expectThrottledAnthropic(answer, blockS);
 
     // The address is refused on every route, in that route's own envelope, and even with the
-    // valid key: the refusal comes before any key is looked at (a valid key would pass a lookup).
+    // valid key, which never authenticated from this address: the refusal comes before any key
+    // is looked at (a valid key would pass a lookup).
     expectThrottledAnthropic(
       await post(guesser, `${t.baseUrl}/v1/messages`, { "x-api-key": t.secret }),
       blockS,
@@ -327,6 +329,63 @@ describe("key guessing, one gateway", () => {
     } finally {
       await spoofer.close();
     }
+  });
+});
+
+describe("key guessing from an address a valid caller shares (issue 29)", () => {
+  let t: TextGateway;
+  const shared = clientAt("127.0.0.12");
+  beforeAll(async () => {
+    t = await startTextGateway({ TOLLGATE_RATE_LIMIT_RPM: "1000000" });
+    await t.credit(FUNDS);
+  });
+  afterAll(async () => {
+    await shared.close();
+    await t?.close();
+  });
+
+  it("2,000 guesses from one address interleaved with 120 valid-key calls from it: all 120 served; keys it never used there get 429", async () => {
+    const VALID_CALLS = 120;
+    const sdk = sdkAt(t, shared);
+    // The valid caller is at work behind the shared address before anyone guesses there.
+    await sdk.messages.create(HELLO);
+    // Guesses until the address is blocked, so that every valid call below is made during the block.
+    let sent = 0;
+    for (;;) {
+      sent++;
+      if ((await post(shared, `${t.baseUrl}/v1/messages`, { "x-api-key": guessedKey() })).status === 429)
+        break;
+    }
+    expect(sent).toBe(t.gateway.app.config.authFailuresPerMinute + 1);
+    const statuses: number[] = [];
+    let guessing = true;
+    const validLoop = (async () => {
+      while (statuses.length < VALID_CALLS) {
+        const { response } = await sdk.messages.create(HELLO).withResponse();
+        statuses.push(response.status);
+        // Spread over the guessing (answered a second apart per connection), not ahead of it.
+        if (guessing) await new Promise((done) => setTimeout(done, 50));
+      }
+    })();
+    const answers = await guess("127.0.0.12", t.baseUrl, GUESSES - sent);
+    guessing = false;
+    await validLoop;
+    expect(statuses).toEqual(Array(VALID_CALLS).fill(200));
+    // Every guess was refused unchecked: the block held throughout.
+    expect(answers.every((a) => a.status === 429)).toBe(true);
+    // A valid key that never authenticated from this address is refused there like a guess...
+    const other = await accountWithKey(t.gateway.operator, "other");
+    expectThrottledAnthropic(
+      await post(shared, `${t.baseUrl}/v1/messages`, { "x-api-key": other.secret }),
+      t.gateway.app.config.authBlockMs / 1000,
+    );
+    // ...while the known one also passes the core's port from the same address.
+    const core = coreClientsAt(t.gateway.coreUrl, "127.0.0.12");
+    const { balances } = await core.billing.getBalances({}, { headers: { "x-api-key": t.secret } });
+    expect(balances.length).toBeGreaterThan(0);
+    // No guess reached the provider; every valid call did, and was billed as ever.
+    expect(t.upstream.requests).toHaveLength(1 + VALID_CALLS);
+    await expectBilledNormally(t, 1 + VALID_CALLS);
   });
 });
 

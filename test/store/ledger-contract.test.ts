@@ -960,6 +960,11 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       ];
       expect(await s.ledger.backlog()).toEqual(expected);
       expect(await s.work.backlog()).toEqual(expected);
+      // The health probe's glance: the same backlog, counted up to a bound (issue 29).
+      expect(await s.work.backlogGlance(CHAIN, 100)).toEqual({ waiting: 1, lastError: "rpc down" });
+      expect(await s.work.backlogGlance("solana", 100)).toEqual({ waiting: 2, lastError: "" });
+      expect(await s.work.backlogGlance("solana", 1)).toEqual({ waiting: 1, lastError: "" });
+      expect(await s.work.backlogGlance("arbitrum", 100)).toEqual({ waiting: 0, lastError: "" });
     }));
 
   it("x402: authorised from system:x402, held, settled, and closed returning what the call did not spend; closed once; unknown is not-found", () =>

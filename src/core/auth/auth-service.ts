@@ -128,7 +128,8 @@ export function createAuthService({
 
     async authenticate(req, ctx) {
       const address = clientAddress(req.clientAddress, ctx);
-      const key = await throttle.guard(address, () => authenticator.authenticate(req.key.trim()));
+      const presented = req.key.trim();
+      const key = await throttle.guard(address, () => authenticator.authenticate(presented), presented);
       return {
         principal: {
           accountId: key.accountId,

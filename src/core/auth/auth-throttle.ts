@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfo, reasonError } from "../errors.js";
 import type { RateLimitDecision, RateLimiter, RateLimiterFactory } from "../ports/rate-limits.js";
 import { throttleKey } from "./client-address.js";
+import { KnownCredentials } from "./known-credentials.js";
 
 /** How failed authentications are throttled per client address. */
 export interface AuthFailureLimits {
@@ -39,14 +40,18 @@ export const authThrottled = (decision: RateLimitDecision, now: number): Connect
 
 /**
  * Throttles failed authentications per client address. A blocked address is refused before its
- * credential is looked at (no hash, no store lookup): what a guesser costs the gateway stops at
- * one counter read. Only failures are counted, so any number of valid calls from one address
- * (a NAT, an office) never trips it. A blocked address is refused even with a valid key: letting
- * that one through would tell the guesser which guess was right, which is the very thing the
+ * credential is looked up (no store lookup): what a guesser costs the gateway stops at one counter
+ * read and a hash. Only failures are counted, so any number of valid calls from one address (a
+ * NAT, an office) never trips it. While the address is blocked, a credential that authenticated
+ * from it before keeps working there (issue 29: behind a shared address, 114 of 120 valid calls
+ * were refused during a guessing run); any other credential is refused unchecked, a valid one
+ * included: checking it would tell the guesser which guess was right, which is the very thing the
  * throttle exists to slow down.
  */
 export class AuthThrottle {
   readonly #failures: RateLimiter | undefined;
+  /** Credentials that authenticated, per address: they pass a block of that address. */
+  readonly #known = new KnownCredentials();
 
   /** Without `limits` (TOLLGATE_AUTH_FAILURES_PER_MINUTE=0, or the operator's CLI) nothing is throttled. */
   constructor(
@@ -60,18 +65,23 @@ export class AuthThrottle {
 
   /**
    * Runs `check` (a key lookup, a sign-in) for the client at `address`: refused with
-   * AUTH_THROTTLED without running it while the address is blocked; a failure of `check` is
+   * AUTH_THROTTLED without running it while the address is blocked, unless `credential` (the key
+   * or token `check` verifies) passed a check from this address before; a failure of `check` is
    * counted, and the one that goes over the budget is answered as the block it starts. Without an
    * address (an in-process call that named none) `check` simply runs.
    */
-  async guard<T>(address: string | undefined, check: () => Promise<T>): Promise<T> {
+  async guard<T>(address: string | undefined, check: () => Promise<T>, credential?: string): Promise<T> {
     const failures = this.#failures;
     if (failures === undefined || address === undefined || address === "") return await check();
     const key = throttleKey(address);
     const standing = await failures.peek(key);
-    if (!standing.allowed) throw authThrottled(standing, this.now());
+    if (!standing.allowed && (credential === undefined || !this.#known.has(address, credential))) {
+      throw authThrottled(standing, this.now());
+    }
     try {
-      return await check();
+      const passed = await check();
+      if (credential !== undefined) this.#known.add(address, credential);
+      return passed;
     } catch (error) {
       if (!isFailure(error)) throw error;
       const counted = await failures.consume(key);

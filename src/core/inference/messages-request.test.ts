@@ -143,8 +143,21 @@ describe("parseMessagesRequest", () => {
     expect(parseMessagesRequest(JSON.stringify(withField("stream", true)), "create").view.stream).toBe(true);
   });
 
-  it("accepts max_tokens 0 (a cache pre-warm)", () => {
-    expect(parseMessagesRequest(JSON.stringify(withField("max_tokens", 0)), "create").view.maxTokens).toBe(0);
+  // Issue 29: max_tokens is an integer >= 1; 0 (once taken as a cache pre-warm) is refused.
+  it.each(["0", "-0", "1e-999", "0.5", "1.5", "-1", '"16"', "null"])("refuses max_tokens %s", (raw) => {
+    const body = `{"model":"model-opus-4-8","max_tokens":${raw},"messages":[{"role":"user","content":"Hi"}]}`;
+    expect(refusal(body, "max_tokens")).toBe("max_tokens: must be an integer >= 1");
+  });
+
+  it.each([
+    ["1", 1],
+    ["1.0", 1],
+    ["1e3", 1000],
+  ])("takes max_tokens %s as the integer it denotes, %d, and sends that on", (raw, value) => {
+    const body = `{"model":"model-opus-4-8","max_tokens":${raw},"messages":[{"role":"user","content":"Hi"}]}`;
+    const request = parseMessagesRequest(body, "create");
+    expect(request.view.maxTokens).toBe(value);
+    expect(encodeMessagesRequest(request)).toContain(`"max_tokens":${value},`);
   });
 
   it("needs no max_tokens for count_tokens and reports 0 and no stream", () => {
@@ -215,7 +228,7 @@ describe("parseMessagesRequest", () => {
     expect(refusal(noMax, "max_tokens")).toBe("max_tokens: Field required");
     for (const value of [-1, 1.5, "1024", null, 2 ** 53]) {
       expect(refusal(withField("max_tokens", value), "max_tokens")).toBe(
-        "max_tokens: must be an integer >= 0",
+        "max_tokens: must be an integer >= 1",
       );
     }
   });

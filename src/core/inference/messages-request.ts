@@ -108,8 +108,10 @@ export function parseMessagesRequest(body: Uint8Array | string, call: MessagesCa
   if (call === "create") {
     const value = json.max_tokens;
     if (value === undefined) throw required("max_tokens");
-    // 0 is valid: it only pre-warms the prompt cache.
-    if (!isCount(value, 0)) throw invalidField("max_tokens", "max_tokens: must be an integer >= 0");
+    // Judged as the number the JSON text denotes, which is what goes upstream (the body is
+    // re-encoded from this view): `1e3` and `1.0` are 1000 and 1; `0`, `-0` and `1e-999` are 0,
+    // which the format refuses (issue 29: such calls were forwarded and charged).
+    if (!isCount(value, 1)) throw invalidField("max_tokens", "max_tokens: must be an integer >= 1");
     maxTokens = value;
     if (json.stream !== undefined) {
       if (typeof json.stream !== "boolean") throw invalidField("stream", "stream: must be a boolean");

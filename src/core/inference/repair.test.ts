@@ -78,14 +78,15 @@ describe("repairView: model and max_tokens", () => {
     expect(repaired).toEqual([]);
   });
 
-  it("does not clamp max_tokens at or under the ceiling, 0 included", () => {
+  it("does not clamp max_tokens at or under the ceiling, 1 included", () => {
     expect(repair("model-haiku-4-5", { max_tokens: 64_000 })).toMatchObject({
       clampedFrom: undefined,
       maxTokens: 64_000,
     });
-    expect(repair("model-haiku-4-5", { max_tokens: 0 })).toMatchObject({
+    // Issue 29: 0 is refused before repair (parseMessagesRequest); 1 is the least a call sends.
+    expect(repair("model-haiku-4-5", { max_tokens: 1 })).toMatchObject({
       clampedFrom: undefined,
-      maxTokens: 0,
+      maxTokens: 1,
     });
   });
 

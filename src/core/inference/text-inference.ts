@@ -183,8 +183,8 @@ export class TextInference {
       kind: "text",
       model: model.id,
       inputTokens: inputTokenBound(given.body.byteLength, request.rest, model),
-      // max_tokens 0 (a cache pre-warm) still quotes one token: the hold is never zero-sized.
-      maxTokens: BigInt(Math.max(repair.maxTokens, 1)),
+      // max_tokens is at least 1 (parseMessagesRequest): the hold is never zero-sized.
+      maxTokens: BigInt(repair.maxTokens),
       ...features,
     };
     let call = given;

@@ -68,6 +68,19 @@ export interface ChainWorkStore {
   markRetry(id: string, error: string, retryAt: number, now: number): Promise<void>;
   /** The settlement backlog and settled totals of every chain that has any. */
   backlog(): Promise<BacklogRow[]>;
+  /**
+   * One chain's backlog at a glance, for its health check: a bounded read (off the partial
+   * indexes of unbatched intents and open transfers) whatever the size of the outbox.
+   */
+  backlogGlance(chain: string, atMost: number): Promise<BacklogGlance>;
+}
+
+/** What {@link ChainWorkStore.backlogGlance} sees of one chain's settlement backlog. */
+export interface BacklogGlance {
+  /** Calls not yet in a transfer plus transfers not yet confirmed, counted up to `atMost`. */
+  readonly waiting: number;
+  /** The newest error among (at most `atMost` of) the open transfers; "" when none. */
+  readonly lastError: string;
 }
 
 /**

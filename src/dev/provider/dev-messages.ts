@@ -115,9 +115,8 @@ interface Attempt {
 /** The minimal checks of the real API; undefined when the request is acceptable. */
 export function validateMessagesRequest(body: Record<string, unknown>): string | undefined {
   if (typeof body.model !== "string" || body.model === "") return "model: Field required";
-  // 0 is accepted: it only pre-warms the prompt cache (the call reads the prompt, writes nothing).
-  if (typeof body.max_tokens !== "number" || !Number.isInteger(body.max_tokens) || body.max_tokens < 0) {
-    return "max_tokens: Input should be an integer >= 0";
+  if (typeof body.max_tokens !== "number" || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
+    return "max_tokens: Input should be an integer >= 1";
   }
   if (!Array.isArray(body.messages)) return "messages: Field required";
   if (body.messages.length === 0) return "messages: at least one message is required";

@@ -1,6 +1,11 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import type { ChainRoles, ChainWorkStore, StoredAddress } from "../../core/ports/chain-work.js";
+import type {
+  BacklogGlance,
+  ChainRoles,
+  ChainWorkStore,
+  StoredAddress,
+} from "../../core/ports/chain-work.js";
 import {
   type BacklogRow,
   type DepositToCredit,
@@ -322,7 +327,29 @@ export class PgChainWork implements ChainWorkStore {
   backlog(): Promise<BacklogRow[]> {
     return readBacklog(this.pool);
   }
+
+  async backlogGlance(chain: string, atMost: number): Promise<BacklogGlance> {
+    const { rows } = await this.pool.query<{ waiting: string; last_error: string | null }>(BACKLOG_GLANCE, [
+      chain,
+      atMost,
+    ]);
+    return { waiting: Math.min(Number(rows[0]?.waiting ?? 0), atMost), lastError: rows[0]?.last_error ?? "" };
+  }
 }
+
+/**
+ * One chain's backlog at a glance (as SQLite's): each part reads at most `$2` rows of a partial
+ * index (settlement_intents_unbatched, chain_transfers_open), however large the outbox.
+ */
+const BACKLOG_GLANCE = `
+  SELECT
+    (SELECT COUNT(*) FROM (SELECT 1 FROM settlement_intents
+       WHERE chain = $1 AND transfer_id IS NULL AND onchain_amount > 0 LIMIT $2) u)
+    + (SELECT COUNT(*) FROM (SELECT 1 FROM chain_transfers WHERE chain = $1 AND status <> 'confirmed' LIMIT $2) o)
+      AS waiting,
+    (SELECT last_error FROM (SELECT last_error, updated_at FROM chain_transfers
+       WHERE chain = $1 AND status <> 'confirmed' LIMIT $2) e
+     WHERE last_error <> '' ORDER BY updated_at DESC LIMIT 1) AS last_error`;
 
 /** The advisory lock key of a chain's role: 64 bits of a hash, the same on every host. */
 export function roleKey(chain: string): bigint {

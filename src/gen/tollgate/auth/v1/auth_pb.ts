@@ -891,8 +891,10 @@ export const KeyStatusSchema: GenEnum<KeyStatus> = /*@__PURE__*/
  * Failed authentications are throttled per client address: an address whose presented keys or
  * sign-ins failed more than TOLLGATE_AUTH_FAILURES_PER_MINUTE times within a minute is refused
  * with ResourceExhausted/AUTH_THROTTLED for TOLLGATE_AUTH_BLOCK_S seconds, before its key is
- * looked up, whether that key is valid or not. The address is `client_address` where a proven
- * facade names one (its client's), else the address of the connection.
+ * looked up. A key (or operator token) that authenticated from that address before the block
+ * keeps working there; any other is refused unchecked, whether it is valid or not, so a guesser
+ * learns nothing while blocked. The address is `client_address` where a proven facade names one
+ * (its client's), else the address of the connection.
  *
  * @generated from service tollgate.auth.v1.AuthService
  */
@@ -984,7 +986,8 @@ export const AuthService: GenService<{
    * missing, malformed or unknown key and PermissionDenied for a revoked key or a suspended
    * account. Records the key's last use (to the minute). A malformed or unknown key counts as
    * a failure of its client address; while that address is throttled, fails with
-   * ResourceExhausted/AUTH_THROTTLED without looking the key up.
+   * ResourceExhausted/AUTH_THROTTLED without looking the key up, unless this key authenticated
+   * from that address before.
    *
    * @generated from rpc tollgate.auth.v1.AuthService.Authenticate
    */

@@ -4,13 +4,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file tollgate/health/v1/health.proto.
  */
 export const file_tollgate_health_v1_health: GenFile = /*@__PURE__*/
-  fileDesc("Ch90b2xsZ2F0ZS9oZWFsdGgvdjEvaGVhbHRoLnByb3RvEhJ0b2xsZ2F0ZS5oZWFsdGgudjEiDgoMQ2hlY2tSZXF1ZXN0ImUKD0RlcGVuZGVuY3lDaGVjaxIMCgRuYW1lGAEgASgJEgoKAm9rGAIgASgIEhAKCHJlcXVpcmVkGAMgASgIEg4KBmRldGFpbBgEIAEoCRIWCg5sYXRlbmN5X21pY3JvcxgFIAEoDSJZCg1DaGVja1Jlc3BvbnNlEg0KBXJlYWR5GAEgASgIEjkKDGRlcGVuZGVuY2llcxgCIAMoCzIjLnRvbGxnYXRlLmhlYWx0aC52MS5EZXBlbmRlbmN5Q2hlY2syXQoNSGVhbHRoU2VydmljZRJMCgVDaGVjaxIgLnRvbGxnYXRlLmhlYWx0aC52MS5DaGVja1JlcXVlc3QaIS50b2xsZ2F0ZS5oZWFsdGgudjEuQ2hlY2tSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("Ch90b2xsZ2F0ZS9oZWFsdGgvdjEvaGVhbHRoLnByb3RvEhJ0b2xsZ2F0ZS5oZWFsdGgudjEiDgoMQ2hlY2tSZXF1ZXN0ImEKD0RlcGVuZGVuY3lDaGVjaxIMCgRuYW1lGAEgASgJEgoKAm9rGAIgASgIEhAKCHJlcXVpcmVkGAMgASgISgQIBBAFSgQIBRAGUgZkZXRhaWxSDmxhdGVuY3lfbWljcm9zIokBCg1DaGVja1Jlc3BvbnNlEg0KBXJlYWR5GAEgASgIEjkKDGRlcGVuZGVuY2llcxgCIAMoCzIjLnRvbGxnYXRlLmhlYWx0aC52MS5EZXBlbmRlbmN5Q2hlY2sSLgoKY2hlY2tlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEAoOSW5zcGVjdFJlcXVlc3QiZgoQRGVwZW5kZW5jeVJlcG9ydBIMCgRuYW1lGAEgASgJEgoKAm9rGAIgASgIEhAKCHJlcXVpcmVkGAMgASgIEg4KBmRldGFpbBgEIAEoCRIWCg5sYXRlbmN5X21pY3JvcxgFIAEoDSKxAQoPSW5zcGVjdFJlc3BvbnNlEg0KBXJlYWR5GAEgASgIEjoKDGRlcGVuZGVuY2llcxgCIAMoCzIkLnRvbGxnYXRlLmhlYWx0aC52MS5EZXBlbmRlbmN5UmVwb3J0Ei4KCmNoZWNrZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJvdW5kcxgEIAEoBBITCgtpbnRlcnZhbF9tcxgFIAEoDTKxAQoNSGVhbHRoU2VydmljZRJMCgVDaGVjaxIgLnRvbGxnYXRlLmhlYWx0aC52MS5DaGVja1JlcXVlc3QaIS50b2xsZ2F0ZS5oZWFsdGgudjEuQ2hlY2tSZXNwb25zZRJSCgdJbnNwZWN0EiIudG9sbGdhdGUuaGVhbHRoLnYxLkluc3BlY3RSZXF1ZXN0GiMudG9sbGdhdGUuaGVhbHRoLnYxLkluc3BlY3RSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message tollgate.health.v1.CheckRequest
@@ -26,13 +28,13 @@ export const CheckRequestSchema: GenMessage<CheckRequest> = /*@__PURE__*/
   messageDesc(file_tollgate_health_v1_health, 0);
 
 /**
- * One dependency and what its check found.
+ * One dependency and whether it is up.
  *
  * @generated from message tollgate.health.v1.DependencyCheck
  */
 export type DependencyCheck = Message<"tollgate.health.v1.DependencyCheck"> & {
   /**
-   * e.g. "database".
+   * e.g. "database", "storage", "chain:base", "redis".
    *
    * @generated from field: string name = 1;
    */
@@ -44,25 +46,12 @@ export type DependencyCheck = Message<"tollgate.health.v1.DependencyCheck"> & {
   ok: boolean;
 
   /**
-   * A required dependency that is down makes the whole service not ready.
+   * A required dependency that is down makes the whole service not ready; an optional one
+   * that is down makes it degraded.
    *
    * @generated from field: bool required = 3;
    */
   required: boolean;
-
-  /**
-   * Short, operator-facing; never a secret.
-   *
-   * @generated from field: string detail = 4;
-   */
-  detail: string;
-
-  /**
-   * How long the check took.
-   *
-   * @generated from field: uint32 latency_micros = 5;
-   */
-  latencyMicros: number;
 };
 
 /**
@@ -87,6 +76,13 @@ export type CheckResponse = Message<"tollgate.health.v1.CheckResponse"> & {
    * @generated from field: repeated tollgate.health.v1.DependencyCheck dependencies = 2;
    */
   dependencies: DependencyCheck[];
+
+  /**
+   * When the round answered from finished.
+   *
+   * @generated from field: google.protobuf.Timestamp checked_at = 3;
+   */
+  checkedAt?: Timestamp | undefined;
 };
 
 /**
@@ -97,14 +93,121 @@ export const CheckResponseSchema: GenMessage<CheckResponse> = /*@__PURE__*/
   messageDesc(file_tollgate_health_v1_health, 2);
 
 /**
+ * @generated from message tollgate.health.v1.InspectRequest
+ */
+export type InspectRequest = Message<"tollgate.health.v1.InspectRequest"> & {
+};
+
+/**
+ * Describes the message tollgate.health.v1.InspectRequest.
+ * Use `create(InspectRequestSchema)` to create a new message.
+ */
+export const InspectRequestSchema: GenMessage<InspectRequest> = /*@__PURE__*/
+  messageDesc(file_tollgate_health_v1_health, 3);
+
+/**
+ * One dependency as its last check found it.
+ *
+ * @generated from message tollgate.health.v1.DependencyReport
+ */
+export type DependencyReport = Message<"tollgate.health.v1.DependencyReport"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: bool ok = 2;
+   */
+  ok: boolean;
+
+  /**
+   * @generated from field: bool required = 3;
+   */
+  required: boolean;
+
+  /**
+   * What the check found, or why it failed. Operator-facing; never a secret.
+   *
+   * @generated from field: string detail = 4;
+   */
+  detail: string;
+
+  /**
+   * How long the check took.
+   *
+   * @generated from field: uint32 latency_micros = 5;
+   */
+  latencyMicros: number;
+};
+
+/**
+ * Describes the message tollgate.health.v1.DependencyReport.
+ * Use `create(DependencyReportSchema)` to create a new message.
+ */
+export const DependencyReportSchema: GenMessage<DependencyReport> = /*@__PURE__*/
+  messageDesc(file_tollgate_health_v1_health, 4);
+
+/**
+ * @generated from message tollgate.health.v1.InspectResponse
+ */
+export type InspectResponse = Message<"tollgate.health.v1.InspectResponse"> & {
+  /**
+   * True when every required dependency is ok.
+   *
+   * @generated from field: bool ready = 1;
+   */
+  ready: boolean;
+
+  /**
+   * @generated from field: repeated tollgate.health.v1.DependencyReport dependencies = 2;
+   */
+  dependencies: DependencyReport[];
+
+  /**
+   * When the round answered from finished.
+   *
+   * @generated from field: google.protobuf.Timestamp checked_at = 3;
+   */
+  checkedAt?: Timestamp | undefined;
+
+  /**
+   * Rounds run since the core started (each checks every dependency once).
+   *
+   * @generated from field: uint64 rounds = 4;
+   */
+  rounds: bigint;
+
+  /**
+   * Milliseconds between rounds.
+   *
+   * @generated from field: uint32 interval_ms = 5;
+   */
+  intervalMs: number;
+};
+
+/**
+ * Describes the message tollgate.health.v1.InspectResponse.
+ * Use `create(InspectResponseSchema)` to create a new message.
+ */
+export const InspectResponseSchema: GenMessage<InspectResponse> = /*@__PURE__*/
+  messageDesc(file_tollgate_health_v1_health, 5);
+
+/**
  * HealthService reports whether the core and each dependency it needs are usable.
- * The facade's `GET /v1/health` is a view of this RPC (plus the facade's own reach to the core).
+ * The facade's `GET /v1/health` is a view of Check (plus the facade's own reach to the core).
+ *
+ * The core checks its dependencies in the background, one round every
+ * TOLLGATE_HEALTH_INTERVAL_S seconds (and once at start-up), each check bounded in time; both
+ * RPCs answer from the last round, so asking costs no check: no RPC to a chain, no query of the
+ * ledger. Until the first round has finished, the first question waits for it.
  *
  * @generated from service tollgate.health.v1.HealthService
  */
 export const HealthService: GenService<{
   /**
-   * Checks every dependency now. Never fails for an unhealthy dependency: the answer says so.
+   * Whether the core is ready and, per dependency, whether it is up. Open to anyone: it says
+   * nothing private (no address, balance, error text, size or count).
    *
    * @generated from rpc tollgate.health.v1.HealthService.Check
    */
@@ -112,6 +215,19 @@ export const HealthService: GenService<{
     methodKind: "unary";
     input: typeof CheckRequestSchema;
     output: typeof CheckResponseSchema;
+  },
+  /**
+   * The last round in full: each dependency's detail (for a chain: its RPC head, the watcher's
+   * lag, the settlement backlog, the treasury's address and balance, the last settlement error;
+   * for the disk: its free space), how long each check took, and how many rounds have run.
+   * Operator only (PermissionDenied/OPERATOR_ONLY otherwise).
+   *
+   * @generated from rpc tollgate.health.v1.HealthService.Inspect
+   */
+  inspect: {
+    methodKind: "unary";
+    input: typeof InspectRequestSchema;
+    output: typeof InspectResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tollgate_health_v1_health, 0);

@@ -50,6 +50,11 @@ export interface FacadeDeps {
    * false they are refused (401) before their body is read, as before x402.
    */
   readonly keyless?: boolean | undefined;
+  /**
+   * The largest body a keyless call may send before it carries an x402 payment: JSON bodies
+   * (messages, image generations) and image edits' uploads (the config defaults when absent).
+   */
+  readonly unpaidBodyBytes?: { readonly json: number; readonly upload: number } | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -64,6 +69,9 @@ const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
   maxRequestBytes: 50 * 1024 * 1024,
 };
 
+/** What a keyless call may send before it pays, when none is configured (the config defaults). */
+const DEFAULT_UNPAID_BODY_BYTES = { json: 1024 * 1024, upload: 4 * 1024 * 1024 };
+
 /** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
 export async function buildFacade({
   transport,
@@ -75,6 +83,7 @@ export async function buildFacade({
   trustProxy = [],
   metrics,
   keyless = false,
+  unpaidBodyBytes = DEFAULT_UNPAID_BODY_BYTES,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -107,6 +116,7 @@ export async function buildFacade({
   });
   app.decorateRequest("principal", null);
   app.decorateRequest("publicOrigin", "");
+  app.decorateRequest("unpaidBodyLimit", undefined);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
@@ -142,11 +152,18 @@ export async function buildFacade({
   app.get("/", async () => ({ name: "tollgate", docs: "/v1/health" }));
 
   await app.register(healthRoutes, { health, coreLocation });
-  await app.register(anthropicRoutes, { auth, inference, stallMs: clientTimeouts.stallMs, keyless });
+  await app.register(anthropicRoutes, {
+    auth,
+    inference,
+    stallMs: clientTimeouts.stallMs,
+    keyless,
+    unpaidBodyBytes: unpaidBodyBytes.json,
+  });
   await app.register(openaiRoutes, {
     auth,
     inference,
     keyless,
+    unpaidUploadBytes: unpaidBodyBytes.upload,
     limits: images ?? DEFAULT_UPLOAD_LIMITS,
     publicUrl: images?.publicUrl,
     prefix: "/v1/images",

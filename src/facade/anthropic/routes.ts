@@ -7,6 +7,7 @@ import type {
   MessageHead,
   RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
+import { admitAnonymousHook, unpaidBodyLimitHook } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
@@ -25,6 +26,8 @@ export interface AnthropicRoutesDeps {
   readonly stallMs: number;
   /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
   readonly keyless: boolean;
+  /** The largest body a call without a key may send before it carries a payment. */
+  readonly unpaidBodyBytes: number;
 }
 
 /**
@@ -34,7 +37,7 @@ export interface AnthropicRoutesDeps {
  */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   scope,
-  { auth, inference, stallMs, keyless },
+  { auth, inference, stallMs, keyless, unpaidBodyBytes },
 ) => {
   scope.setErrorHandler(anthropicErrorHandler);
   scope.addHook("onRequest", async (request, reply) => {
@@ -42,6 +45,11 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
     reply.header("request-id", request.id);
   });
   scope.addHook("onRequest", authenticateHook(auth, keyless ? new Set(["/v1/messages"]) : undefined));
+  if (keyless) {
+    // Keyless calls are limited per client address, and held to a small body until they pay.
+    scope.addHook("onRequest", admitAnonymousHook(auth, unpaidBodyBytes));
+    scope.addHook("preParsing", unpaidBodyLimitHook());
+  }
   scope.removeContentTypeParser("application/json");
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) =>
     done(null, body),

@@ -81,6 +81,13 @@ export function dashboardRoutes({
 
   const authImpl: Partial<ServiceImpl<typeof AuthService>> = {
     ...forward(auth, AUTH_POLICIES),
+    // Nonces are limited per client address: the core is told the browser's.
+    async createSignInNonce(_req, ctx) {
+      return await auth.createSignInNonce(
+        { clientAddress: ctx.values.get(clientAddressKey) },
+        callOptions(ctx, undefined),
+      );
+    },
     async signIn(req, ctx) {
       const token = sessionToken(ctx);
       if (req.link) requireCsrf(ctx, token);

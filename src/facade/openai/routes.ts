@@ -4,6 +4,7 @@ import multipart from "@fastify/multipart";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
+import { admitAnonymousHook, unpaidTooLarge } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, callerValues, coreHeaders, header, paymentHeader } from "../core-call.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
@@ -22,6 +23,8 @@ export interface OpenaiRoutesDeps {
   readonly publicUrl: string | undefined;
   /** Whether calls without a key go on to pay with x402 (else 401 before the body is read). */
   readonly keyless: boolean;
+  /** The largest upload a call without a key may send before it carries a payment. */
+  readonly unpaidUploadBytes: number;
 }
 
 /** Where stored images are served, under the scope's prefix (`/v1/images`). */
@@ -44,9 +47,10 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
     ),
   );
   // Only the deps: the scope's own options carry its prefix, which children would add again.
-  const { auth, inference, limits, publicUrl, keyless } = deps;
-  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl, keyless });
-  await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl, keyless });
+  const { auth, inference, limits, publicUrl, keyless, unpaidUploadBytes } = deps;
+  const own = { auth, inference, limits, publicUrl, keyless, unpaidUploadBytes };
+  await scope.register(billedImageRoutes, own);
+  await scope.register(storedImageRoutes, own);
 };
 
 /**
@@ -57,6 +61,8 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
   const { auth, inference, limits } = deps;
   const keyless = deps.keyless ? new Set(["/v1/images/generations", "/v1/images/edits"]) : undefined;
   scope.addHook("onRequest", authenticateHook(auth, keyless));
+  // Keyless calls are limited per client address, and held to a small upload until they pay.
+  if (keyless !== undefined) scope.addHook("onRequest", admitAnonymousHook(auth, deps.unpaidUploadBytes));
   await scope.register(multipart, { ...busboyOptions(limits), throwFileSizeLimit: true });
 
   const generations = { bodyLimit: GENERATIONS_BODY_LIMIT, preParsing: takes("application/json") };
@@ -76,7 +82,14 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
   });
 
   scope.post("/edits", { preParsing: takes("multipart/form-data") }, async (request, reply) => {
-    const upload = await readEditUpload(request, limits);
+    const upload = await readEditUpload(request, unpaidLimits(request, limits)).catch((error: unknown) => {
+      // Past the unpaid limit only: say why this call's limit is the smaller one.
+      const unpaid = request.unpaidBodyLimit;
+      const status = (error as { statusCode?: unknown } | null)?.statusCode;
+      throw unpaid !== undefined && status === 413 && unpaid < limits.maxRequestBytes
+        ? unpaidTooLarge(unpaid)
+        : error;
+    });
     const fields = editFields(upload.fields);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.editImage(
@@ -92,6 +105,16 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     return sendResult(request, reply, result, deps.publicUrl);
   });
 };
+
+/** The upload limits of this request: lowered for a keyless call that carries no payment yet. */
+function unpaidLimits(request: FastifyRequest, limits: UploadLimits): UploadLimits {
+  const unpaid = request.unpaidBodyLimit;
+  if (unpaid === undefined) return limits;
+  return {
+    maxRequestBytes: Math.min(limits.maxRequestBytes, unpaid),
+    maxFileBytes: Math.min(limits.maxFileBytes, unpaid),
+  };
+}
 
 /** A preParsing hook refusing (415) a body of any other media type than `mediaType`. */
 function takes(mediaType: string) {

@@ -3,7 +3,7 @@ import {
   type CallOptions,
   type Client,
   Code,
-  type ConnectError,
+  ConnectError,
   type ConnectRouter,
   createClient,
   createContextKey,
@@ -13,7 +13,7 @@ import {
 } from "@connectrpc/connect";
 import { parse as parseCookies, serialize as serializeCookie } from "cookie";
 import { csrfTokenFor, SESSION_HEADER, SESSION_TTL_MS, sessionInvalid } from "../../core/auth/sessions.js";
-import { reasonError } from "../../core/errors.js";
+import { errorInfo, reasonError } from "../../core/errors.js";
 import { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
 
@@ -83,10 +83,14 @@ export function dashboardRoutes({
     ...forward(auth, AUTH_POLICIES),
     // Nonces are limited per client address: the core is told the browser's.
     async createSignInNonce(_req, ctx) {
-      return await auth.createSignInNonce(
-        { clientAddress: ctx.values.get(clientAddressKey) },
-        callOptions(ctx, undefined),
-      );
+      try {
+        return await auth.createSignInNonce(
+          { clientAddress: ctx.values.get(clientAddressKey) },
+          callOptions(ctx, undefined),
+        );
+      } catch (error) {
+        throw withRetryAfter(error);
+      }
     },
     async signIn(req, ctx) {
       const token = sessionToken(ctx);
@@ -182,6 +186,18 @@ function requireCsrf(ctx: HandlerContext, token: string | undefined): void {
       `Missing or wrong ${CSRF_HEADER}: reload the dashboard and try again.`,
     );
   }
+}
+
+/**
+ * A refusal that says when to come back (a limit's `retry_after`) carries it as the HTTP
+ * `retry-after` header too, where browsers and HTTP clients look for it; Connect sends an
+ * error's metadata as response headers.
+ */
+function withRetryAfter(error: unknown): unknown {
+  if (!(error instanceof ConnectError)) return error;
+  const retryAfter = errorInfo(error)?.metadata.retry_after;
+  if (retryAfter !== undefined) error.metadata.set("retry-after", retryAfter);
+  return error;
 }
 
 function signedOut(): ConnectError {

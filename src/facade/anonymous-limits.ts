@@ -7,10 +7,10 @@ import { Transform, type TransformCallback } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Client, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler, preParsingHookHandler } from "fastify";
-import { anonymousThrottled } from "../core/auth/anonymous-limits.js";
+import { type AnonymousWork, anonymousThrottled } from "../core/auth/anonymous-limits.js";
 import { throttleKey } from "../core/auth/client-address.js";
 import { errorInfo } from "../core/errors.js";
-import { AnonymousWork, type AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { AnonymousWork as AnonymousWorkKind, type AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { clientAddress } from "./authenticate.js";
 import { paymentHeader } from "./core-call.js";
 import { formatBytes } from "./request-body.js";
@@ -37,7 +37,7 @@ export function admitAnonymousHook(
   auth: Client<typeof AuthService>,
   unpaidBodyBytes: number,
 ): onRequestHookHandler {
-  const refused = new RefusedAddresses();
+  const refused = new RefusedAddresses("call");
   return async (request: FastifyRequest) => {
     if (request.principal !== null) return;
     const address = clientAddress(request);
@@ -48,7 +48,7 @@ export function admitAnonymousHook(
     }
     try {
       await auth.admitAnonymous(
-        { clientAddress: address, work: AnonymousWork.CALL },
+        { clientAddress: address, work: AnonymousWorkKind.CALL },
         { headers: { "x-request-id": request.id } },
       );
     } catch (error) {
@@ -109,14 +109,16 @@ const REFUSAL_DELAY_MS = 1_000;
 const MAX_HELD_REFUSALS = 1_000;
 
 /**
- * The addresses the core refused as over their limit, and until when. Further calls of such an
- * address cost the facade an HTTP answer and no more: no RPC, no counter (in Redis, a round
- * trip). The copy cannot go stale: a fixed window does not end early, and it is the core's
- * `retry_after`, rounded up to the second.
+ * The addresses the core refused as over their limit for one kind of work, and until when.
+ * Further requests of such an address cost the facade an answer and no more: no RPC, no counter
+ * (in Redis, a round trip). The copy cannot go stale: a fixed window does not end early, and it
+ * is the core's `retry_after`, rounded up to the second.
  */
-class RefusedAddresses {
+export class RefusedAddresses {
   readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
   #held = 0;
+
+  constructor(private readonly work: AnonymousWork) {}
 
   /** The refusal for `address` while its window lasts; undefined otherwise. */
   refusal(address: string): ConnectError | undefined {
@@ -129,7 +131,7 @@ class RefusedAddresses {
       return undefined;
     }
     return anonymousThrottled(
-      "call",
+      this.work,
       { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
       now,
     );

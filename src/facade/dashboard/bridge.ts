@@ -16,6 +16,7 @@ import { csrfTokenFor, SESSION_HEADER, SESSION_TTL_MS, sessionInvalid } from "..
 import { errorInfo, reasonError } from "../../core/errors.js";
 import { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { RefusedAddresses } from "../anonymous-limits.js";
 
 /** Where the dashboard's Connect handlers are mounted on the facade. */
 export const DASHBOARD_RPC_PREFIX = "/dashboard/rpc";
@@ -78,17 +79,24 @@ export function dashboardRoutes({
   const auth = createClient(AuthService, transport);
   const billing = createClient(BillingService, transport);
   const secure = publicUrl?.protocol === "https:";
+  const refusedNonces = new RefusedAddresses("nonce");
 
   const authImpl: Partial<ServiceImpl<typeof AuthService>> = {
     ...forward(auth, AUTH_POLICIES),
     // Nonces are limited per client address: the core is told the browser's.
+    // An address over its limit is refused here until its window ends (no RPC), each refusal
+    // held back a second, so a flood of nonce requests does not slow other callers down.
     async createSignInNonce(_req, ctx) {
+      const address = ctx.values.get(clientAddressKey);
+      const refusal = refusedNonces.refusal(address);
+      if (refusal !== undefined) {
+        await refusedNonces.holdBack();
+        throw withRetryAfter(refusal);
+      }
       try {
-        return await auth.createSignInNonce(
-          { clientAddress: ctx.values.get(clientAddressKey) },
-          callOptions(ctx, undefined),
-        );
+        return await auth.createSignInNonce({ clientAddress: address }, callOptions(ctx, undefined));
       } catch (error) {
+        refusedNonces.remember(address, error);
         throw withRetryAfter(error);
       }
     },

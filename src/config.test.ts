@@ -79,6 +79,42 @@ describe("loadConfig", () => {
     });
   });
 
+  it("limits anonymous work per address and live keys per account by default, and reads each limit", () => {
+    expect(loadConfig({}, "/srv")).toMatchObject({
+      anonymousCallsPerMinute: 300,
+      signInNoncesPerMinute: 30,
+      unpaidBodyBytes: { json: 1024 * 1024, upload: 4 * 1024 * 1024 },
+      maxLiveKeys: 20,
+    });
+    const set = loadConfig(
+      {
+        TOLLGATE_ANONYMOUS_CALLS_PER_MINUTE: "0",
+        TOLLGATE_SIGN_IN_NONCES_PER_MINUTE: "5",
+        TOLLGATE_X402_UNPAID_BODY_BYTES: "65536",
+        TOLLGATE_X402_UNPAID_UPLOAD_BYTES: "131072",
+        TOLLGATE_MAX_LIVE_KEYS: "2",
+      },
+      "/srv",
+    );
+    expect(set).toMatchObject({
+      anonymousCallsPerMinute: 0,
+      signInNoncesPerMinute: 5,
+      unpaidBodyBytes: { json: 65_536, upload: 131_072 },
+      maxLiveKeys: 2,
+    });
+  });
+
+  it.each([
+    ["TOLLGATE_ANONYMOUS_CALLS_PER_MINUTE", "-1"],
+    ["TOLLGATE_SIGN_IN_NONCES_PER_MINUTE", "some"],
+    ["TOLLGATE_X402_UNPAID_BODY_BYTES", "100"],
+    ["TOLLGATE_X402_UNPAID_BODY_BYTES", `${33 * 1024 * 1024}`],
+    ["TOLLGATE_X402_UNPAID_UPLOAD_BYTES", `${61 * 1024 * 1024}`],
+    ["TOLLGATE_MAX_LIVE_KEYS", "0"],
+  ])("refuses %s=%s naming the variable", (name, value) => {
+    expect(() => loadConfig({ [name]: value }, "/srv")).toThrow(name);
+  });
+
   it("keeps the store in SQLite unless TOLLGATE_DATABASE_URL names a PostgreSQL database", () => {
     expect(loadConfig({})).toMatchObject({ databaseUrl: undefined, databasePoolSize: 10 });
     const url = "postgres://tollgate:pw@db.internal:5432/tollgate";

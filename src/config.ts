@@ -85,6 +85,17 @@ export interface Config {
   readonly authFailuresPerMinute: number;
   /** How long an address that went over that budget is refused, from its last counted failure. */
   readonly authBlockMs: number;
+  /** Keyless billed calls (x402 offers and payments) a client address may make per minute; 0: unlimited. */
+  readonly anonymousCallsPerMinute: number;
+  /** Dashboard sign-in nonces a client address may ask for per minute; 0: unlimited. */
+  readonly signInNoncesPerMinute: number;
+  /**
+   * The largest body a keyless call may send before it carries an x402 payment (an offer is all
+   * it can get): messages and image generations, and image edits' uploads.
+   */
+  readonly unpaidBodyBytes: { readonly json: number; readonly upload: number };
+  /** Live (unrevoked) API keys an account may have at once. */
+  readonly maxLiveKeys: number;
   /**
    * The proxies in front of the facade whose X-Forwarded-For it believes (addresses, CIDR ranges,
    * `loopback`, `linklocal`, `uniquelocal`); empty: none, a client is the connection's peer.
@@ -279,6 +290,20 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     countTokensPerMinute: integer(env, "TOLLGATE_COUNT_TOKENS_RPM", 6_000, 1, 1_000_000),
     authFailuresPerMinute: integer(env, "TOLLGATE_AUTH_FAILURES_PER_MINUTE", 30, 0, 1_000_000),
     authBlockMs: integer(env, "TOLLGATE_AUTH_BLOCK_S", 60, 1, 86_400) * 1000,
+    anonymousCallsPerMinute: integer(env, "TOLLGATE_ANONYMOUS_CALLS_PER_MINUTE", 300, 0, 1_000_000),
+    signInNoncesPerMinute: integer(env, "TOLLGATE_SIGN_IN_NONCES_PER_MINUTE", 30, 0, 1_000_000),
+    unpaidBodyBytes: {
+      // Anthropic's request limit is 32 MiB; an unpaid call is an offer only.
+      json: integer(env, "TOLLGATE_X402_UNPAID_BODY_BYTES", 1024 * 1024, 1024, 32 * 1024 * 1024),
+      upload: integer(
+        env,
+        "TOLLGATE_X402_UNPAID_UPLOAD_BYTES",
+        4 * 1024 * 1024,
+        1024,
+        MAX_IMAGE_REQUEST_BYTES,
+      ),
+    },
+    maxLiveKeys: integer(env, "TOLLGATE_MAX_LIVE_KEYS", 20, 1, 100_000),
     trustProxy: trustProxy(env),
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),

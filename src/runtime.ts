@@ -463,6 +463,16 @@ async function assemble(
       mode === "operator" || config.authFailuresPerMinute === 0
         ? undefined
         : { rateLimiter, perMinute: config.authFailuresPerMinute, blockMs: config.authBlockMs },
+    // Work without a key per client address (keyless calls, sign-in nonces), in the same store.
+    anonymousLimits:
+      mode === "operator"
+        ? undefined
+        : {
+            rateLimiter,
+            callsPerMinute: config.anonymousCallsPerMinute,
+            noncesPerMinute: config.signInNoncesPerMinute,
+          },
+    maxLiveKeys: config.maxLiveKeys,
     adminToken: config.adminToken,
     now,
     chains: config.chains,
@@ -590,6 +600,7 @@ async function openFacade(
     clientTimeouts: config.clientTimeouts,
     trustProxy: config.trustProxy,
     x402,
+    unpaidBodyBytes: config.unpaidBodyBytes,
   });
   parts.facade = facade;
   stack.defer(async ({ deadline, reason }) => {

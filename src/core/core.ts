@@ -9,6 +9,7 @@ import {
 } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
+import { AnonymousLimits, type AnonymousLimitsConfig } from "./auth/anonymous-limits.js";
 import { createAuthService } from "./auth/auth-service.js";
 import { type AuthFailureLimits, AuthThrottle } from "./auth/auth-throttle.js";
 import { Authenticator } from "./auth/authenticator.js";
@@ -139,7 +140,14 @@ export interface CoreDeps {
    * x402 reads its receipt so (docs/receipts.md). Without it (or without x402) a receipt needs a key.
    */
   readonly x402SignIn?: X402SignIn | undefined;
+  /** Live (unrevoked) keys an account may have at once; {@link DEFAULT_MAX_LIVE_KEYS} when absent. */
+  readonly maxLiveKeys?: number | undefined;
+  /** Per-client-address limits on work without a key (keyless calls, sign-in nonces); none when absent. */
+  readonly anonymousLimits?: AnonymousLimitsConfig | undefined;
 }
+
+/** Live keys an account may have when the runtime names no cap (TOLLGATE_MAX_LIVE_KEYS's default). */
+export const DEFAULT_MAX_LIVE_KEYS = 20;
 
 /** What the Inference service needs beyond the store: the provider, rate limits and call policies. */
 export interface InferenceDeps {
@@ -200,6 +208,7 @@ export function createCore(deps: CoreDeps): Core {
   const repo = deps.accounts;
   const authenticator = new Authenticator(repo, now);
   const throttle = new AuthThrottle(deps.authFailures, now);
+  const anonymous = new AnonymousLimits(deps.anonymousLimits, now);
   const chains = deps.chains ?? defaultChainRegistry();
   const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, now });
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
@@ -293,6 +302,8 @@ export function createCore(deps: CoreDeps): Core {
         sessions,
         signInOrigins: deps.signInOrigins ?? none,
         now,
+        maxLiveKeys: deps.maxLiveKeys ?? DEFAULT_MAX_LIVE_KEYS,
+        anonymous,
       }),
     );
     const billingMethods = createBillingService(

@@ -59,6 +59,17 @@ export const accountNotFound = (id: string) =>
   reasonError(Code.NotFound, "ACCOUNT_NOT_FOUND", `No account ${JSON.stringify(id)}.`, { account_id: id });
 export const keyNotFound = (id: string) =>
   reasonError(Code.NotFound, "KEY_NOT_FOUND", `No key ${JSON.stringify(id)}.`, { key_id: id });
+/**
+ * The account has as many live keys as it may (TOLLGATE_MAX_LIVE_KEYS). FailedPrecondition, not
+ * ResourceExhausted: waiting never helps, revoking a key does, so clients must not retry it.
+ */
+export const keyLimit = (limit: number) =>
+  reasonError(
+    Code.FailedPrecondition,
+    "KEY_LIMIT",
+    `The account already has ${limit} live API keys, the most it may have: revoke one it no longer uses first.`,
+    { limit: `${limit}` },
+  );
 
 /** Seconds a caller is told to wait before trying again while storage is full. */
 const STORAGE_FULL_RETRY_AFTER_S = "30";

@@ -51,6 +51,11 @@ export interface FacadeDeps {
    * (docs/x402.md). The `/v1` routes take keys only, whatever this says.
    */
   readonly x402?: boolean | undefined;
+  /**
+   * The largest body a call on x402's door may send before it carries an x402 payment: JSON
+   * bodies (messages, image generations) and image edits' uploads (the config defaults when absent).
+   */
+  readonly unpaidBodyBytes?: { readonly json: number; readonly upload: number } | undefined;
 }
 
 /** How the image routes take uploads and name stored images. */
@@ -73,6 +78,9 @@ const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
   maxRequestBytes: 50 * 1024 * 1024,
 };
 
+/** What a keyless call may send before it pays, when none is configured (the config defaults). */
+const DEFAULT_UNPAID_BODY_BYTES = { json: 1024 * 1024, upload: 4 * 1024 * 1024 };
+
 /** Builds the public HTTP/1.1 facade. Never listens; `main.ts` does. */
 export async function buildFacade({
   transport,
@@ -84,6 +92,7 @@ export async function buildFacade({
   trustProxy = [],
   metrics,
   x402 = false,
+  unpaidBodyBytes = DEFAULT_UNPAID_BODY_BYTES,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -116,6 +125,7 @@ export async function buildFacade({
   });
   app.decorateRequest("principal", null);
   app.decorateRequest("publicOrigin", "");
+  app.decorateRequest("unpaidBodyLimit", undefined);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;
@@ -158,11 +168,13 @@ export async function buildFacade({
     limits: images ?? DEFAULT_UPLOAD_LIMITS,
     publicUrl: images?.publicUrl,
   };
-  await app.register(anthropicRoutes, { auth, inference, stallMs, door: "keyed" });
-  await app.register(openaiRoutes, { ...imageOptions, door: "keyed", prefix: "/v1/images" });
+  const text = { auth, inference, stallMs, unpaidBodyBytes: unpaidBodyBytes.json };
+  const image = { ...imageOptions, unpaidUploadBytes: unpaidBodyBytes.upload };
+  await app.register(anthropicRoutes, { ...text, door: "keyed" });
+  await app.register(openaiRoutes, { ...image, door: "keyed", prefix: "/v1/images" });
   if (x402) {
-    await app.register(anthropicRoutes, { auth, inference, stallMs, door: "x402", prefix: X402_PREFIX });
-    await app.register(openaiRoutes, { ...imageOptions, door: "x402", prefix: `${X402_PREFIX}/v1/images` });
+    await app.register(anthropicRoutes, { ...text, door: "x402", prefix: X402_PREFIX });
+    await app.register(openaiRoutes, { ...image, door: "x402", prefix: `${X402_PREFIX}/v1/images` });
   }
   await app.register(receiptRoutes, {
     auth,

@@ -21,8 +21,10 @@ export const INSERT_ACCOUNT_SQL =
  */
 export class AuthRepository implements AccountStore {
   private readonly statements;
+  readonly #db: Db;
 
   constructor(db: Db) {
+    this.#db = db;
     this.statements = {
       // Bumped by triggers (migration 6) on the changes that can alter an authentication.
       authVersion: db.prepare<[], number>("SELECT n FROM auth_version WHERE id = 1").pluck(),
@@ -38,6 +40,11 @@ export class AuthRepository implements AccountStore {
         "INSERT INTO api_keys (id, account_id, name, prefix, digest, created_at) VALUES (?, ?, ?, ?, ?, ?)",
       ),
       getKey: db.prepare<[string], KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`),
+      countLiveKeys: db
+        .prepare<[string], number>(
+          "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND revoked_at IS NULL",
+        )
+        .pluck(),
       listKeys: db.prepare<[string], KeyRow>(
         `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY created_at DESC, rowid DESC`,
       ),
@@ -92,6 +99,28 @@ export class AuthRepository implements AccountStore {
   ): Promise<KeyRow> {
     this.statements.insertKey.run(id, accountId, name, prefix, digest, now);
     return this.statements.getKey.get(id)!;
+  }
+
+  /**
+   * One IMMEDIATE transaction takes the write lock before counting, so no other connection (the
+   * operator's CLI on the same file) inserts between the count and the insert.
+   */
+  async insertKeyWithinCap(
+    id: string,
+    accountId: string,
+    name: string,
+    prefix: string,
+    digest: Buffer,
+    now: number,
+    maxLive: number,
+  ): Promise<KeyRow | undefined> {
+    return this.#db
+      .transaction(() => {
+        if (this.statements.countLiveKeys.get(accountId)! >= maxLive) return undefined;
+        this.statements.insertKey.run(id, accountId, name, prefix, digest, now);
+        return this.statements.getKey.get(id)!;
+      })
+      .immediate();
   }
 
   async getKey(id: string): Promise<KeyRow | undefined> {

@@ -1,17 +1,23 @@
 import { Worker } from "node:worker_threads";
 import { isStorageFull, storageFull } from "../core/errors.js";
+import type { SessionStore } from "../core/ports/accounts.js";
 import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
 import type { X402Store } from "../core/ports/x402.js";
 import { threadEntry } from "../thread-entry.js";
 
+/** Sign-in nonces' writes: anyone may ask for a nonce, so its write never waits on this thread. */
+export type NonceWrites = Pick<SessionStore, "insertNonce" | "purgeNonces">;
+
 /**
  * The ledger's writes (the ports' write methods), as the SQLite ledger hands them to whichever
- * thread holds its write connection. Each answers once its transaction has committed.
+ * thread holds its write connection, and the sign-in nonces' (as cheap to group, and as costly
+ * on the request loop). Each answers once its transaction has committed.
  */
 export interface LedgerWrites
   extends Pick<LedgerStore, "placeHold" | "settle" | "void" | "expireHolds" | "credit" | "setDefaultChain">,
     Pick<OnchainStore, "withdraw">,
-    Pick<X402Store, "authoriseX402" | "recordX402Collection" | "closeX402" | "clearFailedX402"> {
+    Pick<X402Store, "authoriseX402" | "recordX402Collection" | "closeX402" | "clearFailedX402">,
+    NonceWrites {
   /** Finishes the writes already asked for, then lets the connection go. */
   close(): Promise<void>;
 }
@@ -129,6 +135,8 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     recordX402Collection: (...args) => call("recordX402Collection", args),
     closeX402: (...args) => call("closeX402", args),
     clearFailedX402: (...args) => call("clearFailedX402", args),
+    insertNonce: (...args) => call("insertNonce", args),
+    purgeNonces: (...args) => call("purgeNonces", args),
     close: () => {
       closed ??= (async () => {
         if (failure === undefined) await call("close", []);

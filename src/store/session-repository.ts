@@ -7,25 +7,52 @@ import type {
 } from "../core/ports/accounts.js";
 import { INSERT_ACCOUNT_SQL } from "./auth-repository.js";
 import type { Db } from "./database.js";
+import type { NonceWrites } from "./ledger-writer.js";
+
+/** The nonce writes as synchronous statements, for the connection that group-commits them. */
+export function nonceStatements(db: Db) {
+  const insert = db.prepare<[string, number]>("INSERT INTO sign_in_nonces (nonce, expires_at) VALUES (?, ?)");
+  const purge = db.prepare<[number]>("DELETE FROM sign_in_nonces WHERE expires_at <= ?");
+  return {
+    insert: (nonce: string, expiresAt: number): void => {
+      insert.run(nonce, expiresAt);
+    },
+    purge: (now: number): void => {
+      purge.run(now);
+    },
+  };
+}
+
+/** Nonce writes run on `db` in this thread, each its own commit. */
+function nonceWritesOn(db: Db): NonceWrites {
+  const statements = nonceStatements(db);
+  return {
+    insertNonce: async (nonce, expiresAt) => statements.insert(nonce, expiresAt),
+    purgeNonces: async (now) => statements.purge(now),
+  };
+}
 
 /**
  * Sign-in nonces, wallet identities and dashboard sessions in SQLite, the core's
- * {@link SessionStore}. The work is synchronous underneath; the port's methods answer in a promise.
+ * {@link SessionStore}. The work is synchronous underneath; the port's methods answer in a
+ * promise. Issuing a nonce is the one write anyone may ask for without a credential, so it goes
+ * through `nonces` — the ledger's writer thread in a serving process — and never holds the
+ * request loop for a commit.
  */
 export class SessionRepository implements SessionStore {
   private readonly statements;
   private readonly db: Db;
 
-  constructor(db: Db) {
+  private readonly nonces: NonceWrites;
+
+  /** `nonces`: where nonces are written; on `db`, in this thread, when absent (tests and tools). */
+  constructor(db: Db, nonces?: NonceWrites) {
     this.db = db;
+    this.nonces = nonces ?? nonceWritesOn(db);
     this.statements = {
-      insertNonce: db.prepare<[string, number]>(
-        "INSERT INTO sign_in_nonces (nonce, expires_at) VALUES (?, ?)",
-      ),
       useNonce: db.prepare<[number, string, number]>(
         "UPDATE sign_in_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?",
       ),
-      purgeNonces: db.prepare<[number]>("DELETE FROM sign_in_nonces WHERE expires_at <= ?"),
       insertAccount: db.prepare<[string, string, number]>(INSERT_ACCOUNT_SQL),
       getIdentity: db.prepare<[WalletFamilyText, string], IdentityRow>(
         "SELECT * FROM wallet_identities WHERE family = ? AND address = ?",
@@ -48,16 +75,16 @@ export class SessionRepository implements SessionStore {
     };
   }
 
-  async insertNonce(nonce: string, expiresAt: number): Promise<void> {
-    this.statements.insertNonce.run(nonce, expiresAt);
+  insertNonce(nonce: string, expiresAt: number): Promise<void> {
+    return this.nonces.insertNonce(nonce, expiresAt);
   }
 
   async useNonce(nonce: string, now: number): Promise<boolean> {
     return this.statements.useNonce.run(now, nonce, now).changes === 1;
   }
 
-  async purgeNonces(now: number): Promise<void> {
-    this.statements.purgeNonces.run(now);
+  purgeNonces(now: number): Promise<void> {
+    return this.nonces.purgeNonces(now);
   }
 
   async accountForIdentity(

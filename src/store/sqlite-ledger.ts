@@ -30,6 +30,7 @@ import { KeptResolutions } from "./kept-resolutions.js";
 import { LedgerRepository } from "./ledger-repository.js";
 import type { LedgerWrites } from "./ledger-writer.js";
 import { OnchainRepository } from "./onchain-repository.js";
+import { nonceStatements } from "./session-repository.js";
 import { X402Repository } from "./x402-repository.js";
 
 /**
@@ -43,6 +44,7 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
   const onchain = new OnchainRepository(db, ledger);
   const x402 = new X402Repository(db, ledger);
   const commits = new GroupCommit(db);
+  const nonces = nonceStatements(db);
   return {
     placeHold: (hold) => commits.run(() => ledger.placeHold(hold)),
     settle: (holdId, charge, usage, now, charges) =>
@@ -57,6 +59,8 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
     recordX402Collection: (collection) => commits.run(() => x402.collect(collection)),
     closeX402: (closing) => commits.run(() => x402.close(closing)),
     clearFailedX402: (payer, now) => commits.run(() => x402.clearFailed(payer, now)),
+    insertNonce: (nonce, expiresAt) => commits.run(() => nonces.insert(nonce, expiresAt)),
+    purgeNonces: (now) => commits.run(() => nonces.purge(now)),
     // Everything queued so far is in the group this empty write joins.
     close: () => commits.run(() => undefined),
   };
@@ -98,6 +102,16 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
 
   setDefaultChain(accountId: string, chain: string, now: number): Promise<void> {
     return this.writes.setDefaultChain(accountId, chain, now);
+  }
+
+  /** Stores a sign-in nonce through the ledger's writer (off the request loop, group-committed). */
+  insertNonce(nonce: string, expiresAt: number): Promise<void> {
+    return this.writes.insertNonce(nonce, expiresAt);
+  }
+
+  /** Deletes expired sign-in nonces through the ledger's writer. */
+  purgeNonces(now: number): Promise<void> {
+    return this.writes.purgeNonces(now);
   }
 
   async balance(account: string, chain: string): Promise<BalanceRow> {

@@ -29,7 +29,7 @@ export async function openStores(
     return {
       kind: "sqlite",
       accounts: new AuthRepository(db),
-      sessions: new SessionRepository(db),
+      sessions: new SessionRepository(db, ledger),
       ledger,
       chainWork: new SqliteChainWork(db),
       idempotency: new SqliteIdempotency(db),

@@ -15,6 +15,8 @@ import { tempDir, until } from "../helpers/process.js";
 interface Stores {
   readonly accounts: AccountStore;
   readonly sessions: SessionStore;
+  /** The same store through a connection (or pool) of its own, as another host (or process) has it. */
+  otherHost(): Promise<AccountStore>;
   close(): Promise<void>;
 }
 
@@ -31,10 +33,17 @@ const stores: Record<string, () => Promise<Stores>> = {
   sqlite: async () => {
     const dir = tempDir();
     const db = openDatabase(dir.path);
+    const others: ReturnType<typeof openDatabase>[] = [];
     return {
       accounts: new AuthRepository(db),
       sessions: new SessionRepository(db),
+      otherHost: async () => {
+        const other = openDatabase(dir.path);
+        others.push(other);
+        return new AuthRepository(other);
+      },
       close: async () => {
+        for (const other of others) other.close();
         db.close();
         dir.cleanup();
       },
@@ -42,11 +51,21 @@ const stores: Record<string, () => Promise<Stores>> = {
   },
   postgres: async () => {
     // Each run migrates a database of its own.
-    const pool: pg.Pool = await openPostgres(await server.freshDatabase());
+    const url = await server.freshDatabase();
+    const pool: pg.Pool = await openPostgres(url);
+    const others: pg.Pool[] = [];
     return {
       accounts: new PgAccountStore(pool),
       sessions: new PgSessionStore(pool),
-      close: () => pool.end(),
+      otherHost: async () => {
+        const other = await openPostgres(url);
+        others.push(other);
+        return new PgAccountStore(other);
+      },
+      close: async () => {
+        await Promise.all(others.map((other) => other.end()));
+        await pool.end();
+      },
     };
   },
 };
@@ -127,6 +146,36 @@ describe.each(Object.keys(stores))("the account and session ports on %s", (name)
       await accounts.revokeKey("key_a", 300);
       expect((await accounts.getKey("key_a"))!.revoked_at).toBe(200);
       expect(await accounts.changeStamp()).toBe(stamp + 1);
+    } finally {
+      await close();
+    }
+  });
+
+  it("keys: the live-key cap counts unrevoked keys only, and holds against concurrent inserts from two hosts", async () => {
+    const { accounts, otherHost, close } = await open();
+    try {
+      const hostB = await otherHost();
+      await accounts.insertAccount("acct_cap", "", 1);
+      await accounts.insertAccount("acct_free", "", 1);
+      const insert = (store: AccountStore, id: string, account = "acct_cap") =>
+        store.insertKeyWithinCap(id, account, "", `tg_${id}`, digest(id), 10, 3);
+      for (const id of ["k1", "k2", "k3"]) expect((await insert(accounts, id))?.id).toBe(id);
+      // At the cap: nothing is written, on either host.
+      expect(await insert(accounts, "k4")).toBeUndefined();
+      expect(await insert(hostB, "k5")).toBeUndefined();
+      expect((await accounts.listKeys("acct_cap")).map((k) => k.id).sort()).toEqual(["k1", "k2", "k3"]);
+      expect(await accounts.findKeyByDigest(digest("k4"))).toBeUndefined();
+      // Another account's keys are its own count.
+      expect((await insert(accounts, "f1", "acct_free"))?.id).toBe("f1");
+
+      // A revoked key frees its place: exactly one of many concurrent inserts takes it.
+      await accounts.revokeKey("k1", 20);
+      const racers = Array.from({ length: 12 }, (_, i) => insert(i % 2 === 0 ? accounts : hostB, `r${i}`));
+      const won = (await Promise.all(racers)).filter((row) => row !== undefined);
+      expect(won).toHaveLength(1);
+      const live = (await accounts.listKeys("acct_cap")).filter((k) => k.revoked_at === null);
+      expect(live).toHaveLength(3);
+      expect(live.map((k) => k.id)).toContain(won[0]!.id);
     } finally {
       await close();
     }

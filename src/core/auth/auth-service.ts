@@ -5,6 +5,7 @@ import {
   type Account,
   AccountSchema,
   AccountStatus,
+  AnonymousWork,
   type ApiKey,
   ApiKeySchema,
   type AuthService,
@@ -14,9 +15,10 @@ import {
   WalletFamily,
 } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import { callerKey, requireOperator, scopedAccount } from "../caller.js";
-import { accountNotFound, invalidField, keyNotFound } from "../errors.js";
+import { accountNotFound, invalidField, keyLimit, keyNotFound } from "../errors.js";
 import { newId } from "../ids.js";
 import type { AccountRow, AccountStore, IdentityRow, KeyRow, WalletFamilyText } from "../ports/accounts.js";
+import type { AnonymousLimits } from "./anonymous-limits.js";
 import type { AuthThrottle } from "./auth-throttle.js";
 import type { Authenticator } from "./authenticator.js";
 import { isAddress, peerAddressKey } from "./client-address.js";
@@ -37,6 +39,10 @@ export interface AuthServiceDeps {
    */
   readonly signInOrigins: () => readonly string[];
   readonly now: () => number;
+  /** Live (unrevoked) keys an account may have at once (TOLLGATE_MAX_LIVE_KEYS). */
+  readonly maxLiveKeys: number;
+  /** Work without a key (keyless calls, sign-in nonces), limited per client address. */
+  readonly anonymous: AnonymousLimits;
 }
 
 const MAX_NAME = 200;
@@ -54,6 +60,8 @@ export function createAuthService({
   sessions,
   signInOrigins,
   now,
+  maxLiveKeys,
+  anonymous,
 }: AuthServiceDeps): ServiceImpl<typeof AuthService> {
   const account = async (id: string): Promise<AccountRow> => {
     const row = await repo.getAccount(id);
@@ -105,7 +113,17 @@ export function createAuthService({
       const name = text("name", req.name, MAX_NAME);
       await account(accountId);
       const key = generateKey();
-      const row = await repo.insertKey(newId("key"), accountId, name, key.prefix, key.digest, now());
+      // Capped so that one free sign-in cannot mint keys to multiply the per-key limits.
+      const row = await repo.insertKeyWithinCap(
+        newId("key"),
+        accountId,
+        name,
+        key.prefix,
+        key.digest,
+        now(),
+        maxLiveKeys,
+      );
+      if (row === undefined) throw keyLimit(maxLiveKeys);
       return { key: toApiKey(row), secret: key.secret };
     },
 
@@ -140,7 +158,8 @@ export function createAuthService({
       };
     },
 
-    async createSignInNonce() {
+    async createSignInNonce(req, ctx) {
+      await anonymous.admit("nonce", clientAddress(req.clientAddress, ctx));
       const { nonce, expiresAt } = await sessions.createNonce();
       return { nonce, expiresAt: timestampFromMs(expiresAt) };
     },
@@ -187,6 +206,14 @@ export function createAuthService({
     async signOut(_req, ctx) {
       const caller = ctx.values.get(callerKey);
       if (caller.kind === "session") await sessions.end(caller.sessionId);
+      return {};
+    },
+
+    async admitAnonymous(req, ctx) {
+      if (req.work !== AnonymousWork.CALL) {
+        throw invalidField("work", "work must be ANONYMOUS_WORK_CALL.");
+      }
+      await anonymous.admit("call", clientAddress(req.clientAddress, ctx));
       return {};
     },
   };

@@ -23,6 +23,8 @@ export const SESSION_HEADER = "x-tollgate-session";
 export const NONCE_TTL_MS = 5 * 60_000;
 /** A session lasts this long after sign-in; signing in again starts a new one. */
 export const SESSION_TTL_MS = 12 * 60 * 60_000;
+/** How often, at most, issuing a nonce also deletes the expired ones. */
+const NONCE_PURGE_INTERVAL_MS = 60_000;
 /** How far ahead of the gateway's clock a message's `Issued At` may be. */
 const CLOCK_SKEW_MS = 60_000;
 const TOKEN_PREFIX = "tgs_";
@@ -77,6 +79,7 @@ export interface SessionsDeps {
 /** Wallet sign-in (SIWE and its Solana twin), nonces and dashboard sessions. */
 export class Sessions {
   private readonly chainIds: Record<WalletFamilyText, ReadonlySet<string>>;
+  #purgedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: SessionsDeps) {
     const evm = new Set<string>();
@@ -96,7 +99,12 @@ export class Sessions {
     // 62 letters and digits; the modulo bias (256 mod 62) leaves well over 180 bits of entropy.
     for (const byte of bytes) nonce += NONCE_ALPHABET[byte % NONCE_ALPHABET.length];
     const expiresAt = now + NONCE_TTL_MS;
-    await this.deps.repo.purgeNonces(now);
+    // Expired nonces are swept once a minute at most, not on every request (a used or expired
+    // one is refused by useNonce either way; the sweep only keeps the table small).
+    if (now - this.#purgedAt >= NONCE_PURGE_INTERVAL_MS) {
+      this.#purgedAt = now;
+      await this.deps.repo.purgeNonces(now);
+    }
     await this.deps.repo.insertNonce(nonce, expiresAt);
     return { nonce, expiresAt };
   }

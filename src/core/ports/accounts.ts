@@ -84,6 +84,21 @@ export interface AccountStore {
     digest: Buffer,
     now: number,
   ): Promise<KeyRow>;
+  /**
+   * Inserts a key like {@link insertKey} only while the account has fewer than `maxLive` live
+   * (unrevoked) keys; undefined, with nothing written, when it has that many already. The count
+   * and the insert are one atomic step: of two concurrent calls for the last free place, one
+   * inserts and the other gets undefined, on every host.
+   */
+  insertKeyWithinCap(
+    id: string,
+    accountId: string,
+    name: string,
+    prefix: string,
+    digest: Buffer,
+    now: number,
+    maxLive: number,
+  ): Promise<KeyRow | undefined>;
   /** The key with this id, revoked or not, if there is one. */
   getKey(id: string): Promise<KeyRow | undefined>;
   /** An account's keys, newest first. */

@@ -7,6 +7,7 @@ import type {
   MessageHead,
   RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
+import { admitAnonymousHook, unpaidBodyLimitHook } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
 import {
@@ -36,6 +37,8 @@ export interface AnthropicRoutesDeps {
    * (`/x402`); a key sent there is ignored.
    */
   readonly door: Door;
+  /** The largest body a call on x402's door may send before it carries a payment. */
+  readonly unpaidBodyBytes: number;
 }
 
 /**
@@ -45,7 +48,7 @@ export interface AnthropicRoutesDeps {
  */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   scope,
-  { auth, inference, stallMs, door },
+  { auth, inference, stallMs, door, unpaidBodyBytes },
 ) => {
   scope.setErrorHandler(anthropicErrorHandler);
   scope.addHook("onRequest", async (request, reply) => {
@@ -53,6 +56,11 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
     reply.header("request-id", request.id);
   });
   if (door === "keyed") scope.addHook("onRequest", authenticateHook(auth));
+  else {
+    // x402's door: limited per client address, and held to a small body until a call pays.
+    scope.addHook("onRequest", admitAnonymousHook(auth, unpaidBodyBytes));
+    scope.addHook("preParsing", unpaidBodyLimitHook());
+  }
   scope.removeContentTypeParser("application/json");
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) =>
     done(null, body),

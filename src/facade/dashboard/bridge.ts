@@ -3,7 +3,7 @@ import {
   type CallOptions,
   type Client,
   Code,
-  type ConnectError,
+  ConnectError,
   type ConnectRouter,
   createClient,
   createContextKey,
@@ -13,9 +13,10 @@ import {
 } from "@connectrpc/connect";
 import { parse as parseCookies, serialize as serializeCookie } from "cookie";
 import { csrfTokenFor, SESSION_HEADER, SESSION_TTL_MS, sessionInvalid } from "../../core/auth/sessions.js";
-import { reasonError } from "../../core/errors.js";
+import { errorInfo, reasonError } from "../../core/errors.js";
 import { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { RefusedAddresses } from "../anonymous-limits.js";
 
 /** Where the dashboard's Connect handlers are mounted on the facade. */
 export const DASHBOARD_RPC_PREFIX = "/dashboard/rpc";
@@ -78,9 +79,27 @@ export function dashboardRoutes({
   const auth = createClient(AuthService, transport);
   const billing = createClient(BillingService, transport);
   const secure = publicUrl?.protocol === "https:";
+  const refusedNonces = new RefusedAddresses("nonce");
 
   const authImpl: Partial<ServiceImpl<typeof AuthService>> = {
     ...forward(auth, AUTH_POLICIES),
+    // Nonces are limited per client address: the core is told the browser's.
+    // An address over its limit is refused here until its window ends (no RPC), each refusal
+    // held back a second, so a flood of nonce requests does not slow other callers down.
+    async createSignInNonce(_req, ctx) {
+      const address = ctx.values.get(clientAddressKey);
+      const refusal = refusedNonces.refusal(address);
+      if (refusal !== undefined) {
+        await refusedNonces.holdBack();
+        throw withRetryAfter(refusal);
+      }
+      try {
+        return await auth.createSignInNonce({ clientAddress: address }, callOptions(ctx, undefined));
+      } catch (error) {
+        refusedNonces.remember(address, error);
+        throw withRetryAfter(error);
+      }
+    },
     async signIn(req, ctx) {
       const token = sessionToken(ctx);
       if (req.link) requireCsrf(ctx, token);
@@ -177,6 +196,18 @@ function requireCsrf(ctx: HandlerContext, token: string | undefined): void {
       `Missing or wrong ${CSRF_HEADER}: reload the dashboard and try again.`,
     );
   }
+}
+
+/**
+ * A refusal that says when to come back (a limit's `retry_after`) carries it as the HTTP
+ * `retry-after` header too, where browsers and HTTP clients look for it; Connect sends an
+ * error's metadata as response headers.
+ */
+function withRetryAfter(error: unknown): unknown {
+  if (!(error instanceof ConnectError)) return error;
+  const retryAfter = errorInfo(error)?.metadata.retry_after;
+  if (retryAfter !== undefined) error.metadata.set("retry-after", retryAfter);
+  return error;
 }
 
 function signedOut(): ConnectError {

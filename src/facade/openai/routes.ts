@@ -4,6 +4,7 @@ import multipart from "@fastify/multipart";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
+import { admitAnonymousHook, unpaidTooLarge } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import {
   abortOnDisconnect,
@@ -32,6 +33,8 @@ export interface OpenaiRoutesDeps {
    * images. `x402`: generations and edits paid with x402 (a key sent there is ignored).
    */
   readonly door: Door;
+  /** The largest upload a call on x402's door may send before it carries a payment. */
+  readonly unpaidUploadBytes: number;
 }
 
 /** Where stored images are served, under the scope's prefix (`/v1/images`). */
@@ -54,9 +57,10 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
     ),
   );
   // Only the deps: the scope's own options carry its prefix, which children would add again.
-  const { auth, inference, limits, publicUrl, door } = deps;
-  await scope.register(billedImageRoutes, { auth, inference, limits, publicUrl, door });
-  if (door === "keyed") await scope.register(storedImageRoutes, { auth, inference, limits, publicUrl, door });
+  const { auth, inference, limits, publicUrl, door, unpaidUploadBytes } = deps;
+  const own = { auth, inference, limits, publicUrl, door, unpaidUploadBytes };
+  await scope.register(billedImageRoutes, own);
+  if (door === "keyed") await scope.register(storedImageRoutes, own);
 };
 
 /**
@@ -66,6 +70,8 @@ export const openaiRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, 
 const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, deps) => {
   const { auth, inference, limits, door } = deps;
   if (door === "keyed") scope.addHook("onRequest", authenticateHook(auth));
+  // x402's door: limited per client address, and held to a small upload until a call pays.
+  else scope.addHook("onRequest", admitAnonymousHook(auth, deps.unpaidUploadBytes));
   const paid = (request: FastifyRequest) => ({
     payment: door === "x402" ? paymentHeader(request) : "",
     x402: door === "x402",
@@ -89,7 +95,14 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
   });
 
   scope.post("/edits", { preParsing: takes("multipart/form-data") }, async (request, reply) => {
-    const upload = await readEditUpload(request, limits);
+    const upload = await readEditUpload(request, unpaidLimits(request, limits)).catch((error: unknown) => {
+      // Past the unpaid limit only: say why this call's limit is the smaller one.
+      const unpaid = request.unpaidBodyLimit;
+      const status = (error as { statusCode?: unknown } | null)?.statusCode;
+      throw unpaid !== undefined && status === 413 && unpaid < limits.maxRequestBytes
+        ? unpaidTooLarge(unpaid)
+        : error;
+    });
     const fields = editFields(upload.fields);
     const abort = abortOnDisconnect(reply);
     const { result } = await inference.editImage(
@@ -105,6 +118,16 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
     return sendResult(request, reply, result, deps.publicUrl);
   });
 };
+
+/** The upload limits of this request: lowered for a keyless call that carries no payment yet. */
+function unpaidLimits(request: FastifyRequest, limits: UploadLimits): UploadLimits {
+  const unpaid = request.unpaidBodyLimit;
+  if (unpaid === undefined) return limits;
+  return {
+    maxRequestBytes: Math.min(limits.maxRequestBytes, unpaid),
+    maxFileBytes: Math.min(limits.maxFileBytes, unpaid),
+  };
+}
 
 /** A preParsing hook refusing (415) a body of any other media type than `mediaType`. */
 function takes(mediaType: string) {

@@ -5,6 +5,7 @@ import { didWeb, type ReceiptJwk, X402_RECEIPTS_PATH } from "../../core/billing/
 import { reasonError } from "../../core/errors.js";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
+import { admitAnonymousHook } from "../anonymous-limits.js";
 import { anthropicErrorHandler } from "../anthropic/envelope.js";
 import { authenticateHook } from "../authenticate.js";
 import { callerValues, coreHeaders, header } from "../core-call.js";
@@ -55,19 +56,25 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (
   );
 
   if (keyless) {
-    scope.get<{ Params: { requestId: string } }>(X402_RECEIPT_ROUTE, async (request, reply) => {
-      // The door of keyless payers: who asks is the wallet it proves, never a key it sends along.
-      const { jws } = await billing.getReceipt(
-        {
-          requestId: request.params.requestId,
-          origin: request.publicOrigin,
-          signInWithX: header(request, SIGN_IN_WITH_X_HEADER),
-        },
-        { headers: { ...coreHeaders(request), "x-api-key": "" } },
-      );
-      reply.header("cache-control", "no-store");
-      return { format: "jws", signature: jws };
-    });
+    // Each challenge writes a nonce: limited per client address like every other keyless call.
+    const admit = admitAnonymousHook(auth, 0);
+    scope.get<{ Params: { requestId: string } }>(
+      X402_RECEIPT_ROUTE,
+      { onRequest: admit },
+      async (request, reply) => {
+        // The door of keyless payers: who asks is the wallet it proves, never a key it sends along.
+        const { jws } = await billing.getReceipt(
+          {
+            requestId: request.params.requestId,
+            origin: request.publicOrigin,
+            signInWithX: header(request, SIGN_IN_WITH_X_HEADER),
+          },
+          { headers: coreHeaders(request, "x402") },
+        );
+        reply.header("cache-control", "no-store");
+        return { format: "jws", signature: jws };
+      },
+    );
   }
 
   const keys = async () => JSON.parse((await billing.getReceiptKeys({})).jwks) as { keys: ReceiptJwk[] };

@@ -158,6 +158,36 @@ export class PgAccountStore implements AccountStore {
     return rows[0]!;
   }
 
+  /**
+   * The account's row is locked (FOR UPDATE) before its live keys are counted: a second
+   * CreateKey for the same account, on any host, waits for the first to commit and then counts
+   * its key. A count alone would not do under READ COMMITTED: both would count the same keys.
+   */
+  async insertKeyWithinCap(
+    id: string,
+    accountId: string,
+    name: string,
+    prefix: string,
+    digest: Buffer,
+    now: number,
+    maxLive: number,
+  ): Promise<KeyRow | undefined> {
+    return await inTransaction(this.pool, async (client) => {
+      await client.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
+      const { rows: counted } = await client.query<{ n: number }>(
+        "SELECT COUNT(*)::int AS n FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL",
+        [accountId],
+      );
+      if (counted[0]!.n >= maxLive) return undefined;
+      const { rows } = await client.query<KeyRow>(
+        `INSERT INTO api_keys (id, account_id, name, prefix, digest, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+         RETURNING ${KEY_COLUMNS}`,
+        [id, accountId, name, prefix, digest, now],
+      );
+      return rows[0]!;
+    });
+  }
+
   async getKey(id: string): Promise<KeyRow | undefined> {
     return (await this.pool.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1`, [id])).rows[0];
   }

@@ -186,6 +186,18 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
     });
 
   /** The keyed caller's p50 before and while `work` runs; each of its calls billed as ever. */
+  /**
+   * What a per-minute fixed window lets through from one address over a flood of `ms`: the
+   * limit in each window the flood reached (a loaded machine may take over a minute, and each
+   * new window allows the limit again). The window starts at the address's first request.
+   */
+  function expectWithinWindows(admitted: number, limit: number, ms: number): void {
+    const windows = Math.floor(ms / 60_000) + 1;
+    expect(admitted % limit, `${admitted} admitted over ${ms} ms`).toBe(0);
+    expect(admitted).toBeGreaterThanOrEqual(limit);
+    expect(admitted).toBeLessThanOrEqual(limit * windows);
+  }
+
   async function keyedWhile<T>(work: () => Promise<T>): Promise<{ result: T; report: string }> {
     const client = sdk();
     const before: number[] = [];
@@ -213,14 +225,15 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
 
   it(`answers ${OFFERS} keyless offers from one address 402 up to its limit, then 429 with retry-after; nothing reaches the provider, and a keyed caller is served as before`, async () => {
     const forwarded = upstream.requests.length;
+    const started = Date.now();
     const { result: answers, report } = await keyedWhile(() =>
       flood("127.0.0.2", `${gateway.facadeUrl}${x402Path("/v1/messages")}`, OFFERS, messagesOf(100)),
     );
     const offers = answers.filter((a) => a.status === 402);
     const refused = answers.filter((a) => a.status === 429);
     expect(offers.length + refused.length).toBe(OFFERS);
-    // The limit is counted atomically: exactly that many offers, whatever arrived together.
-    expect(offers).toHaveLength(CALLS_LIMIT);
+    // The limit is counted atomically: exactly that many offers per window, whatever arrived together.
+    expectWithinWindows(offers.length, CALLS_LIMIT, Date.now() - started);
     for (const offer of offers) expect(offer.body.error.type).toBe("billing_error");
     for (const answer of refused) expectThrottledAnthropic(answer);
     // No keyless call reached the provider: it saw the keyed caller's calls only.
@@ -282,6 +295,7 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
   }, 120_000);
 
   it(`answers ${NONCES} sign-in nonce requests from one address 200 up to its limit, then 429 with retry-after; a keyed caller is served as before`, async () => {
+    const started = Date.now();
     const { result: answers, report } = await keyedWhile(() =>
       flood(
         "127.0.0.5",
@@ -295,7 +309,7 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
     const issued = answers.filter((a) => a.status === 200);
     const refused = answers.filter((a) => a.status === 429);
     expect(issued.length + refused.length).toBe(NONCES);
-    expect(issued).toHaveLength(NONCES_LIMIT);
+    expectWithinWindows(issued.length, NONCES_LIMIT, Date.now() - started);
     for (const answer of issued) expect(answer.body.nonce).toMatch(/^[A-Za-z0-9]{32}$/);
     for (const answer of refused) {
       expect(answer.body.code).toBe("resource_exhausted");
@@ -307,7 +321,7 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
     const db = openDatabase(dir.path);
     try {
       const stored = db.prepare("SELECT COUNT(*) AS n FROM sign_in_nonces").get() as { n: number };
-      expect(stored.n).toBe(NONCES_LIMIT);
+      expect(stored.n).toBe(issued.length);
     } finally {
       db.close();
     }

@@ -18,14 +18,11 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 install: node_modules/.package-lock.json ## Install dependencies from the lockfile (builds better-sqlite3 from source)
 
-build: install dashboard ## Compile TypeScript to dist/, and bundle the dashboard
-	tsc -p tsconfig.build.json
+build: install ## Bundle the dashboard and compile TypeScript to dist/ (scripts/build.mjs: the one build, as npm run build)
+	node scripts/build.mjs
 
-dashboard: install ## Bundle the dashboard page into dist/dashboard (esbuild; no CDN at run time)
-	@mkdir -p dist/dashboard
-	esbuild src/dashboard/main.ts --bundle --format=esm --target=es2022 --minify \
-	  --log-level=warning --outfile=dist/dashboard/app.js
-	cp src/dashboard/index.html src/dashboard/app.css dist/dashboard/
+dashboard: install ## Bundle only the dashboard page into dist/dashboard (esbuild; no CDN at run time)
+	node scripts/build.mjs dashboard
 
 browser: ## Install Debian's chromium for the browser tests when it is missing (needs root and apt)
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }

@@ -97,12 +97,14 @@ export interface GatewayProcess {
 
 /**
  * Starts the gateway and resolves once it prints its ready line: `tollgate dev` (local stand-ins
- * for whatever `env` leaves out) unless `command` is `serve` (production: fails closed).
+ * for whatever `env` leaves out) unless `command` is `serve` (production: fails closed). `cli` is
+ * the checkout's build unless a test names another (an installed package's bin).
  */
 export async function startGateway(
   env: Record<string, string>,
   timeoutMs = 20_000,
   command: "dev" | "serve" = "dev",
+  cli: string = CLI,
 ): Promise<GatewayProcess> {
   if (command === "serve" && env.TOLLGATE_PUBLIC_URL === undefined) {
     // `serve` refuses to start without its public origin: unless a test names one, its own.
@@ -110,7 +112,7 @@ export async function startGateway(
       env.TOLLGATE_PORT !== undefined && env.TOLLGATE_PORT !== "0" ? env.TOLLGATE_PORT : await freePort();
     env = { ...env, TOLLGATE_PORT: String(port), TOLLGATE_PUBLIC_URL: `http://127.0.0.1:${port}` };
   }
-  const child = spawn(process.execPath, [CLI, command], {
+  const child = spawn(process.execPath, [cli, command], {
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -23,7 +23,7 @@ function headings(doc: string): Set<string> {
  * `docs/x.md ("Title"`), and any citation of a document the repository does not have.
  */
 function citations(source: string): { doc: string; section: string | undefined }[] {
-  return [...source.matchAll(/\bdocs\/([A-Za-z0-9_-]+\.md)(?:,? ?\(?"([^"]+)")?/g)].map((m) => ({
+  return [...source.matchAll(/\bdocs\/([A-Za-z0-9_-]+\.md)(?:(?:, | \()"([^"]+)")?/g)].map((m) => ({
     doc: `docs/${m[1]}`,
     section: m[2],
   }));
@@ -60,14 +60,5 @@ describe("comments cite documents inside the repository", () => {
       { doc: "docs/store.md", section: "When the disk is full" },
       { doc: "docs/x402.md", section: undefined },
     ]);
-  });
-});
-
-describe("docs/architecture.md", () => {
-  it("names only files that exist in its walk of a paid call", () => {
-    const text = readFileSync(join(ROOT, "docs/architecture.md"), "utf8");
-    const walked = [...text.matchAll(/^\| \d+ \| `([^`]+)` \|/gm)].map((m) => m[1]!);
-    expect(walked.length).toBeGreaterThan(50);
-    expect(walked.filter((path) => !existsSync(join(ROOT, "src", path)))).toEqual([]);
   });
 });

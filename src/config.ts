@@ -120,8 +120,9 @@ export interface Config {
 /** How the gateway meets the chains (docs/chains.md). */
 export interface OnchainConfig {
   /**
-   * `dev`: `serve` starts local dev chains for the registry and watches those (TOLLGATE_CHAINS
-   * unset, or TOLLGATE_DEV_CHAINS=on); `configured`: watch and settle on the registry's own RPCs
+   * `dev`: `tollgate dev` starts local dev chains for the registry and watches those
+   * (TOLLGATE_CHAINS unset, or TOLLGATE_DEV_CHAINS=on; `worker`, and `serve` unless facade-only,
+   * refuse to start without a configured registry); `configured`: watch and settle on the registry's own RPCs
    * (TOLLGATE_CHAINS set; needs the master secret); `off`: no chain is contacted, onchain RPCs
    * refuse (TOLLGATE_DEV_CHAINS=off).
    */
@@ -188,7 +189,8 @@ export interface ImageProviderConfig {
 export interface AnthropicUpstreamConfig {
   /**
    * The provider's base URL (without /v1). Undefined when neither TOLLGATE_ANTHROPIC_URL nor
-   * TOLLGATE_ANTHROPIC_API_KEY is set: `serve` then runs the built-in dev upstream.
+   * TOLLGATE_ANTHROPIC_API_KEY is set: `tollgate dev` then runs the built-in dev upstream, and
+   * `serve` (unless facade-only) refuses to start.
    */
   readonly url: string | undefined;
   /** Sent as x-api-key; "" when unset. */

@@ -103,7 +103,7 @@ export async function buildFacade({
     // Ids are always the gateway's own: a client-chosen id must never collide with a billing id.
     genReqId: newRequestId,
     requestIdHeader: false,
-    // Anthropic's documented request limit (PROTOCOLS.md §1.1).
+    // Anthropic's documented request limit (docs/protocols.md, "Request size").
     bodyLimit: 32 * 1024 * 1024,
     return503OnClosing: true,
     // A path Fastify cannot decode (`/v1/models%`) is refused before any hook runs: answer it in

@@ -115,7 +115,7 @@ export function withWalletLink(error: FacadeError, request: FastifyRequest): Fac
  * Headers every format adds for a mapped error: the billing chain of a 402 and
  * `x-should-retry: false` (the official SDKs and Claude Code then stop at once: a retry cannot
  * fund the wallet), and `retry-after` with the request-limit headers of a 429 (the format's
- * names, PROTOCOLS §1.6).
+ * names; docs/protocols.md, "Response headers").
  */
 export function errorHeaders(error: FacadeError): Record<string, string> {
   const headers: Record<string, string> = {};

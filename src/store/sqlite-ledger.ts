@@ -69,8 +69,8 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
 /**
  * The ledger, onchain and x402 ports over SQLite. Reads run on `db` in this thread (WAL readers
  * never wait for the writer, and see every write the moment its answer arrives); writes go to
- * `writes`, by default a worker thread with a connection of its own (see worker-ledger.ts), so
- * the request loop never waits on a commit's fsync.
+ * `writes`, by default a worker thread with a connection of its own (ledger-writer.ts starts
+ * it, ledger-writer-thread.ts runs in it), so the request loop never waits on a commit's fsync.
  */
 export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
   readonly #ledger: LedgerRepository;

@@ -9,7 +9,7 @@ import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 
-// The gateway's log as an operator's pipeline reads it (docs/deployment.md, "Logs"): a real
+// The gateway's log as an operator's pipeline reads it (docs/operations.md, "Logs"): a real
 // `tollgate dev` process at TOLLGATE_LOG_LEVEL=info, its text provider the dev upstream in this
 // process, scripted to refuse the gateway's provider key for one call.
 

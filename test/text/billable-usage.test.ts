@@ -27,7 +27,7 @@ function answer(usage: Usage, stream: boolean, model = "claude-opus-4-8"): Scrip
   };
   if (!stream) return { kind: "json", status: 200, body: message };
   // message_start carries the input side; the final message_delta carries the cumulative totals,
-  // including server_tool_use and iterations (PROTOCOLS §1.4, §6).
+  // including server_tool_use and iterations (docs/protocols.md, "Usage").
   const { output_tokens: _output, server_tool_use: _tools, iterations: _passes, ...start } = usage;
   return {
     kind: "stream",

@@ -6,7 +6,7 @@ import { expectedCharge, startTextGateway, type TextGateway } from "../helpers/t
 
 // The official SDK against the gateway, with the dev upstream on a real socket behind it.
 
-/** The composite transcript of PROTOCOLS §1.4: thinking, text, then a tool call, with cache reads. */
+/** The composite stream of docs/protocols.md, "The message stream": thinking, text, tool call, cache. */
 const TRANSCRIPT = [
   {
     event: "message_start",

@@ -426,7 +426,7 @@ export class X402Payments {
     return settled;
   }
 
-  /** {@link collect} after the answer went out (a stream): awaited by {@link close} at shutdown. */
+  /** {@link collect} after the answer went out (a stream): awaited by {@link drain} at shutdown. */
   collectLater(payment: X402Authorisation, charge: bigint, requestId: string): void {
     const running = this.collect(payment, charge).catch((error: unknown) =>
       this.deps.log.error(

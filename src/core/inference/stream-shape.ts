@@ -1,7 +1,8 @@
 /**
- * The shape of an Anthropic message stream (PROTOCOLS §1.3), checked event by event before an
- * event is relayed: a provider that turns to garbage is cut off with the gateway's own `error`
- * event instead of being passed on as `event: message` frames the client's SDK cannot read.
+ * The shape of an Anthropic message stream (docs/protocols.md, "The message stream"), checked
+ * event by event before an event is relayed: a provider that turns to garbage is cut off with the
+ * gateway's own `error` event instead of being passed on as `event: message` frames the client's
+ * SDK cannot read.
  */
 import { UpstreamFailure } from "../ports/providers.js";
 

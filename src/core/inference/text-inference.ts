@@ -142,7 +142,7 @@ const GATEWAY_PING = JSON.stringify({ type: "ping" });
  * the provider is misbehaving already, and the call must settle well before its hold expires.
  */
 const MEASURE_TIMEOUT_MS = 10_000;
-/** The request fields the provider's token counter takes (PROTOCOLS §1.7). */
+/** The request fields the provider's token counter takes (docs/protocols.md, "Counting tokens"). */
 const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"];
 
 /**

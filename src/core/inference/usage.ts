@@ -8,7 +8,7 @@ import {
 } from "../billing/pricing.js";
 import { UpstreamFailure } from "../ports/providers.js";
 
-/** The usage object of the Anthropic format, as billing reads it (PROTOCOLS §1.3–1.4, §6). */
+/** The usage object of the Anthropic format, as billing reads it (docs/protocols.md, "Usage"). */
 type AnthropicUsage = Record<string, unknown>;
 
 /** Maps a provider model name to the gateway's id; a name it does not know is returned as is. */

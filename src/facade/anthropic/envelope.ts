@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { errorHeaders, type FacadeError, toFacadeError, withWalletLink } from "../http-status.js";
 import { withNamedBodyError } from "../request-body.js";
 
-/** The Anthropic `error.type` for a status (PROTOCOLS.md §1.5). */
+/** The Anthropic `error.type` for a status (docs/protocols.md, "Errors"). */
 function errorType(status: number): string {
   switch (status) {
     case 400:

@@ -1,7 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Model } from "../../gen/tollgate/inference/v1/inference_pb.js";
 
-/** The Anthropic list shape of `GET /v1/models` (PROTOCOLS §3), from the core's catalog. */
+/** The Anthropic list shape of `GET /v1/models` (docs/protocols.md, "Listing models"), from the catalog. */
 export function modelList(models: readonly Model[]) {
   const data = models.map((model) => ({
     type: "model",

@@ -194,7 +194,7 @@ function headHeaders(head: MessageHead): Record<string, string> {
   return headers;
 }
 
-/** The format's request-limit headers (PROTOCOLS §1.6). */
+/** The format's request-limit headers (docs/protocols.md, "Response headers"). */
 function rateLimitHeaders(limit: RateLimit | undefined): Record<string, string> {
   if (limit === undefined) return {};
   const reset = limit.reset === undefined ? "" : new Date(Number(limit.reset.seconds) * 1000).toISOString();

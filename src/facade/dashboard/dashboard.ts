@@ -62,7 +62,10 @@ export async function dashboardPlugin(app: FastifyInstance, { transport, publicU
   const index = async (_request: unknown, reply: import("fastify").FastifyReply) => {
     const html = page("index.html");
     if (html === undefined) {
-      return reply.code(503).type("text/plain").send("The dashboard is not built: run `npm run build` (or `make build`).");
+      return reply
+        .code(503)
+        .type("text/plain")
+        .send("The dashboard is not built: run `npm run build` (or `make build`).");
     }
     return reply.headers(SECURITY_HEADERS).type("text/html; charset=utf-8").send(html);
   };

@@ -15,11 +15,9 @@ import type { X402SignIn } from "./core/billing/x402-sign-in.js";
 import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
-import { createInProcessTransport } from "./core/in-process-transport.js";
 import { type Log, silentLog } from "./core/ports/log.js";
 import type { Metrics } from "./core/ports/metrics.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
-import type { CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import type { DevUpstream } from "./dev/provider/dev-upstream.js";
 import { listenOrigins } from "./facade/listen-origins.js";
@@ -27,6 +25,8 @@ import type { ImageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
+import { createInProcessTransport } from "./serving/in-process-transport.js";
+import type { CoreServer } from "./serving/server.js";
 import type { Db } from "./store/database.js";
 import { dataDirReceiptKey } from "./store/receipt-key-file.js";
 import { storageProbe } from "./store/storage-probe.js";
@@ -553,7 +553,7 @@ async function assemble(
   }
   // The facade calls the core's services in this process without a protobuf round trip.
   parts.transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
-  const { buildCoreServer } = await import("./core/server.js");
+  const { buildCoreServer } = await import("./serving/server.js");
   const coreServer = await buildCoreServer(core, { logger });
   parts.core = coreServer;
   // Closed after the facade has drained (the reverse of this order): calls in flight through the

@@ -636,11 +636,13 @@ async function openX402SignIn(
   now: () => number,
 ): Promise<X402SignIn> {
   const { X402SignIn } = await import("./core/billing/x402-sign-in.js");
+  const { createSignInWithX } = await import("./chains/x402/sign-in-with-x.js");
   const configured = config.images.publicUrl;
   return new X402SignIn({
     nonces: stores.sessions,
     origin: () => configured ?? (mode === "dev" ? listenOrigin(parts.facade) : undefined),
     chains: config.chains.chains.filter((c) => c.enabled),
+    proofs: createSignInWithX(),
     now,
   });
 }
@@ -687,7 +689,7 @@ async function openX402(
   log: Log,
   metrics: Metrics | undefined,
 ): Promise<X402Payments | undefined> {
-  const { setUpX402 } = await import("./chains/x402-facilitator.js");
+  const { setUpX402 } = await import("./chains/x402/facilitator.js");
   const { X402Payments } = await import("./core/billing/x402.js");
   const setup = await setUpX402(config.chains, onchain.masterSecret, {
     only: onchain.only,
@@ -707,7 +709,7 @@ async function openX402(
     maxCallMs: config.maxCallMs,
     accounts: stores.accounts,
     registry: config.chains,
-    facilitator: setup.facilitator,
+    gateway: setup.gateway,
     chains: setup.chains,
     // A payment must outlive the longest call, with room to collect after it.
     maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,

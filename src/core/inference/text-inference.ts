@@ -1,5 +1,4 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { SettleResponse } from "@x402/core/types";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
@@ -15,6 +14,7 @@ import {
   type UpstreamResponse,
 } from "../ports/providers.js";
 import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
+import type { X402Settlement } from "../ports/x402.js";
 import { readBillableFeatures } from "./billable-features.js";
 import { type ClientPolicy, clientAllowed } from "./client-policy.js";
 import {
@@ -255,7 +255,7 @@ export class TextInference {
         // x402: the charge is collected before the answer is handed over; a payment the chain
         // refuses gets nothing (402, the hold released in `finally`). Once collected, the hold
         // is the recovery pass's should the settle below not happen: never released.
-        let collected: SettleResponse | undefined;
+        let collected: X402Settlement | undefined;
         if (payment !== undefined) {
           const charge = this.deps.billing.chargeFor(placed, capOutput(usage, billed.outputCap));
           if (charge > 0n) {
@@ -311,7 +311,7 @@ export class TextInference {
   private async closePaid(
     payment: X402Authorisation,
     state: HoldState,
-    collected: SettleResponse | undefined,
+    collected: X402Settlement | undefined,
   ): Promise<string | undefined> {
     try {
       await this.deps.x402!.close(payment, chargeOf(state), collected);

@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
+import { walletSignatures } from "./chains/wallet-signatures.js";
 import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
 import { FACADE_TOKEN_HEADER } from "./core/auth/facade-proof.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
@@ -448,6 +449,7 @@ async function assemble(
         : receiptKeyFromMasterSecret(receiptSecret);
   const publicUrl = config.images.publicUrl;
   const core = createCore({
+    wallets: walletSignatures(),
     receiptKey,
     publicOrigin: publicUrl,
     // Sign-in checks the gateway's configured origin, or (dev, tests) where its facade listens.

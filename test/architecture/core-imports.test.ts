@@ -8,7 +8,8 @@ const SRC = resolve(import.meta.dirname, "../../src");
  * What the core may import (DESIGN.md §5): itself, the generated code, and the few packages and
  * built-ins below. Not the adapters that implement its ports (store/, upstream/, chains/,
  * limits/), the stand-ins (dev/), the facade, the server (serving/), nor the configuration (the
- * composition root reads it and passes values in). Tests beside the source (*.test.ts) may
+ * composition root reads it and passes values in), nor a chain SDK (the dashboard's wallet
+ * sign-in reaches viem and @solana/web3.js through the WalletSignatures port). Tests beside the source (*.test.ts) may
  * import vitest and are not checked.
  */
 
@@ -50,22 +51,6 @@ const ALLOWED_BUILTINS: ReadonlyMap<string, string> = new Map([
 ]);
 
 /**
- * What still breaks the rule, by file and specifier: an explicit list that may only shrink (a
- * test below fails on an entry no longer needed, and any new violation fails the first test).
- * - auth/sign-in-message.ts: the dashboard's wallet sign-in (SIWE on EVM, SIWS on Solana) parses
- *   and verifies with viem and @solana/web3.js, loaded lazily at the first sign-in; it belongs
- *   behind a wallet-signature port implemented in src/chains/, like x402's sign-in-with-x.
- */
-const EXEMPT: ReadonlyMap<string, readonly string[]> = new Map([
-  ["core/auth/sign-in-message.ts", ["viem/siwe", "viem", "@solana/web3.js"]],
-]);
-
-/** Whether `violation` ("specifier → why") of `file` is on {@link EXEMPT}. */
-function exempt(file: string, violation: string): boolean {
-  return (EXEMPT.get(file) ?? []).some((specifier) => violation.startsWith(`${specifier} → `));
-}
-
-/**
  * The imports of one file at `file` (a path under src/) the core may not make, as
  * "specifier → why": a relative import leaving src/core and src/gen, or a bare one not allowed.
  */
@@ -98,21 +83,9 @@ describe("the core's dependencies", () => {
     const files = sourceFiles("core").filter((file) => !file.endsWith(".test.ts"));
     expect(files.length).toBeGreaterThan(40);
     const violations = files.flatMap((file) =>
-      forbiddenImports(file, readFileSync(join(SRC, file), "utf8"))
-        .filter((v) => !exempt(file, v))
-        .map((v) => `src/${file}: ${v}`),
+      forbiddenImports(file, readFileSync(join(SRC, file), "utf8")).map((v) => `src/${file}: ${v}`),
     );
     expect(violations).toEqual([]);
-  });
-
-  it("every exemption is still needed (the list only shrinks)", () => {
-    const stale = [...EXEMPT].flatMap(([file, exempted]) => {
-      const found = new Set(specifiers(readFileSync(join(SRC, file), "utf8")));
-      return exempted
-        .filter((specifier) => !found.has(specifier))
-        .map((specifier) => `${file}: ${specifier}`);
-    });
-    expect(stale).toEqual([]);
   });
 
   it("every allowed package and built-in is still used (the lists only shrink)", () => {

@@ -36,11 +36,6 @@ const ALLOWED_PACKAGES: ReadonlyMap<string, string> = new Map([
     "@connectrpc/connect",
     "the services' contract: ServiceImpl, Code, ConnectError, interceptors, context keys",
   ],
-  [
-    "eventsource-parser",
-    "the SSE parse of a provider's stream, which the core meters as it arrives (a pure parser, no I/O); " +
-      "moving it behind TextUpstream would turn the port from bytes into frames for every adapter",
-  ],
 ]);
 
 /** The node: built-ins the core may name, each with why: no I/O of its own (no fs, net servers, http). */

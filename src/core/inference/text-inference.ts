@@ -8,6 +8,7 @@ import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import {
+  type SseFrame,
   type TextUpstream,
   type UpstreamCall,
   UpstreamFailure,
@@ -35,7 +36,6 @@ import {
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { readBody } from "./read-body.js";
 import { repairView } from "./repair.js";
-import { type SseFrame, sseFrames } from "./sse.js";
 import { StreamShape } from "./stream-shape.js";
 import { type UpstreamErrorSink, upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
@@ -442,7 +442,11 @@ export class TextInference {
     signal: AbortSignal,
     requestId: string,
   ): AsyncGenerator<MessagePart> {
-    const frames = withKeepAlive<SseFrame, "ping">(sseFrames(response.body), this.deps.streamPingMs, "ping");
+    const frames = withKeepAlive<SseFrame, "ping">(
+      this.deps.upstream.frames(response.body),
+      this.deps.streamPingMs,
+      "ping",
+    );
     const shape = new StreamShape();
     try {
       for await (const frame of frames) {

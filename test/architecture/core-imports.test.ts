@@ -13,12 +13,13 @@ const SRC = resolve(import.meta.dirname, "../../src");
  * import vitest and are not checked.
  */
 
-/** Every module specifier of a source text: static imports and re-exports, and dynamic imports. */
+/** Every module specifier of a source text: static imports and re-exports, side-effect and dynamic imports. */
 function specifiers(source: string): string[] {
   const found: string[] = [];
   const patterns = [
     /\b(?:import|export)\s[^;]*?\sfrom\s*["']([^"']+)["']/g,
     /\bimport\s*\(\s*["']([^"']+)["']\s*\)/g,
+    /\bimport\s*["']([^"']+)["']/g,
   ];
   for (const pattern of patterns) for (const match of source.matchAll(pattern)) found.push(match[1]!);
   return found;
@@ -108,6 +109,7 @@ describe("the core's dependencies", () => {
       'import { Code } from "@connectrpc/connect";',
       'import { createHash } from "node:crypto";',
       'import x from "left-pad";',
+      'import "reflect-metadata";',
       'import { x402ResourceServer } from "@x402/core/server";',
       'import type { SettleResponse } from "@x402/core/types";',
       'import Fastify from "fastify";',
@@ -129,6 +131,7 @@ describe("the core's dependencies", () => {
       "node:fs → a built-in not on the list",
       "node:http2 → a built-in not on the list",
       "../../upstream/anthropic/client.js → src/upstream/anthropic/client.ts",
+      "reflect-metadata → a package the core may not import",
     ]);
   });
 

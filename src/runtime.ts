@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { ChainsRuntime } from "./chains/chains-runtime.js";
 import type { ChainsSettings, ChainsWorker, ChainsWorkerSpec } from "./chains/chains-worker.js";
+import { walletSignatures } from "./chains/wallet-signatures.js";
 import { type Config, metricsPortOf, requireMasterSecret } from "./config.js";
 import { FACADE_TOKEN_HEADER } from "./core/auth/facade-proof.js";
 import type { BillingCounters } from "./core/billing/billing-counters.js";
@@ -15,11 +16,9 @@ import type { X402SignIn } from "./core/billing/x402-sign-in.js";
 import { operatorCallerResolver } from "./core/caller.js";
 import { createCore } from "./core/core.js";
 import type { HealthProbe } from "./core/health-service.js";
-import { createInProcessTransport } from "./core/in-process-transport.js";
 import { type Log, silentLog } from "./core/ports/log.js";
 import type { Metrics } from "./core/ports/metrics.js";
 import type { RateLimiterFactory } from "./core/ports/rate-limits.js";
-import type { CoreServer } from "./core/server.js";
 import type { DevChains } from "./dev/chains/dev-chains.js";
 import type { DevUpstream } from "./dev/provider/dev-upstream.js";
 import { listenOrigins } from "./facade/listen-origins.js";
@@ -27,6 +26,8 @@ import type { ImageResources } from "./images-wiring.js";
 import { memoryRateLimiter } from "./limits/memory.js";
 import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
+import { createInProcessTransport } from "./serving/in-process-transport.js";
+import type { CoreServer } from "./serving/server.js";
 import type { Db } from "./store/database.js";
 import { dataDirReceiptKey } from "./store/receipt-key-file.js";
 import { storageProbe } from "./store/storage-probe.js";
@@ -448,6 +449,7 @@ async function assemble(
         : receiptKeyFromMasterSecret(receiptSecret);
   const publicUrl = config.images.publicUrl;
   const core = createCore({
+    wallets: walletSignatures(),
     receiptKey,
     publicOrigin: publicUrl,
     // Sign-in checks the gateway's configured origin, or (dev, tests) where its facade listens.
@@ -553,7 +555,7 @@ async function assemble(
   }
   // The facade calls the core's services in this process without a protobuf round trip.
   parts.transport = createInProcessTransport(core.routes, core.routerOptions.interceptors ?? []);
-  const { buildCoreServer } = await import("./core/server.js");
+  const { buildCoreServer } = await import("./serving/server.js");
   const coreServer = await buildCoreServer(core, { logger });
   parts.core = coreServer;
   // Closed after the facade has drained (the reverse of this order): calls in flight through the
@@ -636,11 +638,13 @@ async function openX402SignIn(
   now: () => number,
 ): Promise<X402SignIn> {
   const { X402SignIn } = await import("./core/billing/x402-sign-in.js");
+  const { createSignInWithX } = await import("./chains/x402/sign-in-with-x.js");
   const configured = config.images.publicUrl;
   return new X402SignIn({
     nonces: stores.sessions,
     origin: () => configured ?? (mode === "dev" ? listenOrigin(parts.facade) : undefined),
     chains: config.chains.chains.filter((c) => c.enabled),
+    proofs: createSignInWithX(),
     now,
   });
 }
@@ -687,7 +691,7 @@ async function openX402(
   log: Log,
   metrics: Metrics | undefined,
 ): Promise<X402Payments | undefined> {
-  const { setUpX402 } = await import("./chains/x402-facilitator.js");
+  const { setUpX402 } = await import("./chains/x402/facilitator.js");
   const { X402Payments } = await import("./core/billing/x402.js");
   const setup = await setUpX402(config.chains, onchain.masterSecret, {
     only: onchain.only,
@@ -707,7 +711,7 @@ async function openX402(
     maxCallMs: config.maxCallMs,
     accounts: stores.accounts,
     registry: config.chains,
-    facilitator: setup.facilitator,
+    gateway: setup.gateway,
     chains: setup.chains,
     // A payment must outlive the longest call, with room to collect after it.
     maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,

@@ -54,6 +54,7 @@ import { type Log, silentLog } from "./ports/log.js";
 import { type Metrics, NO_METRICS } from "./ports/metrics.js";
 import type { ImageUpstream, TextUpstream } from "./ports/providers.js";
 import type { RateLimiter, RateLimiterFactory } from "./ports/rate-limits.js";
+import type { WalletSignatures } from "./ports/wallets.js";
 import type { X402Store } from "./ports/x402.js";
 
 /** What the core is built from. */
@@ -62,6 +63,8 @@ export interface CoreDeps {
   readonly accounts: AccountStore;
   /** Dashboard sign-in nonces and sessions. */
   readonly sessions: SessionStore;
+  /** What wallets sign, parsed and verified (src/chains/wallet-signatures.ts). */
+  readonly wallets: WalletSignatures;
   /**
    * The ledger (holds, settlements, credits, balances, usage); its writes are durable when
    * answered. Its x402 side clears payers that owe (ClearX402Payer).
@@ -210,7 +213,7 @@ export function createCore(deps: CoreDeps): Core {
   const throttle = new AuthThrottle(deps.authFailures, now);
   const anonymous = new AnonymousLimits(deps.anonymousLimits, now);
   const chains = deps.chains ?? defaultChainRegistry();
-  const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, now });
+  const sessions = new Sessions({ repo: deps.sessions, accounts: repo, chains, wallets: deps.wallets, now });
   const webSearchMaxUses = deps.webSearchMaxUses ?? DEFAULT_WEB_SEARCH_MAX_USES;
   const counters = new BillingCounters();
   const metrics = deps.metrics ?? NO_METRICS;

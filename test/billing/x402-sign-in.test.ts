@@ -11,6 +11,7 @@ import {
 } from "@x402/extensions/sign-in-with-x";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createSignInWithX } from "../../src/chains/x402/sign-in-with-x.js";
 import { defaultChainRegistry } from "../../src/core/billing/default-chains.js";
 import { PAYMENT_REQUIRED_METADATA } from "../../src/core/billing/x402-accounts.js";
 import { SIGN_IN_TTL_MS, X402SignIn } from "../../src/core/billing/x402-sign-in.js";
@@ -41,6 +42,7 @@ function signIn(options: { origin?: () => string | undefined; now?: () => number
     nonces: sessions,
     origin: options.origin ?? (() => ORIGIN),
     chains,
+    proofs: createSignInWithX(),
     now: options.now ?? Date.now,
   });
 }

@@ -2,9 +2,9 @@ import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { encodeSseFrame } from "../../src/core/inference/sse.js";
 import type { RawEnding, RecordedRequest, ScriptedReply } from "../../src/dev/provider/dev-upstream.js";
 import { HoldStatus, type UsageRow } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { encodeSseFrame } from "../../src/upstream/sse.js";
 import { type OpenStream, openStream, type ReadEvent } from "../helpers/sse-client.js";
 import { expectedCharge, startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 

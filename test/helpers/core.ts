@@ -1,3 +1,4 @@
+import { walletSignatures } from "../../src/chains/wallet-signatures.js";
 import { type Core, type CoreDeps, createCore } from "../../src/core/core.js";
 import { AuthRepository } from "../../src/store/auth-repository.js";
 import type { Db } from "../../src/store/database.js";
@@ -5,7 +6,8 @@ import { SessionRepository } from "../../src/store/session-repository.js";
 import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
 
 /** Everything a core takes besides its stores. */
-export type CoreOptions = Omit<CoreDeps, "accounts" | "sessions" | "ledger" | "onchain">;
+export type CoreOptions = Omit<CoreDeps, "accounts" | "sessions" | "ledger" | "onchain" | "wallets"> &
+  Partial<Pick<CoreDeps, "wallets">>;
 
 /**
  * A core over the SQLite stores of an open database, its ledger writes group-committed on this
@@ -14,6 +16,7 @@ export type CoreOptions = Omit<CoreDeps, "accounts" | "sessions" | "ledger" | "o
 export function coreOver(db: Db, options: CoreOptions = {}): Core {
   const ledger = new SqliteLedger(db, groupCommittedWrites(db));
   return createCore({
+    wallets: walletSignatures(),
     ...options,
     accounts: new AuthRepository(db),
     sessions: new SessionRepository(db),

@@ -1,7 +1,6 @@
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { readBody } from "../../src/core/inference/read-body.js";
-import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/core/inference/sse.js";
 import { type UpstreamCall, UpstreamFailure } from "../../src/core/ports/providers.js";
 import { devTokenCount } from "../../src/dev/provider/dev-tokens.js";
 import {
@@ -11,6 +10,7 @@ import {
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
 import { AnthropicUpstream, type AnthropicUpstreamOptions } from "../../src/upstream/anthropic/client.js";
+import { encodeSseFrame, type SseFrame, sseFrames } from "../../src/upstream/sse.js";
 
 const KEY = "sk-upstream-test";
 const REQUEST = {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { sseFrames } from "../../src/core/inference/sse.js";
 import { DEV_TEXT_LABEL, type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
+import { sseFrames } from "../../src/upstream/sse.js";
 import { runClaude } from "../helpers/claude-code.js";
 
 // Claude Code's WebSearch against the dev upstream alone: the main request offers a client tool

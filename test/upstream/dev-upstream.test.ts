@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { sseFrames } from "../../src/core/inference/sse.js";
 import { countRequestTokens, DevPromptCache, devTokenCount } from "../../src/dev/provider/dev-tokens.js";
 import { DEV_TEXT_LABEL, type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
+import { sseFrames } from "../../src/upstream/sse.js";
 
 const MODEL = "model-haiku-4-5";
 const WEATHER_TOOL = {

@@ -7,9 +7,9 @@ import type {
   MessageCreateParamsNonStreaming,
 } from "@anthropic-ai/sdk/resources/beta/messages/messages.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { sseFrames } from "../../src/core/inference/sse.js";
 import { countRequestTokens, devTokenCount } from "../../src/dev/provider/dev-tokens.js";
 import { DEV_TEXT_LABEL, type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
+import { sseFrames } from "../../src/upstream/sse.js";
 
 // The usage shapes the dev upstream speaks beyond the four token counts (server tools, speed,
 // residency, advisor, compaction, fallback), checked against the counting rule of dev-tokens.ts:

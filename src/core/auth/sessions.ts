@@ -10,6 +10,7 @@ import type {
   SessionStore,
   WalletFamilyText,
 } from "../ports/accounts.js";
+import type { WalletSignatures } from "../ports/wallets.js";
 import {
   checkSignInMessage,
   parseSignInMessage,
@@ -73,6 +74,8 @@ export interface SessionsDeps {
   readonly repo: SessionStore;
   readonly accounts: AccountStore;
   readonly chains: ChainRegistry;
+  /** Parses and verifies what wallets sign (src/chains/wallet-signatures.ts). */
+  readonly wallets: WalletSignatures;
   readonly now: () => number;
 }
 
@@ -119,7 +122,7 @@ export class Sessions {
     linkTo?: string,
   ): Promise<{ token: string | undefined; view: SessionView; created: boolean }> {
     const now = this.deps.now();
-    const message = await refusing(() => parseSignInMessage(input.family, input.message));
+    const message = await refusing(() => parseSignInMessage(input.family, input.message, this.deps.wallets));
     if (!(await this.deps.repo.useNonce(message.nonce, now))) {
       throw signInRefused("nonce", "The nonce is unknown, used already or expired: ask for a new one.");
     }
@@ -134,7 +137,7 @@ export class Sessions {
         skewMs: CLOCK_SKEW_MS,
       }),
     );
-    if (!(await verifySignInSignature(message, input.message, input.signature))) {
+    if (!(await verifySignInSignature(message, input.message, input.signature, this.deps.wallets))) {
       throw signInRefused(
         "signature",
         `The signature is not ${message.address}'s signature of this message.`,

@@ -1,5 +1,6 @@
 import { createPublicKey, verify } from "node:crypto";
 import type { WalletFamilyText } from "../ports/accounts.js";
+import type { WalletSignatures } from "../ports/wallets.js";
 
 /**
  * The fields of a sign-in message that the gateway checks. EVM wallets sign EIP-4361 (parsed by
@@ -51,22 +52,23 @@ const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2
 
 /**
  * Parses a signed message of either family; throws SignInRefused("malformed") when it is not one.
- * viem and @solana/web3.js are loaded at the first sign-in, not with the core: the CLI's
- * commands, which build the core too, start without them.
+ * EIP-4361 is parsed, and EVM addresses checksummed, through the {@link WalletSignatures} port.
  */
-export async function parseSignInMessage(family: WalletFamilyText, text: string): Promise<SignInMessage> {
-  return family === "evm" ? await parseEvm(text) : parseSolana(text);
+export async function parseSignInMessage(
+  family: WalletFamilyText,
+  text: string,
+  wallets: WalletSignatures,
+): Promise<SignInMessage> {
+  return family === "evm" ? await parseEvm(text, wallets) : parseSolana(text);
 }
 
-async function parseEvm(text: string): Promise<SignInMessage> {
-  const { parseSiweMessage } = await import("viem/siwe");
-  const { getAddress, isAddress } = await import("viem");
-  const parsed = parseSiweMessage(text);
+async function parseEvm(text: string, wallets: WalletSignatures): Promise<SignInMessage> {
+  const parsed = await wallets.parseSiwe(text);
   const { domain, address, uri, version, chainId, nonce, issuedAt } = parsed;
+  const checksummed = address === undefined ? undefined : await wallets.evmAddress(address);
   if (
     domain === undefined ||
-    address === undefined ||
-    !isAddress(address, { strict: false }) ||
+    checksummed === undefined ||
     uri === undefined ||
     version === undefined ||
     chainId === undefined ||
@@ -79,7 +81,7 @@ async function parseEvm(text: string): Promise<SignInMessage> {
   return {
     family: "evm",
     domain,
-    address: getAddress(address),
+    address: checksummed,
     uri,
     version,
     chainId: String(chainId),
@@ -198,25 +200,16 @@ export async function verifySignInSignature(
   message: SignInMessage,
   text: string,
   signature: string,
+  wallets: WalletSignatures,
 ): Promise<boolean> {
   if (message.family === "evm") {
     if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return false;
-    const { verifyMessage } = await import("viem");
-    return await verifyMessage({
-      address: message.address as `0x${string}`,
-      message: text,
-      signature: signature as `0x${string}`,
-    });
+    return await wallets.verifyEvm(message.address, text, signature);
   }
   const bytes = Buffer.from(signature, "base64");
   if (bytes.length !== 64) return false;
-  const { PublicKey } = await import("@solana/web3.js");
-  let key: Uint8Array;
-  try {
-    key = new PublicKey(message.address).toBytes();
-  } catch {
-    return false;
-  }
+  const key = await wallets.solanaPublicKey(message.address);
+  if (key === undefined) return false;
   const publicKey = createPublicKey({
     key: Buffer.concat([ED25519_SPKI_PREFIX, key]),
     format: "der",

@@ -1,16 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { encodePaymentRequiredHeader } from "@x402/core/http";
-import type { Network, PaymentRequired, PaymentRequirements } from "@x402/core/types";
-import {
-  buildSIWxSchema,
-  parseSIWxHeader,
-  SIGN_IN_WITH_X,
-  type SIWxExtension,
-  type SIWxPayload,
-  validateSIWxMessage,
-  verifySIWxSignature,
-} from "@x402/extensions/sign-in-with-x";
 import type { SessionStore } from "../ports/accounts.js";
+import type { X402SignInProof, X402SignInProofs } from "../ports/x402.js";
 import { payerSignInRefused, payerSignInRequired, payerSignInUnavailable } from "./billing-errors.js";
 import type { ChainConfig } from "./chain-registry.js";
 
@@ -20,9 +10,9 @@ import type { ChainConfig } from "./chain-registry.js";
  * extension, with a single-use nonce it stored), the caller's wallet signs it and sends it back
  * as `SIGN-IN-WITH-X`, and the gateway checks the message (domain and uri bound to its own
  * configured origin, never the request's Host; issued within the nonce's life; not expired),
- * the signature, and then spends the nonce. This file is the only one that calls the extension's
- * SDK (`@x402/extensions/sign-in-with-x`), so that it can later move behind a port. See
- * docs/receipts.md.
+ * the signature, and then spends the nonce. The extension's wire format and checks are behind the
+ * {@link X402SignInProofs} port (src/chains/x402/sign-in-with-x.ts implements it with
+ * `@x402/extensions/sign-in-with-x`); the rules are here. See docs/receipts.md.
  */
 
 /** A challenge is good this long: its nonce is void after, and a proof issued earlier is refused. */
@@ -51,6 +41,8 @@ export interface X402SignInDeps {
   readonly origin: () => string | undefined;
   /** The chains a payer may have paid on: challenges offer their networks, EVM ones first. */
   readonly chains: readonly ChainConfig[];
+  /** The extension's wire format and its message and signature checks. */
+  readonly proofs: X402SignInProofs;
   readonly now: () => number;
 }
 
@@ -80,14 +72,14 @@ export class X402SignIn {
         `The SIGN-IN-WITH-X header is over ${MAX_HEADER_BYTES} bytes.`,
       );
     }
-    let proof: SIWxPayload;
+    let proof: X402SignInProof;
     try {
-      proof = parseSIWxHeader(header);
+      proof = this.deps.proofs.parse(header);
     } catch (error) {
       throw payerSignInRefused("invalid_siwx_header", (error as Error).message);
     }
     const expected = new URL(origin);
-    const checked = await validateSIWxMessage(proof, expected, { maxAge: SIGN_IN_TTL_MS });
+    const checked = await this.deps.proofs.validate(proof, expected, SIGN_IN_TTL_MS);
     if (!checked.isValid) throw payerSignInRefused(checked.invalidReason, checked.invalidMessage);
     // A proof answers the challenge of one resource: the receipt it was issued for.
     if (new URL(proof.uri).pathname !== path) {
@@ -103,7 +95,7 @@ export class X402SignIn {
       );
     }
     // EOA signatures only (no RPC): a smart-contract wallet cannot pay with x402's schemes here either.
-    const verified = await verifySIWxSignature(proof);
+    const verified = await this.deps.proofs.verify(proof);
     if (!verified.isValid) throw payerSignInRefused(verified.invalidReason, verified.invalidMessage);
     // Spent last, so that junk never costs a write; the update is atomic, so a nonce answers once.
     if (!(await this.deps.nonces.useNonce(NONCE_KEY_PREFIX + proof.nonce, this.deps.now()))) {
@@ -129,46 +121,17 @@ export class X402SignIn {
     await this.deps.nonces.purgeNonces(now);
     await this.deps.nonces.insertNonce(NONCE_KEY_PREFIX + nonce, now + SIGN_IN_TTL_MS);
     const url = `${origin}${path}`;
-    const extension: SIWxExtension = {
-      info: {
-        domain: new URL(origin).host,
-        uri: url,
-        statement: STATEMENT,
-        version: "1",
-        nonce,
-        issuedAt: new Date(now).toISOString(),
-        expirationTime: new Date(now + SIGN_IN_TTL_MS).toISOString(),
-        resources: [url],
-      },
-      supportedChains: this.#networks.map((c) => ({
-        chainId: c.network,
-        type: c.family === "solana" ? "ed25519" : "eip191",
-      })),
-      schema: buildSIWxSchema(),
-    };
-    const required: PaymentRequired = {
-      x402Version: 2,
+    const header = this.deps.proofs.challengeHeader({
+      domain: new URL(origin).host,
+      url,
+      statement: STATEMENT,
+      nonce,
+      issuedAt: now,
+      expiresAt: now + SIGN_IN_TTL_MS,
+      networks: this.#networks.map((c) => ({ network: c.network, family: c.family, asset: c.asset.address })),
       error: "Sign in with the wallet that paid the call (SIGN-IN-WITH-X): there is nothing to pay.",
-      resource: {
-        url,
-        description: "The signed receipt of a call paid with x402",
-        mimeType: "application/json",
-      },
-      // Nothing is for sale: one entry per network, amount 0 and no payTo, because x402's fetch
-      // wrapper (wrapFetchWithSIWx) signs for the first entry's network and reads nothing else.
-      accepts: this.#networks.map(
-        (c): PaymentRequirements => ({
-          scheme: "exact",
-          network: c.network as Network,
-          asset: c.asset.address,
-          amount: "0",
-          payTo: "",
-          maxTimeoutSeconds: SIGN_IN_TTL_MS / 1000,
-          extra: {},
-        }),
-      ),
-      extensions: { [SIGN_IN_WITH_X]: extension },
-    };
-    return payerSignInRequired(encodePaymentRequiredHeader(required));
+      description: "The signed receipt of a call paid with x402",
+    });
+    return payerSignInRequired(header);
   }
 }

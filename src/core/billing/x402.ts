@@ -1,21 +1,18 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
-import {
-  decodePaymentSignatureHeader,
-  encodePaymentRequiredHeader,
-  encodePaymentResponseHeader,
-} from "@x402/core/http";
-import { type FacilitatorClient, x402ResourceServer } from "@x402/core/server";
-import type { Network, PaymentPayload, PaymentRequirements, SettleResponse } from "@x402/core/types";
-import { ExactEvmScheme } from "@x402/evm/exact/server";
-import { UptoEvmScheme } from "@x402/evm/upto/server";
-import { declareEip2612GasSponsoringExtension } from "@x402/extensions";
-import { ExactSvmScheme } from "@x402/svm/exact/server";
 import { accountSuspended, invalidField, reasonError } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
 import type { HoldState, LedgerStore, UsageCounts } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import { type Metrics, NO_METRICS } from "../ports/metrics.js";
-import type { X402PaymentRow, X402Scheme, X402Store } from "../ports/x402.js";
+import type {
+  X402Gateway,
+  X402Offer,
+  X402PaymentPayload,
+  X402PaymentRow,
+  X402Scheme,
+  X402Settlement,
+  X402Store,
+} from "../ports/x402.js";
 import { AUTO_CHAIN, type ChainConfig, type ChainRegistry } from "./chain-registry.js";
 import { holdIdFor } from "./hold-ids.js";
 import { formatUnits, ledgerDecimals, ledgerToOnchain, onchainToLedger } from "./money.js";
@@ -33,8 +30,10 @@ import { x402Identity } from "./x402-identity.js";
  *
  * Text is paid on `upto` (the payer authorises at least the call's worst case; the delivered
  * price is collected), images on `exact` (the listed price of the one image, collected before
- * it is handed over): x402's EVM mechanisms from `@x402/evm`, and on Solana `@x402/svm`'s
- * `exact` (images only: its `upto` needs x402's payment-channel program on the chain).
+ * it is handed over). The wire format, the facilitator and the schemes are behind the
+ * {@link X402Gateway} port (src/chains/x402/ implements it with the payment SDK); this file is
+ * the money rule: authorise and credit, refuse replays, collect before delivery or after a
+ * stream, close, and recover what a crash left open.
  */
 
 /** An EVM chain x402 is offered on, as the runtime set it up. */
@@ -59,8 +58,11 @@ export interface X402Deps {
   readonly ledger: Pick<LedgerStore, "getHold" | "settle">;
   readonly accounts: AccountStore;
   readonly registry: ChainRegistry;
-  /** Verifies and settles payments: a local facilitator on the treasury's chains, or a remote one. */
-  readonly facilitator: FacilitatorClient;
+  /**
+   * The x402 wire format and the facilitator that verifies and settles payments (a local one on
+   * the treasury's chains, or a remote one), with each offered chain's schemes registered.
+   */
+  readonly gateway: X402Gateway;
   readonly chains: readonly X402Chain[];
   /** How long a payment must stay valid: the longest call, with room to collect after it. */
   readonly maxTimeoutSeconds: number;
@@ -97,8 +99,8 @@ export interface X402Authorisation {
   readonly payer: string;
   /** Ledger units credited to the payer's account. */
   readonly authorised: bigint;
-  readonly payload: PaymentPayload;
-  readonly requirements: PaymentRequirements;
+  readonly payload: X402PaymentPayload;
+  readonly requirements: X402Offer;
 }
 
 /** What paying a call asks for. */
@@ -138,26 +140,18 @@ const PAYLOAD_KEYS: ReadonlySet<string> = new Set([
 const MAX_PAYMENT_HEADER = 16 * 1024;
 
 export class X402Payments {
-  readonly #resources: x402ResourceServer;
   /** Per chain and scheme, the requirements with every field but `amount` as offered. */
-  readonly #templates = new Map<string, PaymentRequirements>();
+  readonly #templates = new Map<string, X402Offer>();
   readonly #chains: ReadonlyMap<string, { readonly config: ChainConfig; readonly offer: X402Chain }>;
   /** Collections still running after their call's answer went out (streams), awaited by {@link drain}. */
   readonly #collecting = new Set<Promise<unknown>>();
   #recovery: NodeJS.Timeout | undefined;
 
   private constructor(private readonly deps: X402Deps) {
-    this.#resources = new x402ResourceServer(deps.facilitator);
     const chains = new Map<string, { config: ChainConfig; offer: X402Chain }>();
     for (const offer of deps.chains) {
       const config = deps.registry.byId.get(offer.chain);
       if (config === undefined) continue;
-      const network = config.network as Network;
-      if (config.family === "evm") {
-        this.#resources.register(network, new ExactEvmScheme()).register(network, new UptoEvmScheme());
-      } else {
-        this.#resources.register(network, new ExactSvmScheme());
-      }
       chains.set(config.id, { config, offer });
     }
     this.#chains = chains;
@@ -170,15 +164,16 @@ export class X402Payments {
    */
   static async create(deps: X402Deps): Promise<X402Payments> {
     const payments = new X402Payments(deps);
-    await payments.#resources.initialize();
+    await deps.gateway.initialize();
     for (const { config, offer } of payments.#chains.values()) {
       for (const scheme of offer.schemes) {
         try {
-          const [template] = await payments.#resources.buildPaymentRequirements({
+          const template = await deps.gateway.offer({
             scheme,
-            network: config.network as Network,
+            network: config.network,
             payTo: offer.payTo,
-            price: { asset: config.asset.address, amount: "1", extra: { ...offer.extra } },
+            asset: config.asset.address,
+            extra: offer.extra,
             maxTimeoutSeconds: deps.maxTimeoutSeconds,
           });
           if (template !== undefined) payments.#templates.set(`${config.id}/${scheme}`, template);
@@ -277,8 +272,8 @@ export class X402Payments {
         `This gateway takes no "${scheme}" payment on ${chain.id} (its facilitator does not serve it).`,
       );
     }
-    const requirements: PaymentRequirements = { ...template, amount: accepted.amount };
-    if (this.#resources.findMatchingRequirements([requirements], payload) === undefined) {
+    const requirements: X402Offer = { ...template, amount: accepted.amount };
+    if (!this.deps.gateway.matches(requirements, payload)) {
       throw this.#required(
         input,
         "X402_PAYMENT_INVALID",
@@ -338,15 +333,13 @@ export class X402Payments {
    * Collects `charge` (ledger units) onchain. The answer says whether the chain took it; it
    * never throws for the chain's refusal (a thrown facilitator error is a refusal too).
    */
-  async settleOnchain(payment: X402Authorisation, charge: bigint): Promise<SettleResponse> {
+  async settleOnchain(payment: X402Authorisation, charge: bigint): Promise<X402Settlement> {
     const amount = ledgerToOnchain(charge, payment.chain.asset.decimals);
     try {
-      return await this.#resources.settlePayment(
+      return await this.deps.gateway.settle(
         payment.payload,
         payment.requirements,
-        undefined,
-        undefined,
-        payment.scheme === "upto" ? { amount: `${amount}` } : undefined,
+        payment.scheme === "upto" ? amount : undefined,
       );
     } catch (error) {
       return {
@@ -372,7 +365,7 @@ export class X402Payments {
     payment: X402Authorisation,
     charge: bigint,
     releaseHold: () => Promise<unknown>,
-  ): Promise<SettleResponse> {
+  ): Promise<X402Settlement> {
     const settled = await this.settleOnchain(payment, charge);
     if (!settled.success) {
       this.#metrics.x402Collected("refused");
@@ -396,7 +389,7 @@ export class X402Payments {
         returned: payment.authorised,
         now: this.deps.now(),
       });
-      throw paymentNotCollected(settled);
+      throw paymentNotCollected(settled, this.responseHeader(settled));
     }
     this.#metrics.x402Collected("settled");
     await this.deps.store.recordX402Collection({
@@ -415,7 +408,7 @@ export class X402Payments {
    * the payer's further x402 calls are refused until an operator clears it). Answers the
    * settlement, undefined when nothing was collected.
    */
-  async collect(payment: X402Authorisation, charge: bigint): Promise<SettleResponse | undefined> {
+  async collect(payment: X402Authorisation, charge: bigint): Promise<X402Settlement | undefined> {
     if (charge === 0n) {
       await this.close(payment, 0n, undefined);
       return undefined;
@@ -445,7 +438,7 @@ export class X402Payments {
   async close(
     payment: X402Authorisation,
     charge: bigint,
-    settled: SettleResponse | undefined,
+    settled: X402Settlement | undefined,
   ): Promise<void> {
     if (settled !== undefined && !settled.success) {
       this.deps.log.error(
@@ -482,8 +475,8 @@ export class X402Payments {
   }
 
   /** The `PAYMENT-RESPONSE` header value of a collection. */
-  responseHeader(settled: SettleResponse): string {
-    return encodePaymentResponseHeader(settled);
+  responseHeader(settled: X402Settlement): string {
+    return this.deps.gateway.paymentResponseHeader(settled);
   }
 
   /**
@@ -512,7 +505,7 @@ export class X402Payments {
         );
         continue;
       }
-      const payload = JSON.parse(row.payload) as PaymentPayload;
+      const payload = JSON.parse(row.payload) as X402PaymentPayload;
       const payment: X402Authorisation = {
         id: row.id,
         accountId: row.accountId,
@@ -605,18 +598,10 @@ export class X402Payments {
    * The facilitator's verdict. A remote facilitator answers a refusal with an error status
    * (thrown as its verdict); one that cannot be reached is a 503: nothing was charged, retry later.
    */
-  async #verify(payload: PaymentPayload, requirements: PaymentRequirements) {
+  async #verify(payload: X402PaymentPayload, requirements: X402Offer) {
     try {
-      return await this.#resources.verifyPayment(payload, requirements);
+      return await this.deps.gateway.verify(payload, requirements);
     } catch (error) {
-      const refused = error as { invalidReason?: unknown; invalidMessage?: unknown };
-      if (typeof refused.invalidReason === "string") {
-        return {
-          isValid: false,
-          invalidReason: refused.invalidReason,
-          invalidMessage: typeof refused.invalidMessage === "string" ? refused.invalidMessage : undefined,
-        };
-      }
       this.deps.log.error({ err: error }, "the x402 facilitator did not answer a verify");
       throw reasonError(
         Code.Unavailable,
@@ -679,11 +664,11 @@ export class X402Payments {
   }
 
   /** The payment as sent, decoded; anything unreadable is a 402 saying so. */
-  #decode(input: X402PayInput): PaymentPayload {
-    let payload: PaymentPayload;
+  #decode(input: X402PayInput): X402PaymentPayload {
+    let payload: X402PaymentPayload;
     try {
       if (input.header.length > MAX_PAYMENT_HEADER) throw new Error("too large");
-      payload = decodePaymentSignatureHeader(input.header);
+      payload = this.deps.gateway.decodePayment(input.header);
     } catch {
       throw this.#required(
         input,
@@ -754,35 +739,35 @@ export class X402Payments {
       amount: `${ledgerToOnchain(input.quote(config), config.asset.decimals)}`,
     }));
     const origin = this.deps.publicOrigin ?? input.origin ?? "http://localhost";
-    const required = {
-      x402Version: 2,
-      error: message,
-      resource: {
-        url: `${origin}${input.route.path}`,
-        description: input.route.kind === "text" ? "A messages call, its delivered price" : "One image",
-        mimeType: "application/json",
-      },
-      accepts,
-      ...(scheme === "upto" ? { extensions: declareEip2612GasSponsoringExtension() } : {}),
+    const resource = {
+      url: `${origin}${input.route.path}`,
+      description: input.route.kind === "text" ? "A messages call, its delivered price" : "One image",
+      mimeType: "application/json",
     };
+    const required = this.deps.gateway.paymentRequiredHeader({
+      error: message,
+      resource,
+      accepts,
+      sponsorGas: scheme === "upto",
+    });
     if (accepts.length === 0 && named !== "" && named !== AUTO_CHAIN) {
       metadata = { ...metadata, chain: named };
       message += ` No x402 payment is taken on ${named} for ${input.route.path} ("${scheme}" does not run there): pay with an API key, or on another chain.`;
     }
     return reasonError(Code.FailedPrecondition, reason, message, {
       ...metadata,
-      [PAYMENT_REQUIRED_METADATA]: encodePaymentRequiredHeader(required),
+      [PAYMENT_REQUIRED_METADATA]: required,
     });
   }
 }
 
 /** A payment the chain refused to collect before delivery: 402, and the answer is not handed over. */
-function paymentNotCollected(settled: SettleResponse): ConnectError {
+function paymentNotCollected(settled: X402Settlement, responseHeader: string): ConnectError {
   return reasonError(
     Code.FailedPrecondition,
     "X402_PAYMENT_NOT_COLLECTED",
     `The payment could not be collected onchain (${settled.errorMessage ?? settled.errorReason ?? "refused"}): ` +
       "nothing was charged and the answer was not delivered.",
-    { [PAYMENT_RESPONSE_METADATA]: encodePaymentResponseHeader(settled) },
+    { [PAYMENT_RESPONSE_METADATA]: responseHeader },
   );
 }

@@ -1,5 +1,4 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { SettleResponse } from "@x402/core/types";
 import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
@@ -16,6 +15,7 @@ import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { ImageInput, ImageUpstream } from "../ports/providers.js";
 import type { RateLimiter } from "../ports/rate-limits.js";
+import type { X402Settlement } from "../ports/x402.js";
 import { imageNotFound, imageRefused } from "./image-errors.js";
 import { type ImageMimeType, sniffImageType } from "./image-formats.js";
 import type { ImageAdapter, ImageModelCatalog } from "./image-models.js";
@@ -158,7 +158,7 @@ export class ImageInference {
       // ledger's settle: should that settle not happen (a crash, a store failure), the payment
       // stays `collected`, its hold is never swept, and the recovery pass settles it.
       let paymentResponse: string | undefined;
-      let settled: SettleResponse | undefined;
+      let settled: X402Settlement | undefined;
       if (payment !== undefined) {
         open = undefined;
         // Collected or refused, the hold is no longer this call's to release: collected, it is

@@ -1,5 +1,4 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { SettleResponse } from "@x402/core/types";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
@@ -9,12 +8,14 @@ import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import {
+  type SseFrame,
   type TextUpstream,
   type UpstreamCall,
   UpstreamFailure,
   type UpstreamResponse,
 } from "../ports/providers.js";
 import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
+import type { X402Settlement } from "../ports/x402.js";
 import { readBillableFeatures } from "./billable-features.js";
 import { type ClientPolicy, clientAllowed } from "./client-policy.js";
 import {
@@ -35,7 +36,6 @@ import {
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { readBody } from "./read-body.js";
 import { repairView } from "./repair.js";
-import { type SseFrame, sseFrames } from "./sse.js";
 import { StreamShape } from "./stream-shape.js";
 import { type UpstreamErrorSink, upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import {
@@ -255,7 +255,7 @@ export class TextInference {
         // x402: the charge is collected before the answer is handed over; a payment the chain
         // refuses gets nothing (402, the hold released in `finally`). Once collected, the hold
         // is the recovery pass's should the settle below not happen: never released.
-        let collected: SettleResponse | undefined;
+        let collected: X402Settlement | undefined;
         if (payment !== undefined) {
           const charge = this.deps.billing.chargeFor(placed, capOutput(usage, billed.outputCap));
           if (charge > 0n) {
@@ -311,7 +311,7 @@ export class TextInference {
   private async closePaid(
     payment: X402Authorisation,
     state: HoldState,
-    collected: SettleResponse | undefined,
+    collected: X402Settlement | undefined,
   ): Promise<string | undefined> {
     try {
       await this.deps.x402!.close(payment, chargeOf(state), collected);
@@ -442,7 +442,11 @@ export class TextInference {
     signal: AbortSignal,
     requestId: string,
   ): AsyncGenerator<MessagePart> {
-    const frames = withKeepAlive<SseFrame, "ping">(sseFrames(response.body), this.deps.streamPingMs, "ping");
+    const frames = withKeepAlive<SseFrame, "ping">(
+      this.deps.upstream.frames(response.body),
+      this.deps.streamPingMs,
+      "ping",
+    );
     const shape = new StreamShape();
     try {
       for await (const frame of frames) {

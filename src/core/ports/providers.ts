@@ -57,6 +57,11 @@ export interface UpstreamCall {
   readonly signal?: AbortSignal;
 }
 
+/** One SSE frame as the upstream sent it. `data` is the raw data text (not re-serialised). */
+export type SseFrame =
+  | { readonly kind: "event"; readonly event: string; readonly data: string }
+  | { readonly kind: "comment"; readonly text: string };
+
 /** The text provider port: one request in the Anthropic wire format (AnthropicUpstream implements it). */
 export interface TextUpstream {
   /**
@@ -64,6 +69,13 @@ export interface TextUpstream {
    * {@link UpstreamFailure} when there is no answer.
    */
   send(call: UpstreamCall): Promise<UpstreamResponse>;
+  /**
+   * A streamed answer's body as its server-sent-event frames, parsed as they arrive (no
+   * buffering beyond one frame). Iterating throws {@link UpstreamFailure} ("malformed" for
+   * what is not SSE, "broken" for a frame past the size limit) after the frames before the
+   * fault; stopping early destroys `body`.
+   */
+  frames(body: UpstreamResponse["body"]): AsyncGenerator<SseFrame>;
 }
 
 /** A reference image, already checked to be PNG, JPEG or WebP. */

@@ -140,3 +140,155 @@ export interface X402Store {
    */
   clearFailedX402(payer: string, now: number): Promise<number>;
 }
+
+/**
+ * The x402 wire format and facilitator, in the core's terms (spec v2, docs/x402.md): what the
+ * money rule (src/core/billing/x402.ts) asks of the payment SDK. src/chains/x402/ implements it
+ * with `@x402/core` and the chains' schemes; the core never imports the SDK. Amounts here are
+ * the chain's onchain units as decimal strings, as the wire carries them.
+ */
+
+/** One offer (x402's `PaymentRequirements`): what a payment must name to pay a route. */
+export interface X402Offer {
+  readonly scheme: string;
+  /** The chain's CAIP-2 network (`eip155:8453`, `solana:...`). */
+  readonly network: string;
+  readonly asset: string;
+  /** Onchain units, a decimal string. */
+  readonly amount: string;
+  readonly payTo: string;
+  readonly maxTimeoutSeconds: number;
+  readonly extra: Readonly<Record<string, unknown>>;
+}
+
+/** A payment as its `PAYMENT-SIGNATURE` header decodes (x402's `PaymentPayload`), unchecked. */
+export interface X402PaymentPayload {
+  readonly x402Version: unknown;
+  readonly resource?: unknown;
+  /** The offer the payer accepted, as it names it. */
+  readonly accepted: X402Offer;
+  /** The scheme's own payload (a signed authorisation): what the payment's identity is derived from. */
+  readonly payload: Record<string, unknown>;
+  readonly extensions?: unknown;
+}
+
+/** A 402's `PAYMENT-REQUIRED` body, less its version. */
+export interface X402Required {
+  readonly error: string;
+  readonly resource: { readonly url: string; readonly description: string; readonly mimeType: string };
+  readonly accepts: readonly X402Offer[];
+  /** Declares the EIP-2612 gas-sponsoring extension (an `upto` offer: the payer need not approve first). */
+  readonly sponsorGas: boolean;
+}
+
+/** The facilitator's verdict on a payment. */
+export interface X402Verdict {
+  readonly isValid: boolean;
+  /** The signer, when valid. */
+  readonly payer?: string | undefined;
+  readonly invalidReason?: string | undefined;
+  readonly invalidMessage?: string | undefined;
+}
+
+/** How a collection ended (x402's `SettleResponse`): taken onchain by `transaction`, or refused. */
+export interface X402Settlement {
+  readonly success: boolean;
+  /** The collecting transaction; "" when refused. */
+  readonly transaction: string;
+  readonly network: string;
+  readonly payer?: string | undefined;
+  readonly errorReason?: string | undefined;
+  readonly errorMessage?: string | undefined;
+}
+
+/** What an offer is built from, before its amount. */
+export interface X402OfferRequest {
+  readonly scheme: X402Scheme;
+  readonly network: string;
+  readonly payTo: string;
+  readonly asset: string;
+  readonly extra: Readonly<Record<string, unknown>>;
+  readonly maxTimeoutSeconds: number;
+}
+
+/** The x402 wire format and the facilitator behind it. */
+export interface X402Gateway {
+  /**
+   * Asks the facilitator what it supports (upto's offers name the facilitator's address);
+   * throws when it cannot answer.
+   */
+  initialize(): Promise<void>;
+  /**
+   * The offer template for a chain and scheme, as the facilitator serves it (its `amount` is a
+   * placeholder). Throws when the facilitator does not serve the chain and scheme.
+   */
+  offer(request: X402OfferRequest): Promise<X402Offer | undefined>;
+  /** The `PAYMENT-REQUIRED` header value of a 402. */
+  paymentRequiredHeader(required: X402Required): string;
+  /** A `PAYMENT-SIGNATURE` header value, decoded; throws on anything that is not base64 JSON. */
+  decodePayment(header: string): X402PaymentPayload;
+  /** Whether the payment pays `offer` (asset, payTo, timeout, token domain, as x402 matches them). */
+  matches(offer: X402Offer, payment: X402PaymentPayload): boolean;
+  /**
+   * The facilitator's verdict; a refusal it throws is answered as a verdict. Throws when the
+   * facilitator cannot be asked.
+   */
+  verify(payment: X402PaymentPayload, offer: X402Offer): Promise<X402Verdict>;
+  /**
+   * Collects the payment: on `upto`, `amount` (onchain units) of what it authorises; on `exact`
+   * (`amount` undefined) all of it. May throw (the core takes a throw for a refusal).
+   */
+  settle(payment: X402PaymentPayload, offer: X402Offer, amount: bigint | undefined): Promise<X402Settlement>;
+  /** The `PAYMENT-RESPONSE` header value of a collection. */
+  paymentResponseHeader(settlement: X402Settlement): string;
+}
+
+/** A chain a sign-in challenge offers: its network, family and asset. */
+export interface X402SignInNetwork {
+  readonly network: string;
+  readonly family: "evm" | "solana";
+  readonly asset: string;
+}
+
+/** A sign-in challenge to issue (CAIP-122 fields). */
+export interface X402SignInChallenge {
+  readonly domain: string;
+  readonly url: string;
+  readonly statement: string;
+  readonly nonce: string;
+  readonly issuedAt: number;
+  readonly expiresAt: number;
+  readonly networks: readonly X402SignInNetwork[];
+  /** The 402's message. */
+  readonly error: string;
+  readonly description: string;
+}
+
+/** A `SIGN-IN-WITH-X` proof as parsed: the fields the core checks, and the rest for the verifier. */
+export interface X402SignInProof {
+  readonly uri: string;
+  readonly chainId: string;
+  readonly nonce: string;
+}
+
+/** A check's outcome: valid, or why not. */
+export type X402SignInCheck =
+  | { readonly isValid: true }
+  | { readonly isValid: false; readonly invalidReason: string; readonly invalidMessage: string };
+
+/** A signature check's outcome: valid with its signer, or why not. */
+export type X402SignInVerdict =
+  | { readonly isValid: true; readonly payer: string }
+  | { readonly isValid: false; readonly invalidReason: string; readonly invalidMessage: string };
+
+/** x402's sign-in-with-x extension, in the core's terms (src/chains/x402/ implements it). */
+export interface X402SignInProofs {
+  /** The `PAYMENT-REQUIRED` header value of a challenge declaring the extension. */
+  challengeHeader(challenge: X402SignInChallenge): string;
+  /** Parses a `SIGN-IN-WITH-X` header; throws (its message says why) on one that does not parse. */
+  parse(header: string): X402SignInProof;
+  /** Checks the message: domain and uri bound to `expected`, issued within `maxAgeMs`, not expired. */
+  validate(proof: X402SignInProof, expected: URL, maxAgeMs: number): Promise<X402SignInCheck>;
+  /** Checks the signature (EOA only, no RPC); `payer` is the signer when valid. */
+  verify(proof: X402SignInProof): Promise<X402SignInVerdict>;
+}

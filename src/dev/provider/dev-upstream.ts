@@ -45,7 +45,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { newId } from "../../core/ids.js";
-import { encodeSseFrame } from "../../core/inference/sse.js";
+import { encodeSseFrame } from "../../upstream/sse.js";
 import { type DevImageAnswer, devGenerateContent, devOpenaiImages } from "./dev-images.js";
 import {
   messageEvents,

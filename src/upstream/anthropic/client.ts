@@ -4,8 +4,9 @@
  * src/core/ports/providers.ts). Failures without an HTTP answer surface as the core's
  * `UpstreamFailure`.
  */
-import type { TextUpstream, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
+import type { SseFrame, TextUpstream, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
 import { UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
+import { sseFrames } from "../sse.js";
 
 /** How to reach the upstream, and how long to wait for it. */
 export interface AnthropicUpstreamOptions extends UpstreamPoolOptions {
@@ -35,6 +36,11 @@ export class AnthropicUpstream implements TextUpstream {
     };
     if (call.anthropicBeta !== "") headers["anthropic-beta"] = call.anthropicBeta;
     return this.#pool.post({ path: call.path, headers, body: call.body, signal: call.signal });
+  }
+
+  /** A streamed answer's body as SSE frames, parsed as they arrive (src/upstream/sse.ts). */
+  frames(body: UpstreamResponse["body"]): AsyncGenerator<SseFrame> {
+    return sseFrames(body);
   }
 
   /** Stops accepting calls and resolves once the calls in flight have finished. */

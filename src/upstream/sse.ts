@@ -1,15 +1,12 @@
 /**
- * Server-sent-events framing of a provider's stream: bytes to frames as they arrive (the core
- * meters a streamed text call with it), and frames back to wire bytes (the dev upstream and
+ * Server-sent-events framing of a provider's stream: bytes to frames as they arrive (the text
+ * adapter answers the core's TextUpstream.frames with it; the core meters the frames), and frames back to wire bytes (the dev upstream and
  * tests), keeping each event's data text exactly as the provider sent it.
  */
 import { createParser } from "eventsource-parser";
-import { UpstreamFailure } from "../ports/providers.js";
+import { type SseFrame, UpstreamFailure } from "../core/ports/providers.js";
 
-/** One SSE frame as the upstream sent it. `data` is the raw data text (not re-serialised). */
-export type SseFrame =
-  | { readonly kind: "event"; readonly event: string; readonly data: string }
-  | { readonly kind: "comment"; readonly text: string };
+export type { SseFrame };
 
 /** Largest partial frame held while waiting for its end: a stream past it is not Anthropic's. */
 const MAX_FRAME_CHARS = 16 * 1024 * 1024;

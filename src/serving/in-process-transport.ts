@@ -12,7 +12,7 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { invokeUnaryImplementation, transformInvokeImplementation } from "@connectrpc/connect/protocol";
-import { provenFacadeKey } from "./auth/facade-proof.js";
+import { provenFacadeKey } from "../core/auth/facade-proof.js";
 
 /** The protocol name the core's handlers see for calls made through this transport. */
 export const IN_PROCESS_PROTOCOL = "in-process";

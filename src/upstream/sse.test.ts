@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { UpstreamFailure } from "../ports/providers.js";
+import { UpstreamFailure } from "../core/ports/providers.js";
 import { encodeSseFrame, type SseFrame, sseFrames } from "./sse.js";
 
 /** A typical Anthropic stream, as the API frames it. */

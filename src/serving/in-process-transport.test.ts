@@ -9,10 +9,10 @@ import {
   createRouterTransport,
 } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { authenticatedCallerKey, type Caller, callerInterceptor, callerKey } from "../core/caller.js";
+import { errorInfo, invalidField, toConnectError } from "../core/errors.js";
 import { CheckResponseSchema, HealthService } from "../gen/tollgate/health/v1/health_pb.js";
 import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
-import { authenticatedCallerKey, type Caller, callerInterceptor, callerKey } from "./caller.js";
-import { errorInfo, invalidField, toConnectError } from "./errors.js";
 import { createInProcessTransport, IN_PROCESS_PROTOCOL } from "./in-process-transport.js";
 
 /** A stream implementation that records how far it got and whether its finally ran. */

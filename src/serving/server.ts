@@ -8,8 +8,8 @@ import Fastify, {
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
 } from "fastify";
-import { peerAddressKey } from "./auth/client-address.js";
-import type { Core } from "./core.js";
+import { peerAddressKey } from "../core/auth/client-address.js";
+import type { Core } from "../core/core.js";
 
 /** The core's server: Fastify over a cleartext HTTP/2 server. */
 export type CoreFastify = FastifyInstance<

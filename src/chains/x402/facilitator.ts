@@ -20,12 +20,14 @@ import {
   publicActions,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { ChainConfig, ChainRegistry } from "../core/billing/chain-registry.js";
-import type { X402Chain } from "../core/billing/x402.js";
-import type { Log } from "../core/ports/log.js";
-import { eip3009Abi } from "./evm/evm-adapter.js";
-import { treasurySeed, x402FacilitatorSeed } from "./keys.js";
-import { solanaTreasuryKeypair } from "./solana/keys.js";
+import type { ChainConfig, ChainRegistry } from "../../core/billing/chain-registry.js";
+import type { X402Chain } from "../../core/billing/x402.js";
+import type { Log } from "../../core/ports/log.js";
+import type { X402Gateway } from "../../core/ports/x402.js";
+import { eip3009Abi } from "../evm/evm-adapter.js";
+import { treasurySeed, x402FacilitatorSeed } from "../keys.js";
+import { solanaTreasuryKeypair } from "../solana/keys.js";
+import { createX402Gateway } from "./gateway.js";
 
 /**
  * The x402 facilitator of the gateway's own chains (docs/x402.md): `@x402/core`'s
@@ -36,9 +38,10 @@ import { solanaTreasuryKeypair } from "./solana/keys.js";
  * a remote facilitator verifies and settles instead.
  */
 
-/** What x402 runs on: the facilitator and, per chain, where payments go and how. */
+/** What x402 runs on: the core's x402 port over the facilitator and, per chain, where payments go and how. */
 export interface X402Setup {
-  readonly facilitator: FacilitatorClient;
+  /** The wire format and the facilitator, with each offered chain's schemes registered. */
+  readonly gateway: X402Gateway;
   readonly chains: readonly X402Chain[];
   /** The local facilitator's signer per chain (it pays the collections' gas); none for a remote one. */
   readonly signers: ReadonlyMap<string, string>;
@@ -91,9 +94,12 @@ export async function setUpX402(
       chains.push({ chain: chain.id, payTo: solanaTreasury, extra: {}, schemes: ["exact"] });
     }
   }
+  const networks = running
+    .filter((c) => chains.some((offered) => offered.chain === c.id))
+    .map((c) => ({ network: c.network, family: c.family }));
   if (options.facilitatorUrl !== undefined) {
     return {
-      facilitator: new HTTPFacilitatorClient({ url: options.facilitatorUrl }),
+      gateway: createX402Gateway(new HTTPFacilitatorClient({ url: options.facilitatorUrl }), networks),
       chains,
       signers: new Map(),
     };
@@ -126,13 +132,14 @@ export async function setUpX402(
       signers.set(chain.id, svmSigner.address);
     }
   }
+  const client: FacilitatorClient = {
+    verify: (payload, requirements) => facilitator.verify(payload, requirements),
+    settle: (payload, requirements) => facilitator.settle(payload, requirements),
+    // The local facilitator answers at once; the client interface returns a promise.
+    getSupported: async () => facilitator.getSupported() as SupportedResponse,
+  };
   return {
-    facilitator: {
-      verify: (payload, requirements) => facilitator.verify(payload, requirements),
-      settle: (payload, requirements) => facilitator.settle(payload, requirements),
-      // The local facilitator answers at once; the client interface returns a promise.
-      getSupported: async () => facilitator.getSupported() as SupportedResponse,
-    },
+    gateway: createX402Gateway(client, networks),
     chains,
     signers,
   };

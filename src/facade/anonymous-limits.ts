@@ -4,7 +4,6 @@
  * payment yet — it can only get an offer — may send a small body only.
  */
 import { Transform, type TransformCallback } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 import { type Client, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler, preParsingHookHandler } from "fastify";
 import { type AnonymousWork, anonymousThrottled } from "../core/auth/anonymous-limits.js";
@@ -13,6 +12,7 @@ import { errorInfo } from "../core/errors.js";
 import { AnonymousWork as AnonymousWorkKind, type AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { clientAddress } from "./authenticate.js";
 import { paymentHeader } from "./core-call.js";
+import { RefusedAddresses } from "./refused-addresses.js";
 import { formatBytes } from "./request-body.js";
 
 declare module "fastify" {
@@ -37,7 +37,7 @@ export function admitAnonymousHook(
   auth: Client<typeof AuthService>,
   unpaidBodyBytes: number,
 ): onRequestHookHandler {
-  const refused = new RefusedAddresses("call");
+  const refused = anonymousRefusals("call");
   return async (request: FastifyRequest) => {
     if (request.principal !== null) return;
     const address = clientAddress(request);
@@ -95,74 +95,9 @@ export function unpaidTooLarge(limit: number): Error {
   );
 }
 
-/** Refused addresses remembered at most; past it they are asked about again (a bound, not a policy). */
-const REFUSED_LIMIT = 10_000;
-
-/**
- * How long a refusal from this facade's copy is held back: a flooding client waits for its
- * answers, so its flood stops competing with keyed callers for this process (as the key-guessing
- * throttle does, src/facade/authenticate.ts).
- */
-const REFUSAL_DELAY_MS = 1_000;
-
-/** Refusals held back at once at most; past it they are answered at once, so held sockets stay bounded. */
-const MAX_HELD_REFUSALS = 1_000;
-
-/**
- * The addresses the core refused as over their limit for one kind of work, and until when.
- * Further requests of such an address cost the facade an answer and no more: no RPC, no counter
- * (in Redis, a round trip). The copy cannot go stale: a fixed window does not end early, and it
- * is the core's `retry_after`, rounded up to the second.
- */
-export class RefusedAddresses {
-  readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
-  #held = 0;
-
-  constructor(private readonly work: AnonymousWork) {}
-
-  /** The refusal for `address` while its window lasts; undefined otherwise. */
-  refusal(address: string): ConnectError | undefined {
-    const key = throttleKey(address);
-    const entry = this.#until.get(key);
-    if (entry === undefined) return undefined;
-    const now = Date.now();
-    if (entry.until <= now) {
-      this.#until.delete(key);
-      return undefined;
-    }
-    return anonymousThrottled(
-      this.work,
-      { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
-      now,
-    );
-  }
-
-  /** Waits before a refusal is sent ({@link REFUSAL_DELAY_MS}), unless too many already wait. */
-  async holdBack(): Promise<void> {
-    if (this.#held >= MAX_HELD_REFUSALS) return;
-    this.#held++;
-    try {
-      await sleep(REFUSAL_DELAY_MS);
-    } finally {
-      this.#held--;
-    }
-  }
-
-  /** Takes note of the core's answer when it refused `address` as over its limit. */
-  remember(address: string, error: unknown): void {
-    if (!(error instanceof ConnectError)) return;
-    const info = errorInfo(error);
-    if (info?.reason !== "ANONYMOUS_THROTTLED") return;
-    if (this.#until.size >= REFUSED_LIMIT) this.#forgetEnded();
-    if (this.#until.size >= REFUSED_LIMIT) this.#until.clear();
-    this.#until.set(throttleKey(address), {
-      until: Date.now() + Number(info.metadata.retry_after) * 1000,
-      limit: Number(info.metadata.limit),
-    });
-  }
-
-  #forgetEnded(): void {
-    const now = Date.now();
-    for (const [key, entry] of this.#until) if (entry.until <= now) this.#until.delete(key);
-  }
+/** The addresses the core refused as over their limit for `work` (ANONYMOUS_THROTTLED). */
+export function anonymousRefusals(work: AnonymousWork): RefusedAddresses {
+  return new RefusedAddresses("ANONYMOUS_THROTTLED", (decision, now) =>
+    anonymousThrottled(work, decision, now),
+  );
 }

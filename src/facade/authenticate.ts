@@ -1,13 +1,11 @@
 import { isIP } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
-import { type Client, ConnectError } from "@connectrpc/connect";
+import type { Client, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler } from "fastify";
 import { authThrottled } from "../core/auth/auth-throttle.js";
-import { throttleKey } from "../core/auth/client-address.js";
 import { presentedCredential } from "../core/auth/credentials.js";
 import { KnownCredentials } from "../core/auth/known-credentials.js";
-import { errorInfo } from "../core/errors.js";
 import type { AuthService, Principal } from "../gen/tollgate/auth/v1/auth_pb.js";
+import { RefusedAddresses } from "./refused-addresses.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -75,64 +73,29 @@ function blockedAddressesOf(auth: Client<typeof AuthService>): BlockedAddresses 
   return blocked;
 }
 
-/** Blocked addresses remembered at most; past it they are asked about again (a bound, not a policy). */
-const BLOCKED_LIMIT = 10_000;
-
 /**
- * How long the refusal of a blocked address is held back. A client waits for its answers, so a
- * guesser gets about one answer per connection per second instead of as many as the gateway can
- * give: its flood stops competing with valid callers for this process (answered at once, 2,000
- * guesses over 8 connections doubled a valid caller's median latency; held back, they did not).
- */
-const REFUSAL_DELAY_MS = 1_000;
-
-/** Refusals held back at once at most; past it they are answered at once, so held sockets stay bounded. */
-const MAX_HELD_REFUSALS = 1_000;
-
-/**
- * The addresses the core refused as throttled, and until when. A flood from a blocked address
- * then costs the facade an HTTP answer and no more: no RPC, no counter read (in Redis, a round
- * trip). The copy cannot go stale: nothing ends a block early, and no request of the address
- * reaches the core meanwhile to extend it. The end is the core's `retry_after`, rounded up to
- * the second, so an address may wait up to a second longer here than the block itself. The keys
- * that authenticated from each address are remembered too, so that they are not refused here
- * while the core would let them through.
+ * The addresses the core blocked for failed authentications (AUTH_THROTTLED), answered here until
+ * the block ends, and the keys that authenticated from each address: those are not refused here,
+ * as the core would let them through.
  */
 class BlockedAddresses {
-  readonly #until = new Map<string, { readonly until: number; readonly limit: number }>();
+  readonly #refused = new RefusedAddresses("AUTH_THROTTLED", authThrottled);
   readonly #known = new KnownCredentials();
-  #held = 0;
 
   /**
    * The refusal for `address` while its block lasts, unless `presented` authenticated from it
    * before; undefined otherwise.
    */
   refusal(address: string, presented: string | undefined): ConnectError | undefined {
-    if (this.#until.size === 0) return undefined;
-    const key = throttleKey(address);
-    const entry = this.#until.get(key);
-    if (entry === undefined) return undefined;
-    const now = Date.now();
-    if (entry.until <= now) {
-      this.#until.delete(key);
-      return undefined;
-    }
+    const refusal = this.#refused.refusal(address);
+    if (refusal === undefined) return undefined;
     if (presented !== undefined && this.#known.has(address, presented)) return undefined;
-    return authThrottled(
-      { allowed: false, limit: entry.limit, remaining: 0, resetMs: entry.until - now },
-      now,
-    );
+    return refusal;
   }
 
-  /** Waits before a refusal is sent ({@link REFUSAL_DELAY_MS}), unless too many already wait. */
-  async holdBack(): Promise<void> {
-    if (this.#held >= MAX_HELD_REFUSALS) return;
-    this.#held++;
-    try {
-      await sleep(REFUSAL_DELAY_MS);
-    } finally {
-      this.#held--;
-    }
+  /** Waits before a refusal is sent, unless too many already wait. */
+  holdBack(): Promise<void> {
+    return this.#refused.holdBack();
   }
 
   /** Takes note of a key that authenticated from `address`. */
@@ -142,20 +105,7 @@ class BlockedAddresses {
 
   /** Takes note of the core's answer when it refused `address` as throttled. */
   remember(address: string, error: unknown): void {
-    if (!(error instanceof ConnectError)) return;
-    const info = errorInfo(error);
-    if (info?.reason !== "AUTH_THROTTLED") return;
-    if (this.#until.size >= BLOCKED_LIMIT) this.#forgetEnded();
-    if (this.#until.size >= BLOCKED_LIMIT) this.#until.clear();
-    this.#until.set(throttleKey(address), {
-      until: Date.now() + Number(info.metadata.retry_after) * 1000,
-      limit: Number(info.metadata.limit),
-    });
-  }
-
-  #forgetEnded(): void {
-    const now = Date.now();
-    for (const [key, entry] of this.#until) if (entry.until <= now) this.#until.delete(key);
+    this.#refused.remember(address, error);
   }
 }
 

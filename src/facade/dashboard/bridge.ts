@@ -16,7 +16,7 @@ import { csrfTokenFor, SESSION_HEADER, SESSION_TTL_MS, sessionInvalid } from "..
 import { errorInfo, reasonError } from "../../core/errors.js";
 import { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js";
-import { RefusedAddresses } from "../anonymous-limits.js";
+import { anonymousRefusals } from "../anonymous-limits.js";
 
 /** Where the dashboard's Connect handlers are mounted on the facade. */
 export const DASHBOARD_RPC_PREFIX = "/dashboard/rpc";
@@ -79,7 +79,7 @@ export function dashboardRoutes({
   const auth = createClient(AuthService, transport);
   const billing = createClient(BillingService, transport);
   const secure = publicUrl?.protocol === "https:";
-  const refusedNonces = new RefusedAddresses("nonce");
+  const refusedNonces = anonymousRefusals("nonce");
 
   const authImpl: Partial<ServiceImpl<typeof AuthService>> = {
     ...forward(auth, AUTH_POLICIES),

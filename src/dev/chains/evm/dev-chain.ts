@@ -37,7 +37,7 @@ export interface EvmDevChain {
   readonly rpcUrl: string;
   /** The test stablecoin (6 decimals, EIP-2612, EIP-3009). */
   readonly token: Address;
-  /** Mints test stablecoin to `to` (the faucet); mined at once unless mining is manual. */
+  /** Mints test stablecoin to `to` (the faucet); under automine, returns once the block is mined. */
   mintTo(to: string, amount: bigint): Promise<Hash>;
   /** Sets an address's native balance, so it can pay gas (the treasury). */
   fundGas(address: string, wei?: bigint): Promise<void>;
@@ -180,6 +180,10 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
     await close();
     throw error;
   }
+  // With one block per transaction, anvil mines a sent transaction asynchronously: a mint waits
+  // for its block so the chain's head has moved when it returns (a test reading the head next saw
+  // the old one, then the new one). Under manual or timed mining the caller mines.
+  let automining = options.manualMining !== true && options.blockTimeSeconds === undefined;
   return {
     id: options.id,
     chainId: options.chainId,
@@ -187,13 +191,15 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
     token: DEV_TOKEN_ADDRESS,
     async mintTo(to, amount) {
       await test.setBalance({ address: DEPLOYER.address, value: parseEther("1000") });
-      return deployer.writeContract({
+      const hash = await deployer.writeContract({
         address: DEV_TOKEN_ADDRESS,
         abi: testStablecoinAbi,
         functionName: "mint",
         args: [getAddress(to), amount],
         chain,
       });
+      if (automining) await test.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+      return hash;
     },
     async fundGas(address, wei = parseEther("1000")) {
       await test.setBalance({ address: getAddress(address), value: wei });
@@ -203,6 +209,7 @@ export async function startEvmDevChain(options: EvmDevChainOptions): Promise<Evm
     },
     async setAutomine(on) {
       await test.setAutomine(on);
+      automining = on && options.blockTimeSeconds === undefined;
     },
     snapshot: () => test.snapshot(),
     async revert(id) {

@@ -159,6 +159,8 @@ async function startDeployment(
     TOLLGATE_DATA_DIR: dataDir,
     TOLLGATE_PORT: "0",
     TOLLGATE_CORE_PORT: "0",
+    // serve names its public origin (dashboard sign-ins, receipts); the harness calls it locally.
+    TOLLGATE_PUBLIC_URL: "http://127.0.0.1",
     TOLLGATE_ANTHROPIC_URL: upstreamUrl,
     TOLLGATE_ANTHROPIC_API_KEY: "bench-provider-key",
     TOLLGATE_GEMINI_URL: upstreamUrl,

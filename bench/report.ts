@@ -360,6 +360,16 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "",
     ...targetsTable(results),
     "",
+    "## Against the last kept run",
+    "",
+    "`make bench` compares this run's headline figures with the run kept before it (bench/guard.ts) and",
+    "names each that moved by more than the noise (10%; added latencies also by at least 0.5 ms). A",
+    "figure of the peer that moved too says the machine changed, not the gateway.",
+    "",
+    ...(results.guard === undefined
+      ? ["Not compared (no earlier kept run)."]
+      : ["```", ...results.guard, "```"]),
+    "",
     "## Throughput at saturation",
     "",
     `autocannon, ${results.settings.saturationConnections} keep-alive connections, closed loop, ${results.settings.seconds} s per cell. CPU per request is the server process's utime + stime over the run divided by the requests it answered.`,

@@ -87,4 +87,9 @@ export interface BenchResults {
   holdSettle: HoldSettleResult | undefined;
   /** The store phase; absent in runs from before it was added. */
   readonly stores?: StoreFigure[];
+  /**
+   * The guard's verdict against the last kept run (bench/guard.ts), as printed; absent when there
+   * was none, and in runs from before the guard.
+   */
+  guard?: string[];
 }

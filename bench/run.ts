@@ -24,12 +24,22 @@
  * of the options above makes a partial run, written to bench/results/partial/ (not committed).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { startPostgres } from "../test/helpers/postgres.js";
+import { guardText } from "./guard.js";
 import type { HoldSettleResult } from "./hold-settle.js";
 import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } from "./load.js";
 import { PEER_PACKAGE, PEER_VERSION, type Peer, startPeer } from "./peer.js";
@@ -591,6 +601,15 @@ async function main(): Promise<void> {
       (option) => option !== undefined,
     ) ||
     [values.seconds, values.streams].some((option) => option !== undefined);
+  const lastKept = join(ROOT, "bench/results/latest.json");
+  if (existsSync(lastKept)) {
+    results.guard = guardText(JSON.parse(readFileSync(lastKept, "utf8")) as BenchResults, results);
+    const loud = results.guard.length > 1;
+    const rule = "=".repeat(100);
+    const text = [...(loud ? [rule] : []), ...results.guard, ...(loud ? [rule] : [])].join("\n");
+    if (loud) console.error(text);
+    else log(text);
+  }
   const dir = join(ROOT, partial ? "bench/results/partial" : "bench/results");
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;

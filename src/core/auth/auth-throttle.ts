@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfo, reasonError } from "../errors.js";
 import type { RateLimitDecision, RateLimiter, RateLimiterFactory } from "../ports/rate-limits.js";
 import { throttleKey } from "./client-address.js";
+import type { Credential } from "./credentials.js";
 import { KnownCredentials } from "./known-credentials.js";
 
 /** How failed authentications are throttled per client address. */
@@ -70,7 +71,11 @@ export class AuthThrottle {
    * counted, and the one that goes over the budget is answered as the block it starts. Without an
    * address (an in-process call that named none) `check` simply runs.
    */
-  async guard<T>(address: string | undefined, check: () => Promise<T>, credential?: string): Promise<T> {
+  async guard<T>(
+    address: string | undefined,
+    check: () => Promise<T>,
+    credential?: string | Credential,
+  ): Promise<T> {
     const failures = this.#failures;
     if (failures === undefined || address === undefined || address === "") return await check();
     const key = throttleKey(address);

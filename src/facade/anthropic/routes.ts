@@ -10,14 +10,7 @@ import type {
 import { admitAnonymousHook, unpaidBodyLimitHook } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
-import {
-  abortOnDisconnect,
-  callerValues,
-  coreHeaders,
-  type Door,
-  header,
-  paymentHeader,
-} from "../core-call.js";
+import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { recordCharge } from "../request-log.js";
@@ -79,7 +72,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         payment: door === "x402" ? paymentHeader(request) : "",
         x402: door === "x402",
       },
-      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
+      { ...coreCall(request), signal: abort.signal },
     );
     const iterator = parts[Symbol.asyncIterator]();
     // Every failure before the head is an ordinary error response (nothing was charged).
@@ -114,7 +107,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         anthropicBeta: header(request, "anthropic-beta"),
         clientUserAgent: header(request, "user-agent"),
       },
-      { headers: coreHeaders(request), contextValues: callerValues(request) },
+      coreCall(request),
     );
     reply.headers(rateLimitHeaders(count.rateLimit));
     if (count.repairedParams.length > 0)
@@ -123,10 +116,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
   });
 
   scope.get("/v1/models", async (request) => {
-    const { models } = await inference.listModels(
-      {},
-      { headers: coreHeaders(request), contextValues: callerValues(request) },
-    );
+    const { models } = await inference.listModels({}, coreCall(request));
     return modelList(models);
   });
 };

@@ -3,7 +3,7 @@ import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { AuthThrottle } from "./auth/auth-throttle.js";
 import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
 import { peerAddressKey } from "./auth/client-address.js";
-import { presentedCredential } from "./auth/credentials.js";
+import { Credential, presentedCredential } from "./auth/credentials.js";
 import { provenFacadeKey } from "./auth/facade-proof.js";
 import { KEY_PREFIX } from "./auth/keys.js";
 import { SESSION_HEADER, type Sessions } from "./auth/sessions.js";
@@ -38,6 +38,13 @@ export type CallerResolver = (header: Headers, peer: string | undefined) => Call
  * A caller the facade already authenticated for this call, handed over by an in-process
  * transport. Only code in this process can set a context value (a network request starts with
  * fresh ones), so the core takes it instead of authenticating the same key a second time.
+ *
+ * The flow of a keyed call: the facade parses the credential once (facade/authenticate.ts) and
+ * authenticates it with the Authenticate RPC, handing the parsed credential along
+ * (credentials.ts, `presentedCredentialKey`) so its digest is computed once; every later RPC of
+ * the request hands over the authenticated caller here (facade/core-call.ts). A remote facade's
+ * calls, and any gRPC or Connect client of the core's port, carry the key in their metadata
+ * instead: {@link headerCallerResolver} parses it there, the core's one conversion at its edge.
  */
 export const authenticatedCallerKey = createContextKey<Caller | undefined>(undefined, {
   description: "caller authenticated in process",
@@ -75,9 +82,9 @@ export function headerCallerResolver(
   sessions?: Sessions,
 ): CallerResolver {
   const adminDigest = adminToken === undefined ? undefined : sha256(adminToken);
-  const credentialCaller = async (credential: string): Promise<Caller> => {
-    if (adminDigest !== undefined && !credential.startsWith(KEY_PREFIX)) {
-      if (timingSafeEqual(sha256(credential), adminDigest)) return { kind: "operator" };
+  const credentialCaller = async (credential: Credential): Promise<Caller> => {
+    if (adminDigest !== undefined && !credential.secret.startsWith(KEY_PREFIX)) {
+      if (timingSafeEqual(credential.digest, adminDigest)) return { kind: "operator" };
     }
     return { kind: "key", key: await authenticator.authenticate(credential) };
   };
@@ -92,8 +99,9 @@ export function headerCallerResolver(
         token: sessionToken,
       };
     }
-    const credential = presentedCredential((name) => header.get(name));
-    if (credential === undefined) return { kind: "anonymous" };
+    const presented = presentedCredential((name) => header.get(name));
+    if (presented === undefined) return { kind: "anonymous" };
+    const credential = new Credential(presented);
     return await throttle.guard(peer, () => credentialCaller(credential), credential);
   };
 }

@@ -4,11 +4,9 @@
  * payment yet — it can only get an offer — may send a small body only.
  */
 import { Transform, type TransformCallback } from "node:stream";
-import { type Client, ConnectError } from "@connectrpc/connect";
+import type { Client } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler, preParsingHookHandler } from "fastify";
 import { type AnonymousWork, anonymousThrottled } from "../core/auth/anonymous-limits.js";
-import { throttleKey } from "../core/auth/client-address.js";
-import { errorInfo } from "../core/errors.js";
 import { AnonymousWork as AnonymousWorkKind, type AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { clientAddress } from "./authenticate.js";
 import { paymentHeader } from "./core-call.js";
@@ -27,7 +25,7 @@ declare module "fastify" {
 
 /**
  * An onRequest hook for the billed routes, installed after the authentication hook: a call
- * without a key (`request.principal === null`) is admitted by the core (AdmitAnonymous, counted
+ * without a key (`request.caller === null`) is admitted by the core (AdmitAnonymous, counted
  * per client address) before anything else happens, and one without an x402 payment header is
  * held to `unpaidBodyBytes` (413 from its content-length at once; a chunked body is cut off by
  * {@link unpaidBodyLimitHook} as it arrives). Calls with a key pass untouched. A refusal reaches
@@ -39,7 +37,7 @@ export function admitAnonymousHook(
 ): onRequestHookHandler {
   const refused = anonymousRefusals("call");
   return async (request: FastifyRequest) => {
-    if (request.principal !== null) return;
+    if (request.caller !== null) return;
     const address = clientAddress(request);
     const refusal = refused.refusal(address);
     if (refusal !== undefined) {

@@ -1,50 +1,79 @@
 import { isIP } from "node:net";
-import type { Client, ConnectError } from "@connectrpc/connect";
+import { type Client, type ConnectError, createContextValues } from "@connectrpc/connect";
 import type { FastifyRequest, onRequestHookHandler } from "fastify";
 import { authThrottled } from "../core/auth/auth-throttle.js";
-import { presentedCredential } from "../core/auth/credentials.js";
+import { Credential, presentedCredential, presentedCredentialKey } from "../core/auth/credentials.js";
 import { KnownCredentials } from "../core/auth/known-credentials.js";
-import type { AuthService, Principal } from "../gen/tollgate/auth/v1/auth_pb.js";
+import type { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { RefusedAddresses } from "./refused-addresses.js";
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** Set by the authentication hook on every authenticated route. */
-    principal: Principal | null;
+    /**
+     * The caller the authentication hook authenticated: the one value every later core call of
+     * this request hands over (core-call.ts). Null before the hook, and on routes without it
+     * (x402's door, which takes no key).
+     */
+    caller: AuthenticatedCaller | null;
     /** The gateway's public origin for links in answers (TOLLGATE_PUBLIC_URL, else this request's). */
     publicOrigin: string;
   }
 }
 
+/** A key the core authenticated for this request, and whose it is. */
+export interface AuthenticatedCaller {
+  /** The key as the client presented it, parsed once (and hashed at most once) per request. */
+  readonly credential: Credential;
+  readonly accountId: string;
+  readonly keyId: string;
+}
+
 /**
  * An onRequest hook that authenticates the presented key through the core before the body is
- * read, so an unauthenticated caller never costs a body parse. The client's address goes with
- * it: the core throttles failed authentications per address and refuses a blocked address
- * (429 AUTH_THROTTLED) before looking its key up; this hook then refuses that address itself
- * until the block ends, without calling the core, and holds each such refusal back a second —
- * except for a key that authenticated from that address before, which goes on to the core (it
- * lets such keys through too). Every scope built on one `auth` client shares what it learns.
- * Errors reach the scope's own error handler, which answers in that format's envelope: a
- * request without a key gets 401 (the x402 door, which takes no key, does not use this hook).
+ * read, so an unauthenticated caller never costs a body parse. The credential is parsed from the
+ * headers here, once per request, and kept on the request as {@link FastifyRequest.caller}. The
+ * client's address goes with it: the core throttles failed authentications per address and
+ * refuses a blocked address (429 AUTH_THROTTLED) before looking its key up; this hook then
+ * refuses that address itself until the block ends, without calling the core, and holds each
+ * such refusal back a second — except for a key that authenticated from that address before,
+ * which goes on to the core (it lets such keys through too). Every scope built on one `auth`
+ * client shares what it learns. Errors reach the scope's own error handler, which answers in that
+ * format's envelope: a request without a key gets 401 (the core's KEY_MISSING, or `whenMissing`'s
+ * error when given, thrown before anything else; the x402 door, which takes no key, does not use
+ * this hook).
  */
-export function authenticateHook(auth: Client<typeof AuthService>): onRequestHookHandler {
+export function authenticateHook(
+  auth: Client<typeof AuthService>,
+  whenMissing?: () => Error,
+): onRequestHookHandler {
   const blocked = blockedAddressesOf(auth);
   return async (request: FastifyRequest) => {
+    const secret = presentedCredential((name) => headerValue(request, name));
+    if (secret === undefined && whenMissing !== undefined) throw whenMissing();
     const address = clientAddress(request);
-    const presented = presentedCredential((name) => headerValue(request, name));
-    const refusal = blocked.refusal(address, presented);
+    const credential = secret === undefined ? undefined : new Credential(secret);
+    const refusal = blocked.refusal(address, credential);
     if (refusal !== undefined) {
       await blocked.holdBack();
       throw refusal;
     }
-    const key = presented ?? "";
     try {
       const { principal } = await auth.authenticate(
-        { key, clientAddress: address },
-        { headers: { "x-request-id": request.id } },
+        { key: secret ?? "", clientAddress: address },
+        {
+          headers: { "x-request-id": request.id },
+          // An in-process core reuses the credential's digest; a remote one never sees it.
+          contextValues:
+            credential === undefined
+              ? undefined
+              : createContextValues().set(presentedCredentialKey, credential),
+        },
       );
-      request.principal = principal ?? null;
-      if (presented !== undefined) blocked.passed(address, presented);
+      if (credential === undefined) return;
+      if (principal !== undefined && principal.keyId !== "") {
+        request.caller = { credential, accountId: principal.accountId, keyId: principal.keyId };
+      }
+      blocked.passed(address, credential);
     } catch (error) {
       blocked.remember(address, error);
       throw error;
@@ -86,7 +115,7 @@ class BlockedAddresses {
    * The refusal for `address` while its block lasts, unless `presented` authenticated from it
    * before; undefined otherwise.
    */
-  refusal(address: string, presented: string | undefined): ConnectError | undefined {
+  refusal(address: string, presented: Credential | undefined): ConnectError | undefined {
     const refusal = this.#refused.refusal(address);
     if (refusal === undefined) return undefined;
     if (presented !== undefined && this.#known.has(address, presented)) return undefined;
@@ -99,7 +128,7 @@ class BlockedAddresses {
   }
 
   /** Takes note of a key that authenticated from `address`. */
-  passed(address: string, presented: string): void {
+  passed(address: string, presented: Credential): void {
     this.#known.add(address, presented);
   }
 

@@ -14,6 +14,7 @@ import { InferenceService } from "../gen/tollgate/inference/v1/inference_pb.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.js";
 import { anthropicRoutes } from "./anthropic/routes.js";
 import { type ClientTimeouts, clientTimeoutOptions, DEFAULT_CLIENT_TIMEOUTS } from "./client-limits.js";
+import { remoteCoreTransport } from "./core-call.js";
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import type { FacadeError } from "./http-status.js";
@@ -28,7 +29,10 @@ import { addClientGoneLog, RequestLogController } from "./request-log.js";
 /** What the facade is built from: only a transport to the core, never the store or upstreams. */
 export interface FacadeDeps {
   readonly transport: Transport;
-  /** Shown by the health route: "in-process" or the core's URL. */
+  /**
+   * Where the core is: {@link IN_PROCESS_CORE}, or its URL (then callers' keys are forwarded to
+   * it as `x-api-key`). Shown by the health route.
+   */
   readonly coreLocation: string;
   /** The gateway's logger (see src/logger.ts); nothing is logged when absent. */
   readonly logger?: FastifyBaseLogger | undefined;
@@ -63,6 +67,9 @@ export interface FacadeImageOptions extends UploadLimits {
   /** The public origin for `url` images (behind a proxy); the request's own origin when undefined. */
   readonly publicUrl?: string | undefined;
 }
+
+/** The {@link FacadeDeps.coreLocation} of a core in this process, called through the in-process transport. */
+export const IN_PROCESS_CORE = "in-process";
 
 /** Where x402's door is: the keyed API's routes under this base (`{origin}/x402`). */
 export const X402_PREFIX = "/x402";
@@ -123,7 +130,7 @@ export async function buildFacade({
         : reply.send(anthropicErrorBody(refusal, request.id));
     },
   });
-  app.decorateRequest("principal", null);
+  app.decorateRequest("caller", null);
   app.decorateRequest("publicOrigin", "");
   app.decorateRequest("unpaidBodyLimit", undefined);
   app.addHook("onRequest", async (request, reply) => {
@@ -135,9 +142,11 @@ export async function buildFacade({
   // A 413, or any answer sent before the body was read, closes the connection once drained.
   app.addHook("onSend", unreadBodyHook());
 
-  const auth = createClient(AuthService, transport);
-  const health = createClient(HealthService, transport);
-  const inference = createClient(InferenceService, transport);
+  // A core over the network authenticates the caller's key itself (core-call.ts).
+  const core = coreLocation === IN_PROCESS_CORE ? transport : remoteCoreTransport(transport);
+  const auth = createClient(AuthService, core);
+  const health = createClient(HealthService, core);
+  const inference = createClient(InferenceService, core);
 
   // Anything outside the two format scopes answers in the Anthropic envelope, the primary format.
   app.setErrorHandler(anthropicErrorHandler);
@@ -178,7 +187,7 @@ export async function buildFacade({
   }
   await app.register(receiptRoutes, {
     auth,
-    billing: createClient(BillingService, transport),
+    billing: createClient(BillingService, core),
     keyless: x402,
   });
   await app.register(dashboardPlugin, { transport, publicUrl });

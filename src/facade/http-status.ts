@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { PAYMENT_REQUIRED_METADATA, PAYMENT_RESPONSE_METADATA } from "../core/billing/x402-accounts.js";
 import { errorInfo, isStorageFull, storageFull } from "../core/errors.js";
+import { limitOfRefusal, rateLimitHeaders } from "./rate-limit-headers.js";
 import { PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER } from "./receipts/header.js";
 
 /** A core error as the facade reports it, before a format wraps it in its envelope. */
@@ -130,10 +131,7 @@ export function errorHeaders(error: FacadeError): Record<string, string> {
   const response = metadata[PAYMENT_RESPONSE_METADATA];
   if (response !== undefined) headers[PAYMENT_RESPONSE_HEADER] = response;
   if (error.reason === "RATE_LIMITED") {
-    headers["retry-after"] = metadata.retry_after ?? "60";
-    headers["anthropic-ratelimit-requests-limit"] = metadata.limit ?? "";
-    headers["anthropic-ratelimit-requests-remaining"] = metadata.remaining ?? "0";
-    headers["anthropic-ratelimit-requests-reset"] = metadata.reset ?? "";
+    Object.assign(headers, rateLimitHeaders(limitOfRefusal(metadata)));
   } else if (metadata.retry_after !== undefined) {
     headers["retry-after"] = metadata.retry_after;
   }

@@ -1,6 +1,12 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
-import type { RateLimitDecision, RateLimiter, RateLimiterFactory } from "../ports/rate-limits.js";
+import {
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimiterFactory,
+  refusalMetadata,
+  retryAfterSeconds,
+} from "../ports/rate-limits.js";
 import { throttleKey } from "./client-address.js";
 
 /**
@@ -35,21 +41,14 @@ export const anonymousThrottled = (
   work: AnonymousWork,
   decision: RateLimitDecision,
   now: number,
-): ConnectError => {
-  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
-  return reasonError(
+): ConnectError =>
+  reasonError(
     Code.ResourceExhausted,
     "ANONYMOUS_THROTTLED",
     `Too many ${WHAT[work]} from this address (more than ${decision.limit} a minute); ` +
-      `try again in ${retryAfter} s.`,
-    {
-      work,
-      limit: `${decision.limit}`,
-      retry_after: `${retryAfter}`,
-      reset: new Date(now + decision.resetMs).toISOString(),
-    },
+      `try again in ${retryAfterSeconds(decision)} s.`,
+    { work, ...refusalMetadata(decision, now) },
   );
-};
 
 /**
  * Counts anonymous work per client address (its IPv6 /64, see {@link throttleKey}) and refuses

@@ -22,6 +22,7 @@ import type { AnonymousLimits } from "./anonymous-limits.js";
 import type { AuthThrottle } from "./auth-throttle.js";
 import type { Authenticator } from "./authenticator.js";
 import { isAddress, peerAddressKey } from "./client-address.js";
+import { handedOverCredential, presentedCredentialKey } from "./credentials.js";
 import { provenFacadeKey } from "./facade-proof.js";
 import { generateKey } from "./keys.js";
 import { csrfTokenFor, type Sessions, type SignInOrigin, sessionInvalid, signInRefused } from "./sessions.js";
@@ -146,7 +147,12 @@ export function createAuthService({
 
     async authenticate(req, ctx) {
       const address = clientAddress(req.clientAddress, ctx);
-      const presented = req.key.trim();
+      // An in-process facade hands over the credential it parsed: its digest is not computed again.
+      const presented = handedOverCredential(
+        req.key.trim(),
+        ctx.values.get(presentedCredentialKey),
+        ctx.values.get(provenFacadeKey),
+      );
       const key = await throttle.guard(address, () => authenticator.authenticate(presented), presented);
       return {
         principal: {

@@ -1,7 +1,14 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfo, reasonError } from "../errors.js";
-import type { RateLimitDecision, RateLimiter, RateLimiterFactory } from "../ports/rate-limits.js";
+import {
+  type RateLimitDecision,
+  type RateLimiter,
+  type RateLimiterFactory,
+  refusalMetadata,
+  retryAfterSeconds,
+} from "../ports/rate-limits.js";
 import { throttleKey } from "./client-address.js";
+import type { Credential } from "./credentials.js";
 import { KnownCredentials } from "./known-credentials.js";
 
 /** How failed authentications are throttled per client address. */
@@ -23,20 +30,14 @@ export interface AuthFailureLimits {
 const FAILURES: ReadonlySet<string> = new Set(["KEY_MALFORMED", "KEY_UNKNOWN", "SIGN_IN_REFUSED"]);
 
 /** An address over its budget of failed authentications; metadata says when to come back. */
-export const authThrottled = (decision: RateLimitDecision, now: number): ConnectError => {
-  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
-  return reasonError(
+export const authThrottled = (decision: RateLimitDecision, now: number): ConnectError =>
+  reasonError(
     Code.ResourceExhausted,
     "AUTH_THROTTLED",
     `Too many failed authentications from this address (more than ${decision.limit} a minute); ` +
-      `try again in ${retryAfter} s.`,
-    {
-      limit: `${decision.limit}`,
-      retry_after: `${retryAfter}`,
-      reset: new Date(now + decision.resetMs).toISOString(),
-    },
+      `try again in ${retryAfterSeconds(decision)} s.`,
+    refusalMetadata(decision, now),
   );
-};
 
 /**
  * Throttles failed authentications per client address. A blocked address is refused before its
@@ -70,7 +71,11 @@ export class AuthThrottle {
    * counted, and the one that goes over the budget is answered as the block it starts. Without an
    * address (an in-process call that named none) `check` simply runs.
    */
-  async guard<T>(address: string | undefined, check: () => Promise<T>, credential?: string): Promise<T> {
+  async guard<T>(
+    address: string | undefined,
+    check: () => Promise<T>,
+    credential?: string | Credential,
+  ): Promise<T> {
     const failures = this.#failures;
     if (failures === undefined || address === undefined || address === "") return await check();
     const key = throttleKey(address);

@@ -1,7 +1,8 @@
 import { timingSafeEqual } from "node:crypto";
 import { accountSuspended, keyMalformed, keyMissing, keyRevoked, keyUnknown } from "../errors.js";
 import type { AccountStore, KeyLookupRow } from "../ports/accounts.js";
-import { digestKey, isWellFormedKey } from "./keys.js";
+import { type Credential, credentialOf } from "./credentials.js";
+import { isWellFormedKey } from "./keys.js";
 
 /** Who an authenticated key belongs to. */
 export interface AuthenticatedKey {
@@ -36,12 +37,15 @@ export class Authenticator {
    * Checks `presented` against the stored digests. Lookups are cached, but the whole cache is
    * dropped as soon as the store's change stamp moves — a revocation, suspension or reactivation
    * by this process or another such as the CLI — so they take effect on the very next request. A
-   * cached key costs one stamp read and no other store call.
+   * cached key costs one stamp read and no other store call. The digest is the credential's own
+   * (computed once per credential, shared with the known-credentials records).
    */
-  async authenticate(presented: string | undefined): Promise<AuthenticatedKey> {
+  async authenticate(presented: string | Credential | undefined): Promise<AuthenticatedKey> {
     if (presented === undefined || presented === "") throw keyMissing();
-    if (!isWellFormedKey(presented)) throw keyMalformed();
-    const digest = digestKey(presented);
+    const credential = credentialOf(presented);
+    if (credential.secret === "") throw keyMissing();
+    if (!isWellFormedKey(credential.secret)) throw keyMalformed();
+    const digest = credential.digest;
     const entry = await this.lookup(digest);
     const row = entry?.row;
     // The lookup is by digest; the constant-time compare guards against any collation surprise.

@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
 import { throttleKey } from "./client-address.js";
+import { type Credential, credentialOf } from "./credentials.js";
 
 /**
  * Pairs remembered at most: about 100 bytes each, so some 10 MiB. Past it the pair used least
@@ -22,12 +22,12 @@ export class KnownCredentials {
   constructor(private readonly limit = KNOWN_CREDENTIALS_LIMIT) {}
 
   /** Whether `credential` authenticated from `address` (counted as {@link throttleKey} does). */
-  has(address: string, credential: string): boolean {
+  has(address: string, credential: string | Credential): boolean {
     return this.#pairs.has(pairOf(address, credential));
   }
 
   /** Records that `credential` authenticated from `address`, as the most recently used pair. */
-  add(address: string, credential: string): void {
+  add(address: string, credential: string | Credential): void {
     const pair = pairOf(address, credential);
     // Deleted and set again: a Map iterates in insertion order, so the first entry is the oldest.
     this.#pairs.delete(pair);
@@ -44,6 +44,7 @@ export class KnownCredentials {
   }
 }
 
-function pairOf(address: string, credential: string): string {
-  return `${throttleKey(address)} ${createHash("sha256").update(credential).digest("base64")}`;
+/** The address's throttle key and the credential's digest (its own, computed once per credential). */
+function pairOf(address: string, credential: string | Credential): string {
+  return `${throttleKey(address)} ${credentialOf(credential).digest.toString("base64")}`;
 }

@@ -1,6 +1,6 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
-import type { RateLimitDecision } from "../ports/rate-limits.js";
+import { type RateLimitDecision, refusalMetadata, retryAfterSeconds } from "../ports/rate-limits.js";
 import type { ChainConfig } from "./chain-registry.js";
 import { formatUnits, ledgerDecimals } from "./money.js";
 
@@ -79,17 +79,11 @@ export const withdrawalInsufficient = (
 };
 
 /** The account made as many withdrawals in the last hour as the gateway allows; metadata says when to come back. */
-export const withdrawalRateLimited = (decision: RateLimitDecision, now: number): ConnectError => {
-  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
-  return reasonError(
+export const withdrawalRateLimited = (decision: RateLimitDecision, now: number): ConnectError =>
+  reasonError(
     Code.ResourceExhausted,
     "WITHDRAWAL_RATE_LIMITED",
     `This account may make at most ${decision.limit} withdrawals per hour and has made them; ` +
-      `the next one may be made in ${retryAfter} s.`,
-    {
-      limit: `${decision.limit}`,
-      retry_after: `${retryAfter}`,
-      reset: new Date(now + decision.resetMs).toISOString(),
-    },
+      `the next one may be made in ${retryAfterSeconds(decision)} s.`,
+    refusalMetadata(decision, now),
   );
-};

@@ -1,6 +1,6 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { errorInfo, reasonError } from "../errors.js";
-import type { RateLimitDecision } from "../ports/rate-limits.js";
+import { type RateLimitDecision, refusalMetadata, retryAfterSeconds } from "../ports/rate-limits.js";
 
 /** The request names a model the gateway does not serve (404 not_found_error on the facade). */
 export const modelNotFound = (model: string, allowed: readonly string[]): ConnectError =>
@@ -12,20 +12,13 @@ export const modelNotFound = (model: string, allowed: readonly string[]): Connec
   );
 
 /** The key is over its request rate; metadata says when to come back. */
-export const rateLimited = (decision: RateLimitDecision, now: number): ConnectError => {
-  const retryAfter = Math.max(1, Math.ceil(decision.resetMs / 1000));
-  return reasonError(
+export const rateLimited = (decision: RateLimitDecision, now: number): ConnectError =>
+  reasonError(
     Code.ResourceExhausted,
     "RATE_LIMITED",
-    `Rate limit of ${decision.limit} requests per minute for this key reached; retry in ${retryAfter} s.`,
-    {
-      limit: `${decision.limit}`,
-      remaining: "0",
-      reset: new Date(now + decision.resetMs).toISOString(),
-      retry_after: `${retryAfter}`,
-    },
+    `Rate limit of ${decision.limit} requests per minute for this key reached; retry in ${retryAfterSeconds(decision)} s.`,
+    { ...refusalMetadata(decision, now), remaining: "0" },
   );
-};
 
 /**
  * A text call the wallet cannot cover (402 billing_error): the billing refusal, plus the

@@ -17,6 +17,30 @@ export interface RateLimitDecision {
   readonly resetMs: number;
 }
 
+/**
+ * Seconds a refused caller should wait: until `decision`'s window (or block) ends, rounded up,
+ * at least one.
+ */
+export function retryAfterSeconds(decision: RateLimitDecision): number {
+  return Math.max(1, Math.ceil(decision.resetMs / 1000));
+}
+
+/**
+ * What every refusal for a decision says in its error metadata (RATE_LIMITED, AUTH_THROTTLED,
+ * ANONYMOUS_THROTTLED, WITHDRAWAL_RATE_LIMITED): the limit, when it resets (ISO 8601) and the
+ * seconds to wait. The facade turns them into headers in one place (facade/rate-limit-headers.ts).
+ */
+export function refusalMetadata(
+  decision: RateLimitDecision,
+  now: number,
+): { limit: string; retry_after: string; reset: string } {
+  return {
+    limit: `${decision.limit}`,
+    retry_after: `${retryAfterSeconds(decision)}`,
+    reset: new Date(now + decision.resetMs).toISOString(),
+  };
+}
+
 /** One limit: counts one request for a key and decides. */
 export interface RateLimiter {
   /** Requests allowed per window. */

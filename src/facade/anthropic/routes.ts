@@ -5,20 +5,13 @@ import type {
   CreateMessageResponse,
   InferenceService,
   MessageHead,
-  RateLimit,
 } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { admitAnonymousHook, unpaidBodyLimitHook } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { waitForDrain } from "../client-limits.js";
-import {
-  abortOnDisconnect,
-  callerValues,
-  coreHeaders,
-  type Door,
-  header,
-  paymentHeader,
-} from "../core-call.js";
+import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
+import { limitOfHead, rateLimitHeaders } from "../rate-limit-headers.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { recordCharge } from "../request-log.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
@@ -79,7 +72,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         payment: door === "x402" ? paymentHeader(request) : "",
         x402: door === "x402",
       },
-      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
+      { ...coreCall(request), signal: abort.signal },
     );
     const iterator = parts[Symbol.asyncIterator]();
     // Every failure before the head is an ordinary error response (nothing was charged).
@@ -114,19 +107,16 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         anthropicBeta: header(request, "anthropic-beta"),
         clientUserAgent: header(request, "user-agent"),
       },
-      { headers: coreHeaders(request), contextValues: callerValues(request) },
+      coreCall(request),
     );
-    reply.headers(rateLimitHeaders(count.rateLimit));
+    reply.headers(rateLimitHeaders(limitOfHead(count.rateLimit)));
     if (count.repairedParams.length > 0)
       reply.header("x-gateway-repaired-params", count.repairedParams.join(","));
     return reply.type("application/json").send(Buffer.from(count.body));
   });
 
   scope.get("/v1/models", async (request) => {
-    const { models } = await inference.listModels(
-      {},
-      { headers: coreHeaders(request), contextValues: callerValues(request) },
-    );
+    const { models } = await inference.listModels({}, coreCall(request));
     return modelList(models);
   });
 };
@@ -186,23 +176,12 @@ async function relayEvents(
 function headHeaders(head: MessageHead): Record<string, string> {
   const headers: Record<string, string> = {
     "x-gateway-billing-chain": head.billingChain,
-    ...rateLimitHeaders(head.rateLimit),
+    ...rateLimitHeaders(limitOfHead(head.rateLimit)),
   };
   if (head.repairedParams.length > 0) headers["x-gateway-repaired-params"] = head.repairedParams.join(",");
   if (head.clampedMaxTokens > 0n) headers["x-gateway-clamped-max-tokens"] = `${head.clampedMaxTokens}`;
   if (head.replayed) headers["idempotent-replayed"] = "true";
   return headers;
-}
-
-/** The format's request-limit headers (docs/protocols.md, "Response headers"). */
-function rateLimitHeaders(limit: RateLimit | undefined): Record<string, string> {
-  if (limit === undefined) return {};
-  const reset = limit.reset === undefined ? "" : new Date(Number(limit.reset.seconds) * 1000).toISOString();
-  return {
-    "anthropic-ratelimit-requests-limit": `${limit.limit}`,
-    "anthropic-ratelimit-requests-remaining": `${limit.remaining}`,
-    "anthropic-ratelimit-requests-reset": reset,
-  };
 }
 
 function bodyBytes(request: FastifyRequest): Uint8Array {

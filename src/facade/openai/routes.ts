@@ -6,14 +6,7 @@ import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
 import type { ImageResult, InferenceService } from "../../gen/tollgate/inference/v1/inference_pb.js";
 import { admitAnonymousHook, unpaidTooLarge } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
-import {
-  abortOnDisconnect,
-  callerValues,
-  coreHeaders,
-  type Door,
-  header,
-  paymentHeader,
-} from "../core-call.js";
+import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
 import { recordCharge } from "../request-log.js";
@@ -89,7 +82,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         idempotencyKey: header(request, "idempotency-key"),
         ...paid(request),
       },
-      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
+      { ...coreCall(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });
@@ -113,7 +106,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
         ...paid(request),
         images: upload.images.map((image) => ({ data: image.data, filename: image.filename })),
       },
-      { headers: coreHeaders(request, door), contextValues: callerValues(request), signal: abort.signal },
+      { ...coreCall(request), signal: abort.signal },
     );
     return sendResult(request, reply, result, deps.publicUrl);
   });

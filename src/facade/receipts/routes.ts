@@ -1,6 +1,5 @@
 import { type Client, Code } from "@connectrpc/connect";
-import type { FastifyPluginAsync, onRequestHookHandler } from "fastify";
-import { presentedCredential } from "../../core/auth/credentials.js";
+import type { FastifyPluginAsync } from "fastify";
 import { didWeb, type ReceiptJwk, X402_RECEIPTS_PATH } from "../../core/billing/receipts.js";
 import { reasonError } from "../../core/errors.js";
 import type { AuthService } from "../../gen/tollgate/auth/v1/auth_pb.js";
@@ -8,7 +7,7 @@ import type { BillingService } from "../../gen/tollgate/billing/v1/billing_pb.js
 import { admitAnonymousHook } from "../anonymous-limits.js";
 import { anthropicErrorHandler } from "../anthropic/envelope.js";
 import { authenticateHook } from "../authenticate.js";
-import { callerValues, coreHeaders, header } from "../core-call.js";
+import { coreCall, header } from "../core-call.js";
 
 /** What the receipt routes need from the core. */
 export interface ReceiptRoutesDeps {
@@ -43,11 +42,11 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (
 
   scope.get<{ Params: { requestId: string } }>(
     RECEIPT_ROUTE,
-    { onRequest: [keyRequired, authenticateHook(auth)] },
+    { onRequest: authenticateHook(auth, receiptKeyMissing) },
     async (request, reply) => {
       const { jws } = await billing.getReceipt(
         { requestId: request.params.requestId, origin: request.publicOrigin },
-        { headers: coreHeaders(request), contextValues: callerValues(request) },
+        coreCall(request),
       );
       reply.header("cache-control", "no-store");
       // The extension's receipt object: for JWS, the compact string carries the payload.
@@ -69,7 +68,7 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (
             origin: request.publicOrigin,
             signInWithX: header(request, SIGN_IN_WITH_X_HEADER),
           },
-          { headers: coreHeaders(request, "x402") },
+          coreCall(request),
         );
         reply.header("cache-control", "no-store");
         return { format: "jws", signature: jws };
@@ -107,12 +106,10 @@ export const receiptRoutes: FastifyPluginAsync<ReceiptRoutesDeps> = async (
  * paid with x402 (which has no key) has its receipt: a payer's address proves nothing, so
  * `?payer=` is no longer a way in.
  */
-const keyRequired: onRequestHookHandler = async (request) => {
-  if (presentedCredential((name) => header(request, name) || undefined) !== undefined) return;
-  throw reasonError(
+const receiptKeyMissing = () =>
+  reasonError(
     Code.Unauthenticated,
     "KEY_MISSING",
     "No API key: send it as x-api-key or Authorization: Bearer. A call paid with x402 has its receipt at " +
       `GET ${X402_RECEIPTS_PATH}/{request_id}, served to the wallet that paid once it signs in (x402 sign-in-with-x).`,
   );
-};

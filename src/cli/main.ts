@@ -6,7 +6,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { type Config, ConfigError, loadConfig } from "../config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
-import { openRuntime } from "../runtime.js";
+import { openRuntime } from "../runtime/runtime.js";
 import { DATABASE_FILE } from "../store/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";

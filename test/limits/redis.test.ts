@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { connectRedis, REDIS_KEY_PREFIX, redisRateLimiter } from "../../src/limits/redis.js";
-import { openRuntime } from "../../src/runtime.js";
+import { openRuntime } from "../../src/runtime/runtime.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 import { startTextGateway } from "../helpers/text-gateway.js";
 

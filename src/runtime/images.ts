@@ -1,11 +1,11 @@
-import type { Config } from "./config.js";
-import type { ImageDeps } from "./core/core.js";
-import type { ImageAdapter } from "./core/images/image-models.js";
-import { GEMINI_1K_ONLY } from "./core/images/image-models.js";
-import type { ImageUpstream } from "./core/ports/providers.js";
-import { LocalImageFiles } from "./store/image-files.js";
-import { GeminiImageUpstream } from "./upstream/gemini/client.js";
-import { OpenaiImagesUpstream } from "./upstream/openai/client.js";
+import type { Config } from "../config.js";
+import type { ImageDeps } from "../core/core.js";
+import type { ImageAdapter } from "../core/images/image-models.js";
+import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
+import type { ImageUpstream } from "../core/ports/providers.js";
+import { LocalImageFiles } from "../store/image-files.js";
+import { GeminiImageUpstream } from "../upstream/gemini/client.js";
+import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
 
 /** How often expired `url` images are removed from storage. */
 export const IMAGE_SWEEP_INTERVAL_MS = 60_000;

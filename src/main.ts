@@ -1,4 +1,4 @@
-import type { Config } from "./config.js";
+import type { Config } from "./config/config.js";
 import { openRuntime, type Runtime, type RuntimeMode } from "./runtime/runtime.js";
 
 /** How the gateway runs: `serve` (production, fails closed) or `dev` (local stand-ins). */

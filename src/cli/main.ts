@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { type Config, ConfigError, loadConfig } from "../config.js";
+import { type Config, ConfigError, loadConfig } from "../config/config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { openRuntime } from "../runtime/runtime.js";

@@ -1,5 +1,5 @@
 import type { ChainsRuntime } from "../chains/chains-runtime.js";
-import { requireMasterSecret } from "../config.js";
+import { requireMasterSecret } from "../config/config.js";
 import type { DevFaucet } from "../core/billing/funding.js";
 import type { Log } from "../core/ports/log.js";
 import type { DevChains } from "../dev/chains/dev-chains.js";

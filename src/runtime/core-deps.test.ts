@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../config/config.js";
 import { silentLog } from "../core/ports/log.js";
 import type { TextUpstream } from "../core/ports/providers.js";
 import type { RateLimiterFactory } from "../core/ports/rate-limits.js";

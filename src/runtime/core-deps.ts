@@ -1,7 +1,7 @@
 import type { KeyObject } from "node:crypto";
 import type { ChainsRuntime } from "../chains/chains-runtime.js";
 import { walletSignatures } from "../chains/wallet-signatures.js";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import type { CoreDeps, ImageDeps } from "../core/core.js";
 import type { HealthProbe } from "../core/health-service.js";
 import type { Log } from "../core/ports/log.js";
@@ -41,7 +41,7 @@ export interface OpenedForCore {
  */
 export function coreDeps(config: Config, mode: RuntimeMode, opened: OpenedForCore): CoreDeps {
   const { stores, rateLimiter, textUpstream } = opened;
-  const publicUrl = config.images.publicUrl;
+  const publicUrl = config.publicUrl;
   return {
     wallets: walletSignatures(),
     receiptKey: opened.receiptKey,

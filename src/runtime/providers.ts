@@ -1,4 +1,4 @@
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import type { DevUpstream } from "../dev/provider/dev-upstream.js";
 import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
 import type { ImageResources } from "./images.js";

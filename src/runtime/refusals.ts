@@ -1,4 +1,4 @@
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 
 /** `serve` or `worker` without what production needs: the message names every missing variable. */
 export class ServeRefused extends Error {
@@ -30,7 +30,7 @@ const MISSING_FACADE_TOKEN =
 export function missingForProduction(config: Config, mode: "serve" | "worker"): string[] {
   const missing: string[] = [];
   if (mode === "serve" && config.coreUrl !== undefined) {
-    if (config.images.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
+    if (config.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
     if (config.facadeToken === undefined) missing.push(MISSING_FACADE_TOKEN);
     return missing;
   }
@@ -39,7 +39,7 @@ export function missingForProduction(config: Config, mode: "serve" | "worker"): 
   }
   if (config.onchain.mode !== "configured") missing.push(MISSING_CHAINS);
   if (config.onchain.masterSecret === undefined) missing.push(MISSING_SECRET);
-  if (mode === "serve" && config.images.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
+  if (mode === "serve" && config.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);
   return missing;
 }
 

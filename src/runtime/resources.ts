@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import { type Log, silentLog } from "../core/ports/log.js";
 import type { LogLevel } from "../logger.js";
 import type { Runtime, RuntimeMode } from "./runtime.js";

@@ -1,7 +1,7 @@
 import type { Transport } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "../chains/chains-runtime.js";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import type { BillingCounters } from "../core/billing/billing-counters.js";
 import type { HoldSweeper } from "../core/billing/hold-sweeper.js";
 import type { Log } from "../core/ports/log.js";

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Transport } from "@connectrpc/connect";
-import { metricsPortOf } from "../config.js";
+import { metricsPortOf } from "../config/config.js";
 import type { Core } from "../core/core.js";
 import { createInProcessTransport } from "../serving/in-process-transport.js";
 import { remoteCoreTransport } from "./remote-core.js";
@@ -54,7 +54,7 @@ export async function openFacade(
     metrics: parts.metrics?.registry,
     logger: a.logger,
     images: config.images,
-    publicUrl: config.images.publicUrl === undefined ? undefined : new URL(config.images.publicUrl),
+    publicUrl: config.publicUrl === undefined ? undefined : new URL(config.publicUrl),
     clientTimeouts: config.clientTimeouts,
     trustProxy: config.trustProxy,
     x402,

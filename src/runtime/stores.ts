@@ -1,5 +1,5 @@
 import type { KeyObject } from "node:crypto";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import { receiptKeyFromMasterSecret } from "../core/billing/receipts.js";
 import { dataDirReceiptKey } from "../store/receipt-key-file.js";
 import type { StoreChoice, Stores } from "../store/store-set.js";

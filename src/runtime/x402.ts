@@ -68,7 +68,7 @@ async function openX402(
     chains: setup.chains,
     // A payment must outlive the longest call, with room to collect after it.
     maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,
-    publicOrigin: config.images.publicUrl,
+    publicOrigin: config.publicUrl,
     maxAuthorisation: config.onchain.x402MaxAuthorisation,
     metrics: a.parts.metrics?.registry,
     now: a.now ?? Date.now,
@@ -86,7 +86,7 @@ async function openX402SignIn(a: Assembly, stores: Stores): Promise<X402SignIn> 
   const { config, mode, parts } = a;
   const { X402SignIn } = await import("../core/billing/x402-sign-in.js");
   const { createSignInWithX } = await import("../chains/x402/sign-in-with-x.js");
-  const configured = config.images.publicUrl;
+  const configured = config.publicUrl;
   return new X402SignIn({
     nonces: stores.sessions,
     origin: () => configured ?? (mode === "dev" ? listenOrigin(parts.facade) : undefined),

@@ -9,7 +9,7 @@ import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { FACADE_TOKEN_HEADER } from "../../src/core/auth/facade-proof.js";
 import { generateKey } from "../../src/core/auth/keys.js";
 import { errorInfo } from "../../src/core/errors.js";

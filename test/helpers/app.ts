@@ -1,5 +1,5 @@
 import { type Client, createClient } from "@connectrpc/connect";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
 import { tempDir } from "./process.js";

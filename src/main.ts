@@ -1,11 +1,11 @@
-import type { Config } from "./config.js";
-import { openRuntime, type Runtime, type RuntimeMode } from "./runtime.js";
+import type { Config } from "./config/config.js";
+import { openRuntime, type Runtime, type RuntimeMode } from "./runtime/runtime.js";
 
 /** How the gateway runs: `serve` (production, fails closed) or `dev` (local stand-ins). */
 export type RunMode = Extract<RuntimeMode, "serve" | "dev">;
 
 /**
- * Runs the gateway: opens its runtime (see runtime.ts), listens on the facade port (and the core
+ * Runs the gateway: opens its runtime (see runtime/runtime.ts), listens on the facade port (and the core
  * port unless facade-only), prints one ready line, and shuts down gracefully on SIGTERM or SIGINT.
  * Resolves once listening. In `serve` mode a missing provider, chain registry or master secret
  * refuses to start (ServeRefused); in `dev` mode local stand-ins take their place, labelled.

@@ -1,7 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../config/config.js";
 import { formatChargeLines } from "../core/billing/charge-format.js";
 import { formatUnits, INT64_MAX, ledgerDecimals, parseDecimalAmount } from "../core/billing/money.js";
 import { readDevChainsFile, requestFaucet } from "../dev/chains/dev-chains-file.js";

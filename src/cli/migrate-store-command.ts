@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import { type MigrationReport, migrateStore, openSourceDatabase } from "../store/postgres/migrate-store.js";
 import { openPostgres } from "../store/postgres/pg-database.js";
 import { table, UsageError } from "./command.js";

@@ -36,10 +36,14 @@ export interface FacadeDeps {
   readonly coreLocation: string;
   /** The gateway's logger (see src/logger.ts); nothing is logged when absent. */
   readonly logger?: FastifyBaseLogger | undefined;
-  /** The public origin the dashboard's sign-in expects (TOLLGATE_PUBLIC_URL); the core's own when absent, never the Host header. */
+  /**
+   * The gateway's public origin (TOLLGATE_PUBLIC_URL): what the dashboard's sign-in expects, what
+   * receipts and x402 name, and where `url` images are served; absent, the core's own (for
+   * sign-ins) or the request's (for images), never the Host header for a sign-in.
+   */
   readonly publicUrl?: URL | undefined;
-  /** Upload limits of the image routes and the public origin of `url` images. */
-  readonly images?: FacadeImageOptions | undefined;
+  /** Upload limits of the image routes. */
+  readonly images?: UploadLimits | undefined;
   /** How long slow clients are waited for (the config defaults when absent). */
   readonly clientTimeouts?: ClientTimeouts | undefined;
   /**
@@ -60,12 +64,6 @@ export interface FacadeDeps {
    * bodies (messages, image generations) and image edits' uploads (the config defaults when absent).
    */
   readonly unpaidBodyBytes?: { readonly json: number; readonly upload: number } | undefined;
-}
-
-/** How the image routes take uploads and name stored images. */
-export interface FacadeImageOptions extends UploadLimits {
-  /** The public origin for `url` images (behind a proxy); the request's own origin when undefined. */
-  readonly publicUrl?: string | undefined;
 }
 
 /** The {@link FacadeDeps.coreLocation} of a core in this process, called through the in-process transport. */
@@ -175,7 +173,7 @@ export async function buildFacade({
     auth,
     inference,
     limits: images ?? DEFAULT_UPLOAD_LIMITS,
-    publicUrl: images?.publicUrl,
+    publicUrl: publicUrl?.origin,
   };
   const text = { auth, inference, stallMs, unpaidBodyBytes: unpaidBodyBytes.json };
   const image = { ...imageOptions, unpaidUploadBytes: unpaidBodyBytes.upload };

@@ -9,12 +9,12 @@ import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { FACADE_TOKEN_HEADER } from "../../src/core/auth/facade-proof.js";
 import { generateKey } from "../../src/core/auth/keys.js";
 import { errorInfo } from "../../src/core/errors.js";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { openRuntime, type Runtime } from "../../src/runtime.js";
+import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
 import { cookieOf, type RpcResult } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";

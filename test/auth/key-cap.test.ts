@@ -8,7 +8,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorInfo } from "../../src/core/errors.js";
 import { AuthService, KeyStatus } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { cookieOf, dashboardRpc } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";

@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../src/config.js";
+import { ConfigError, loadConfig } from "../../src/config/config.js";
 import { defaultPriceCatalog } from "../../src/core/billing/default-catalog.js";
 import { tempDir } from "../helpers/process.js";
 import { chainsJson } from "./fixtures.js";

@@ -22,7 +22,7 @@ import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-u
 import { AnonymousWork, AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { REDIS_KEY_PREFIX } from "../../src/limits/redis.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";

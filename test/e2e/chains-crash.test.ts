@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createEvmAdapter } from "../../src/chains/evm/evm-adapter.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";

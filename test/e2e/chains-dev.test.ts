@@ -17,7 +17,7 @@ import {
   TransferStatus,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../../src/gen/tollgate/health/v1/health_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { CLI, childEnv, cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";

@@ -6,7 +6,7 @@ import { createEvmAdapter } from "../../src/chains/evm/evm-adapter.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { cliJson, runCli, startGateway, startWorkerProcess, tempDir, until } from "../helpers/process.js";
 

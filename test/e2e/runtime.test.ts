@@ -1,10 +1,10 @@
 import { createClient } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { openRuntime, type Runtime, ServeRefused } from "../../src/runtime.js";
+import { openRuntime, type Runtime, ServeRefused } from "../../src/runtime/runtime.js";
 import { tempDir } from "../helpers/process.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];

@@ -7,7 +7,7 @@ import { parseDecimalAmount } from "../../src/core/billing/money.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
 import { openPostgres } from "../../src/store/postgres/pg-database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";

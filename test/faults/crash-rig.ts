@@ -6,7 +6,7 @@ import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { type Db, openDatabase } from "../../src/store/database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import {

@@ -1,7 +1,7 @@
 import { type Client, createClient } from "@connectrpc/connect";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { openRuntime, type Runtime } from "../../src/runtime.js";
+import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
 import { tempDir } from "./process.js";
 
 /** A gateway built in this process and listening on ephemeral ports, over its own data dir. */

@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
-import { openRuntime, type Runtime } from "../../src/runtime.js";
+import { loadConfig } from "../../src/config/config.js";
+import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
 import { pngSize, smallPng } from "../helpers/image-fixtures.js";
 import { tempDir } from "../helpers/process.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";

@@ -1,9 +1,9 @@
 import Anthropic from "@anthropic-ai/sdk";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { connectRedis, REDIS_KEY_PREFIX, redisRateLimiter } from "../../src/limits/redis.js";
-import { openRuntime } from "../../src/runtime.js";
+import { openRuntime } from "../../src/runtime/runtime.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 import { startTextGateway } from "../helpers/text-gateway.js";
 

@@ -10,7 +10,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../../src/gen/tollgate/health/v1/health_pb.js";
-import { remoteCoreTransport } from "../../src/runtime.js";
+import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { openDatabase } from "../../src/store/database.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEV_METRICS_PORT, loadConfig, metricsPortOf } from "../../src/config.js";
+import { ConfigError, DEV_METRICS_PORT, loadConfig, metricsPortOf } from "../../src/config/config.js";
 
 describe("TOLLGATE_METRICS_PORT", () => {
   it("is off in serve and 9464 in dev when unset", () => {

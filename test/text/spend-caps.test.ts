@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { createClient } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config/config.js";
 import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import {
   type DevUpstream,
@@ -9,7 +9,7 @@ import {
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { openRuntime, type Runtime } from "../../src/runtime.js";
+import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
 import { auditLedger } from "../../src/store/ledger-audit.js";
 import { accountWithKey } from "../helpers/app.js";
 import { tempDir } from "../helpers/process.js";

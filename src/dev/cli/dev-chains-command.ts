@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { UsageError } from "../../cli/command.js";
-import type { Config } from "../../config.js";
+import type { Config } from "../../config/config.js";
 import { startDevChains } from "../chains/dev-chains.js";
 import { DEV_CHAINS_FILE } from "../chains/dev-chains-file.js";
 

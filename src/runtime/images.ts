@@ -1,11 +1,11 @@
-import type { Config } from "./config.js";
-import type { ImageDeps } from "./core/core.js";
-import type { ImageAdapter } from "./core/images/image-models.js";
-import { GEMINI_1K_ONLY } from "./core/images/image-models.js";
-import type { ImageUpstream } from "./core/ports/providers.js";
-import { LocalImageFiles } from "./store/image-files.js";
-import { GeminiImageUpstream } from "./upstream/gemini/client.js";
-import { OpenaiImagesUpstream } from "./upstream/openai/client.js";
+import type { Config } from "../config/config.js";
+import type { ImageDeps } from "../core/core.js";
+import type { ImageAdapter } from "../core/images/image-models.js";
+import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
+import type { ImageUpstream } from "../core/ports/providers.js";
+import { LocalImageFiles } from "../store/image-files.js";
+import { GeminiImageUpstream } from "../upstream/gemini/client.js";
+import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
 
 /** How often expired `url` images are removed from storage. */
 export const IMAGE_SWEEP_INTERVAL_MS = 60_000;
@@ -24,13 +24,9 @@ export interface ImageResources {
  * format one), the local-disk `url` store under the data directory, and its sweeper.
  */
 export function imageResources(config: Config): ImageResources {
-  const { images, anthropic } = config;
-  const timeouts = {
-    connectTimeoutMs: anthropic.connectTimeoutMs,
-    headersTimeoutMs: anthropic.headersTimeoutMs,
-    idleTimeoutMs: anthropic.idleTimeoutMs,
-    responseTimeoutMs: anthropic.responseTimeoutMs,
-  };
+  const { images } = config;
+  // The image providers' own (TOLLGATE_IMAGE_*_TIMEOUT_MS, the text provider's by default).
+  const { timeouts } = images;
   const upstreams: Partial<Record<ImageAdapter, ImageUpstream>> = {};
   if (images.gemini.url !== undefined) {
     upstreams.gemini = new GeminiImageUpstream({

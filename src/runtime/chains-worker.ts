@@ -1,9 +1,9 @@
 import { Worker } from "node:worker_threads";
+import { ChainsRuntime, type ChainsRuntimeOptions } from "../chains/chains-runtime.js";
 import { chainsLogging, type LogLevel, openLogger } from "../logger.js";
 import type { StoreChoice } from "../store/store-set.js";
 import { openChainWorkStores } from "../store/stores.js";
-import { threadEntry } from "../thread-entry.js";
-import { ChainsRuntime, type ChainsRuntimeOptions } from "./chains-runtime.js";
+import { threadEntry } from "./thread-entry.js";
 
 /** What the chains worker runs: every chain's deposit watcher and settlement worker. */
 export type ChainsSettings = Pick<

@@ -146,19 +146,28 @@ describe("loadConfig", () => {
 
   describe("images", () => {
     it("has defaults: no provider (the dev upstream then), shipped routes, 1 h urls, 10/50 MiB uploads", () => {
-      expect(loadConfig({}).images).toEqual({
+      const config = loadConfig({});
+      expect(config.images).toEqual({
         gemini: { url: undefined, apiKey: "" },
         openai: { url: undefined, apiKey: "" },
+        // The image providers' own timeouts default to the text provider's.
+        timeouts: {
+          connectTimeoutMs: config.anthropic.connectTimeoutMs,
+          headersTimeoutMs: config.anthropic.headersTimeoutMs,
+          idleTimeoutMs: config.anthropic.idleTimeoutMs,
+          responseTimeoutMs: config.anthropic.responseTimeoutMs,
+        },
         routes: {},
         urlTtlMs: 3_600_000,
         maxFileBytes: 10 * 1024 * 1024,
         maxRequestBytes: 50 * 1024 * 1024,
-        publicUrl: undefined,
       });
+      // The public URL is the gateway's, not the images'.
+      expect(config.publicUrl).toBeUndefined();
     });
 
     it("reads providers, routes, expiry, limits and the public origin", () => {
-      const images = loadConfig({
+      const config = loadConfig({
         TOLLGATE_GEMINI_API_KEY: "g-key",
         TOLLGATE_OPENAI_IMAGES_URL: "http://images.internal:9000/v1/",
         TOLLGATE_OPENAI_IMAGES_API_KEY: "o-key",
@@ -167,10 +176,17 @@ describe("loadConfig", () => {
         TOLLGATE_IMAGE_MAX_FILE_BYTES: "1048576",
         TOLLGATE_IMAGE_MAX_REQUEST_BYTES: "4194304",
         TOLLGATE_PUBLIC_URL: "https://gateway.example.com/",
-      }).images;
+      });
+      const { images } = config;
       expect(images).toEqual({
         gemini: { url: "https://generativelanguage.googleapis.com", apiKey: "g-key" },
         openai: { url: "http://images.internal:9000", apiKey: "o-key" },
+        timeouts: {
+          connectTimeoutMs: config.anthropic.connectTimeoutMs,
+          headersTimeoutMs: config.anthropic.headersTimeoutMs,
+          idleTimeoutMs: config.anthropic.idleTimeoutMs,
+          responseTimeoutMs: config.anthropic.responseTimeoutMs,
+        },
         routes: {
           "image-2": { adapter: "openai", upstreamModel: "gpt-image-1" },
           "image-pro": { adapter: "gemini", upstreamModel: "gemini-3-pro-image" },
@@ -178,8 +194,8 @@ describe("loadConfig", () => {
         urlTtlMs: 600_000,
         maxFileBytes: 1_048_576,
         maxRequestBytes: 4_194_304,
-        publicUrl: "https://gateway.example.com",
       });
+      expect(config.publicUrl).toBe("https://gateway.example.com");
       expect(loadConfig({ TOLLGATE_GEMINI_URL: "http://127.0.0.1:9/v1beta" }).images.gemini.url).toBe(
         "http://127.0.0.1:9",
       );
@@ -194,8 +210,37 @@ describe("loadConfig", () => {
       ["TOLLGATE_IMAGE_URL_TTL_S", "0"],
       ["TOLLGATE_IMAGE_MAX_REQUEST_BYTES", "999999999"],
       ["TOLLGATE_PUBLIC_URL", "https://gateway.example.com/base"],
+      ["TOLLGATE_IMAGE_CONNECT_TIMEOUT_MS", "0"],
+      ["TOLLGATE_IMAGE_HEADERS_TIMEOUT_MS", "soon"],
+      ["TOLLGATE_IMAGE_IDLE_TIMEOUT_MS", "-1"],
+      ["TOLLGATE_IMAGE_RESPONSE_TIMEOUT_MS", "900000"],
     ])("refuses %s=%s, naming the variable", (name, value) => {
       expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+    });
+
+    it("gives the image providers timeouts of their own, the text provider's by default", () => {
+      const text = {
+        TOLLGATE_UPSTREAM_CONNECT_TIMEOUT_MS: "2000",
+        TOLLGATE_UPSTREAM_IDLE_TIMEOUT_MS: "7000",
+      };
+      expect(loadConfig(text).images.timeouts).toMatchObject({
+        connectTimeoutMs: 2_000,
+        idleTimeoutMs: 7_000,
+      });
+      const own = loadConfig({
+        ...text,
+        TOLLGATE_IMAGE_CONNECT_TIMEOUT_MS: "3000",
+        TOLLGATE_IMAGE_HEADERS_TIMEOUT_MS: "120000",
+        TOLLGATE_IMAGE_IDLE_TIMEOUT_MS: "60000",
+        TOLLGATE_IMAGE_RESPONSE_TIMEOUT_MS: "300000",
+      });
+      expect(own.images.timeouts).toEqual({
+        connectTimeoutMs: 3_000,
+        headersTimeoutMs: 120_000,
+        idleTimeoutMs: 60_000,
+        responseTimeoutMs: 300_000,
+      });
+      expect(own.anthropic).toMatchObject({ connectTimeoutMs: 2_000, idleTimeoutMs: 7_000 });
     });
 
     it("lowers the default per-file limit to a smaller per-request limit", () => {

@@ -1,0 +1,73 @@
+import type { Config } from "../config/config.js";
+import type { DevUpstream } from "../dev/provider/dev-upstream.js";
+import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
+import type { ImageResources } from "./images.js";
+import type { Assembly } from "./resources.js";
+
+/**
+ * Dev mode's provider stand-ins: with no text provider configured, text calls go to the built-in
+ * dev provider (and the ready line says so); with no image provider either, images go to the same
+ * stand-in (it speaks the Gemini format too). In production the image routes are simply not served.
+ */
+export async function startDevProviders(a: Assembly): Promise<void> {
+  if (a.config.anthropic.url === undefined) {
+    const upstream = await startDevUpstreamOnce(a);
+    a.config = { ...a.config, anthropic: { ...a.config.anthropic, url: upstream.url } };
+  }
+  if (!hasImageProvider(a.config)) {
+    const upstream = await startDevUpstreamOnce(a);
+    const { images } = a.config;
+    a.config = { ...a.config, images: { ...images, gemini: { ...images.gemini, url: upstream.url } } };
+    a.parts.dev = { ...a.parts.dev, images: true };
+  }
+}
+
+/** The model providers a gateway calls: the text provider's pool, when configured, and the image side. */
+export interface Providers {
+  readonly textUpstream: AnthropicUpstream | undefined;
+  readonly images: ImageResources;
+}
+
+/** Opens the configured providers' connection pools; each is closed with the runtime. */
+export async function openProviders(a: Assembly): Promise<Providers> {
+  const { config } = a;
+  // Loaded here, not at the top: the operator's commands never load the provider clients.
+  const { AnthropicUpstream } = await import("../upstream/anthropic/client.js");
+  const { imageResources } = await import("./images.js");
+  const { anthropic } = config;
+  let textUpstream: AnthropicUpstream | undefined;
+  if (anthropic.url !== undefined) {
+    const upstream = new AnthropicUpstream({
+      baseUrl: anthropic.url,
+      apiKey: anthropic.apiKey,
+      connectTimeoutMs: anthropic.connectTimeoutMs,
+      headersTimeoutMs: anthropic.headersTimeoutMs,
+      idleTimeoutMs: anthropic.idleTimeoutMs,
+      responseTimeoutMs: anthropic.responseTimeoutMs,
+      // Every streaming call holds its own HTTP/1.1 connection for as long as it runs.
+      connections: config.upstreamConnections === 0 ? null : config.upstreamConnections,
+    });
+    textUpstream = upstream;
+    a.parts.textUpstream = upstream;
+    a.stack.defer(() => upstream.close());
+  }
+  const images = imageResources(config);
+  a.parts.images = images;
+  a.stack.defer(() => images.close());
+  return { textUpstream, images };
+}
+
+/** The dev provider, started at most once per runtime (text and images share it). */
+async function startDevUpstreamOnce(a: Assembly): Promise<DevUpstream> {
+  if (a.parts.dev.upstream !== undefined) return a.parts.dev.upstream;
+  const { startDevUpstream } = await import("../dev/provider/dev-upstream.js");
+  const upstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
+  a.stack.defer(() => upstream.close());
+  a.parts.dev = { ...a.parts.dev, upstream };
+  return upstream;
+}
+
+/** Whether any image provider is configured (Gemini or OpenAI-images format). */
+function hasImageProvider(config: Config): boolean {
+  return config.images.gemini.url !== undefined || config.images.openai.url !== undefined;
+}

@@ -1,9 +1,9 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
-import { errorInfo, x402NotTaken } from "../errors.js";
+import { x402NotTaken } from "../errors.js";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
@@ -356,25 +356,9 @@ export class TextInference {
       chain: call.billingChain,
       call: spec,
     };
-    try {
-      return await this.deps.billing.holdNewCall(input);
-    } catch (error) {
-      const info = error instanceof ConnectError ? errorInfo(error) : undefined;
-      if (info?.reason !== "INSUFFICIENT_FUNDS") throw error;
-      const available = BigInt(info.metadata.available ?? "0");
-      const { chain } = await this.deps.billing.quote(call.accountId, call.billingChain, spec);
-      const fits = (maxTokens: bigint) =>
-        this.deps.billing.quoteOn(chain, { ...spec, maxTokens }) <= available;
-      // The hold grows with max_tokens: the largest that fits, by bisection.
-      let low = 0n;
-      let high = spec.maxTokens;
-      while (low < high) {
-        const mid = (low + high + 1n) / 2n;
-        if (fits(mid)) low = mid;
-        else high = mid - 1n;
-      }
-      throw insufficientFundsForCall(error as ConnectError, low);
-    }
+    const held = await this.deps.billing.holdOrFit(input);
+    if (held.kind === "held") return held.state;
+    throw insufficientFundsForCall(held.refusal, held.maxTokensThatFit ?? 0n);
   }
 
   /** Counts a request's input tokens with the provider's counter; not funds-gated, not billed. */

@@ -5,7 +5,10 @@ import type { X402Authorisation, X402Payments } from "../billing/x402.js";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { X402Settlement } from "../ports/x402.js";
+import type { PaidCaller } from "./admission.js";
 import { type MeasuredCall, streamUsage, type UsageDeps } from "./delivered-usage.js";
+import type { HeldCall } from "./hold.js";
+import type { PreparedCall } from "./prepare.js";
 import type { StreamMeter } from "./usage.js";
 
 /** What settling a call needs. */
@@ -148,12 +151,27 @@ export async function settledCall(
   };
 }
 
+/** A held text call as settlement needs it. */
+export function billedCall(
+  held: HeldCall<BilledCall["call"] & PaidCaller>,
+  prepared: PreparedCall,
+): BilledCall {
+  return {
+    placed: held.hold.hold,
+    call: held.call,
+    request: prepared.sent,
+    model: prepared.model,
+    payment: held.payment,
+    outputCap: outputCap(prepared.spec),
+  };
+}
+
 /**
  * The output ceiling of a call that samples once: its (clamped) max_tokens. A server-tool loop,
  * fallbacks, an advisor or compaction write several passes, each up to its own limit: those calls
  * are bounded by their hold only.
  */
-export function outputCap(spec: TextCallSpec): bigint | undefined {
+function outputCap(spec: TextCallSpec): bigint | undefined {
   const passes =
     spec.serverToolLoop === true ||
     (spec.fallbacks?.length ?? 0) > 0 ||

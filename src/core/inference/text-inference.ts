@@ -16,9 +16,8 @@ import { outgoingBody, type PreparedCall, prepareCall } from "./prepare.js";
 import { headerValue, ProviderRequest, providerAnswered, readAnswer, sendMessages } from "./provider-call.js";
 import { relayStream } from "./relay.js";
 import {
-  type BilledCall,
+  billedCall,
   type CallOutcome,
-  outputCap,
   type Settled,
   settleAbandoned,
   settleAnswer,
@@ -122,16 +121,8 @@ export class TextInference {
     const prepared = prepareCall(deps, given.body);
     const paid = { spec: prepared.spec, route: X402_ROUTE, admitted };
     const held = await holdPaidCall(deps, deps.messagesLimit, given, paid);
-    const { call, payment, hold } = held;
-    const { model, sent: request, spec } = prepared;
-    const billed: BilledCall = {
-      placed: hold.hold,
-      call,
-      request,
-      model,
-      payment,
-      outputCap: outputCap(spec),
-    };
+    const { call } = held;
+    const billed = billedCall(held, prepared);
     const provider = new ProviderRequest(signal);
     const meter = new StreamMeter();
     const outcome: CallOutcome = { settled: false };

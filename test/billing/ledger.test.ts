@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Billing } from "../../src/core/billing/billing.js";
 import { holdIdFor } from "../../src/core/billing/hold-ids.js";
 import { createHoldSweeper } from "../../src/core/billing/hold-sweeper.js";
-import { type DeliveredUsage, NO_USAGE } from "../../src/core/billing/pricing.js";
+import { type DeliveredUsage, NO_USAGE, type TextCallSpec } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
 import type { Db } from "../../src/store/database.js";
 import { LedgerRepository } from "../../src/store/ledger-repository.js";
@@ -398,6 +398,36 @@ describe("hold → settle", () => {
       expect(error.rawMessage).toContain("0.007000 USDC");
     }
     expect(await billing.available(account, "base")).toBe(1_000_000n);
+  });
+
+  it("holdOrFit answers a text call it cannot cover with its refusal and the largest max_tokens that fits, nothing written", async () => {
+    const account = await funded(f, "base", 5000n);
+    const input = { accountId: account, requestId: "r", keyId: "", chain: "base", call: SMALL_TEXT_CALL };
+    const thrown = await failsWithoutWriting(f.db, () => billing.holdNewCall(input));
+    const before = ledgerCounts(f.db);
+    const held = await billing.holdOrFit(input);
+    expect(ledgerCounts(f.db)).toEqual(before);
+    if (held.kind !== "insufficient") throw new Error("expected a refusal");
+    expect(held.refusal.rawMessage).toBe(thrown.rawMessage);
+    expect(errorInfo(held.refusal)).toEqual(errorInfo(thrown));
+    const fit = held.maxTokensThatFit!;
+    const chain = billing.chainConfig("base")!;
+    const text = SMALL_TEXT_CALL as TextCallSpec;
+    expect(fit).toBeGreaterThan(0n);
+    expect(fit).toBeLessThan(text.maxTokens);
+    expect(billing.quoteOn(chain, { ...text, maxTokens: fit })).toBeLessThanOrEqual(5000n);
+    expect(billing.quoteOn(chain, { ...text, maxTokens: fit + 1n })).toBeGreaterThan(5000n);
+    const poor = await funded(f, "base", 1n);
+    const none = await billing.holdOrFit({ ...input, accountId: poor });
+    expect(none).toMatchObject({ kind: "insufficient", maxTokensThatFit: 0n });
+    const image = await billing.holdOrFit({
+      ...input,
+      accountId: poor,
+      call: { kind: "image", model: "image-pro", size: "2K", count: 1 },
+    });
+    expect(image).toMatchObject({ kind: "insufficient", maxTokensThatFit: undefined });
+    const rich = await funded(f, "base");
+    expect(await billing.holdOrFit({ ...input, accountId: rich })).toMatchObject({ kind: "held" });
   });
 
   it("auto follows the account's default chain", async () => {

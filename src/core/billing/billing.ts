@@ -20,7 +20,7 @@ import {
   settleExceedsHold,
   spendCapReached,
 } from "./billing-errors.js";
-import type { CallBilling, HoldInput } from "./call-billing.js";
+import type { CallBilling, HoldInput, NewCallHold } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { encodeCharges } from "./charge-record.js";
@@ -36,6 +36,7 @@ import {
   priceCall,
   priceUsage,
   quotePico,
+  type TextCallSpec,
 } from "./pricing.js";
 import { periodReset, periodStart, type SpendCap } from "./spend-caps.js";
 
@@ -133,7 +134,9 @@ export class Billing implements CallBilling {
    * INSUFFICIENT_FUNDS having written nothing. The same request id returns the same hold.
    */
   async hold(input: HoldInput): Promise<HoldState> {
-    return (await this.placeHold(input)).state;
+    const held = await this.placeHold(input);
+    if (held.kind === "insufficient") throw insufficientFunds(held.chain, held.amount, held.available);
+    return held.state;
   }
 
   /**
@@ -141,9 +144,41 @@ export class Billing implements CallBilling {
    * state) is refused with REQUEST_ID_REUSED, so one id can never pay for two upstream calls.
    */
   async holdNewCall(input: HoldInput): Promise<HoldState> {
-    const { state, placed } = await this.placeHold(input);
-    if (!placed) throw requestIdReused(state.hold.requestId);
-    return state;
+    const held = await this.holdOrFit(input);
+    if (held.kind === "insufficient") throw held.refusal;
+    return held.state;
+  }
+
+  /**
+   * Like {@link holdNewCall}, except that a wallet that cannot cover the call is answered with its
+   * refusal and, for a text call, the largest max_tokens the available funds cover.
+   */
+  async holdOrFit(input: HoldInput): Promise<NewCallHold> {
+    const held = await this.placeHold(input);
+    if (held.kind === "insufficient") {
+      const { chain, amount, available } = held;
+      const { call } = input;
+      return {
+        kind: "insufficient",
+        refusal: insufficientFunds(chain, amount, available),
+        maxTokensThatFit: call.kind === "text" ? this.largestMaxTokens(chain, call, available) : undefined,
+      };
+    }
+    if (held.kind === "existing") throw requestIdReused(held.state.hold.requestId);
+    return { kind: "held", state: held.state };
+  }
+
+  /** The largest max_tokens (at most the call's own) whose worst case on `chain` is within `available`. */
+  private largestMaxTokens(chain: ChainConfig, call: TextCallSpec, available: bigint): bigint {
+    // The worst case grows with max_tokens: the largest that fits, by bisection.
+    let low = 0n;
+    let high = call.maxTokens;
+    while (low < high) {
+      const mid = (low + high + 1n) / 2n;
+      if (this.quoteOn(chain, { ...call, maxTokens: mid }) <= available) low = mid;
+      else high = mid - 1n;
+    }
+    return low;
   }
 
   /**
@@ -287,7 +322,12 @@ export class Billing implements CallBilling {
     return this.deps.ledger.listHolds(accountId, beforeSeq, limit);
   }
 
-  private async placeHold(input: HoldInput): Promise<{ state: HoldState; placed: boolean }> {
+  private async placeHold(
+    input: HoldInput,
+  ): Promise<
+    | { kind: "placed" | "existing"; state: HoldState }
+    | { kind: "insufficient"; chain: ChainConfig; amount: bigint; available: bigint }
+  > {
     const requestId = input.requestId.trim();
     if (requestId === "" || requestId.length > MAX_REQUEST_ID) {
       throw invalidField("request_id", `request_id must be 1–${MAX_REQUEST_ID} characters.`);
@@ -316,13 +356,13 @@ export class Billing implements CallBilling {
     switch (result.kind) {
       case "placed":
         this.metrics.holdPlaced(call.kind);
-        return { state: result.state, placed: true };
+        return { kind: "placed", state: result.state };
       case "existing":
-        return { state: result.state, placed: false };
+        return { kind: "existing", state: result.state };
       case "conflict":
         throw idConflict(`request_id ${JSON.stringify(requestId)}`);
       case "insufficient":
-        throw insufficientFunds(chain, amount, result.available);
+        return { kind: "insufficient", chain, amount, available: result.available };
       case "capped":
         throw spendCapReached(chain, amount, result.refusal);
     }

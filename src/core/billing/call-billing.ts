@@ -1,3 +1,4 @@
+import type { ConnectError } from "@connectrpc/connect";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { ChainConfig } from "./chain-registry.js";
 import type { CallSpec, DeliveredUsage, PricedUsage } from "./pricing.js";
@@ -15,6 +16,23 @@ export interface HoldInput {
 }
 
 /**
+ * A hold for a call about to run, or the refusal of a wallet that cannot cover it, answered with
+ * what would fit where the available amount is known.
+ */
+export type NewCallHold =
+  | { readonly kind: "held"; readonly state: HoldState }
+  | {
+      readonly kind: "insufficient";
+      /** The INSUFFICIENT_FUNDS refusal, as {@link CallBilling.holdNewCall} throws it. */
+      readonly refusal: ConnectError;
+      /**
+       * A text call's largest max_tokens the available funds cover for the same request (0 when
+       * not even one output token fits); undefined for an image call.
+       */
+      readonly maxTokensThatFit: bigint | undefined;
+    };
+
+/**
  * The billing a model call needs on its hot path: hold before the provider call, settle or
  * release after it. Each write is answered once it is durable; the ledger group-commits the
  * writes of the calls in flight (one fsync for many calls), off the request loop.
@@ -30,6 +48,8 @@ export interface CallBilling {
   quoteOn(chain: ChainConfig, call: CallSpec): bigint;
   /** Reserves the worst case; a request id seen before is refused (REQUEST_ID_REUSED). */
   holdNewCall(input: HoldInput): Promise<HoldState>;
+  /** Like {@link holdNewCall}, except that a wallet that cannot cover the call is an answer, not a throw. */
+  holdOrFit(input: HoldInput): Promise<NewCallHold>;
   /** Charges what was delivered (capped at the hold) and releases the rest of the hold it placed. */
   settleDelivered(
     placed: HoldRow,

@@ -1,9 +1,12 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { CallBilling } from "../billing/call-billing.js";
 import { NO_USAGE } from "../billing/pricing.js";
-import type { X402Authorisation, X402Payments } from "../billing/x402.js";
-import { isStorageFull, storageFull, x402NotTaken } from "../errors.js";
-import { rateLimited, upstreamError } from "../inference/inference-errors.js";
+import type { X402Payments } from "../billing/x402.js";
+import { isStorageFull, storageFull } from "../errors.js";
+import { admitCaller, type PaidCaller } from "../inference/admission.js";
+import { holdPaidCall } from "../inference/hold.js";
+import { upstreamError } from "../inference/inference-errors.js";
+import { settledCall } from "../inference/settlement.js";
 import {
   type UpstreamErrorSink,
   upstreamFailureError,
@@ -45,17 +48,8 @@ export interface ImageInferenceDeps {
 }
 
 /** A paying caller's image call, as the Inference service hands it over. */
-export interface ImageCall extends ImageFields {
-  /** "" for a call without a key: it pays with {@link payment} (x402, `exact`). */
-  readonly accountId: string;
-  readonly keyId: string;
-  readonly requestId: string;
-  readonly billingChain: string;
+export interface ImageCall extends ImageFields, PaidCaller {
   readonly responseFormat: "b64_json" | "url";
-  /** A keyless call's x402 payment (the PAYMENT-SIGNATURE value); "" when none. */
-  readonly payment: string;
-  /** The gateway's origin as the facade saw it, for an x402 offer's resource URL. */
-  readonly origin: string | undefined;
 }
 
 /** One delivered image: its bytes, or the token of its stored copy. */
@@ -98,10 +92,7 @@ export class ImageInference {
 
   /** Runs one generation (no references) or edit (`references` set). */
   async run(given: ImageCall, signal: AbortSignal): Promise<ImageCallResult> {
-    const keyless = given.accountId === "";
-    if (keyless && this.deps.x402 === undefined) throw x402NotTaken();
-    // A keyless call is limited per payer, once its payment says who pays.
-    if (!keyless) await this.admit(given.keyId);
+    const admitted = await admitCaller(this.deps, this.deps.limit, given);
     const params = parseImageFields(given, this.deps.models);
     const { model, size, aspectRatio } = params;
     const upstream = this.deps.upstreams[model.route.adapter];
@@ -109,38 +100,11 @@ export class ImageInference {
       throw upstreamError(`no ${model.route.adapter} image provider is configured for ${model.id}`);
     }
     const spec = { kind: "image", model: model.id, size, count: 1 } as const;
-    let call = given;
-    let payment: X402Authorisation | undefined;
-    if (keyless) {
-      // x402 `exact`: the listed price of the one image.
-      payment = await this.deps.x402!.pay({
-        header: given.payment,
-        route: {
-          kind: "image",
-          path: given.references === undefined ? "/x402/v1/images/generations" : "/x402/v1/images/edits",
-        },
-        chainField: given.billingChain,
-        requestId: given.requestId,
-        origin: given.origin,
-        quote: (chain) => this.deps.billing.quoteOn(chain, spec),
-      });
-      call = { ...given, accountId: payment.accountId, billingChain: payment.chain.id };
-    }
-    // Funds first: a call the wallet cannot cover never reaches the provider.
-    let hold: HoldState;
-    try {
-      if (payment !== undefined) await this.admit(`x402:${payment.payer}`);
-      hold = await this.deps.billing.holdNewCall({
-        accountId: call.accountId,
-        requestId: call.requestId,
-        keyId: call.keyId,
-        chain: call.billingChain,
-        call: spec,
-      });
-    } catch (error) {
-      if (payment !== undefined) await this.deps.x402!.close(payment, 0n, undefined);
-      throw error;
-    }
+    // x402 `exact`: the listed price of the one image. Funds first: a call the wallet cannot
+    // cover never reaches the provider.
+    const path = given.references === undefined ? "/x402/v1/images/generations" : "/x402/v1/images/edits";
+    const paid = { spec, route: { kind: "image", path } as const, admitted };
+    const { call, payment, hold } = await holdPaidCall(this.deps, this.deps.limit, given, paid);
     const holdId = hold.hold.id;
     /** Whether the hold is charged (or, for x402, its charge collected): it is then not released. */
     let charged = false;
@@ -157,22 +121,18 @@ export class ImageInference {
       // nothing (closed, and the hold released below). A collection is recorded before the
       // ledger's settle: should that settle not happen (a crash, a store failure), the payment
       // stays `collected`, its hold is never swept, and the recovery pass settles it.
-      let paymentResponse: string | undefined;
-      let settled: X402Settlement | undefined;
+      let collected: X402Settlement | undefined;
       if (payment !== undefined) {
         open = undefined;
         // Collected or refused, the hold is no longer this call's to release: collected, it is
         // the recovery pass's to settle should the settle below fail; refused, it was released.
         charged = true;
-        settled = await this.deps.x402!.collectBeforeDelivery(payment, payment.authorised, () =>
+        collected = await this.deps.x402!.collectBeforeDelivery(payment, payment.authorised, () =>
           this.deps.billing.release(holdId),
         );
-        paymentResponse = this.deps.x402!.responseHeader(settled);
       }
       const { state } = await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
       charged = true;
-      const charge = state.resolution?.amount ?? 0n;
-      if (payment !== undefined) await this.deps.x402!.close(payment, charge, settled);
       return {
         requestId: call.requestId,
         billingChain: hold.hold.chain,
@@ -182,20 +142,12 @@ export class ImageInference {
         aspectRatio,
         images: [delivered],
         text: image.text,
-        charge,
-        state,
-        paymentResponse,
+        ...(await settledCall(this.deps, state, payment, collected)),
       };
     } finally {
       if (!charged) await this.release(holdId, call.requestId);
       if (open !== undefined) await this.deps.x402!.close(open, 0n, undefined);
     }
-  }
-
-  /** Takes one call from the per-key (or per-payer) limit; 429 past it. */
-  private async admit(key: string): Promise<void> {
-    const decision = await this.deps.limit.consume(key);
-    if (!decision.allowed) throw rateLimited(decision, this.deps.now());
   }
 
   /** A stored `url` image; NotFound when the token is unknown or expired. */

@@ -28,10 +28,10 @@ import { chainsLogging, type LogLevel, lazyLog, openLogger } from "./logger.js";
 import type { MetricsEndpoint } from "./metrics/endpoint.js";
 import { createInProcessTransport } from "./serving/in-process-transport.js";
 import type { CoreServer } from "./serving/server.js";
-import type { Db } from "./store/database.js";
-import { dataDirReceiptKey } from "./store/receipt-key-file.js";
-import { storageProbe } from "./store/storage-probe.js";
-import type { StoreChoice, Stores } from "./store/store-set.js";
+import { dataDirReceiptKey } from "./store/shared/receipt-key-file.js";
+import { storageProbe } from "./store/shared/storage-probe.js";
+import type { StoreChoice, Stores } from "./store/shared/store-set.js";
+import type { Db } from "./store/sqlite/database.js";
 import { openStores } from "./store/stores.js";
 import type { AnthropicUpstream } from "./upstream/anthropic/client.js";
 

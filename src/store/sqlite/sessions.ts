@@ -4,8 +4,8 @@ import type {
   SessionRow,
   SessionStore,
   WalletFamilyText,
-} from "../core/ports/accounts.js";
-import { INSERT_ACCOUNT_SQL } from "./auth-repository.js";
+} from "../../core/ports/accounts.js";
+import { INSERT_ACCOUNT_SQL } from "./accounts.js";
 import type { Db } from "./database.js";
 import type { NonceWrites } from "./ledger-writer.js";
 

@@ -1,4 +1,4 @@
-import { availableOf } from "../core/ports/ledger.js";
+import { availableOf } from "../../core/ports/ledger.js";
 import {
   type NewX402Payment,
   SYSTEM_X402,
@@ -6,10 +6,10 @@ import {
   type X402Collection,
   type X402PaymentRow,
   type X402Status,
-} from "../core/ports/x402.js";
+} from "../../core/ports/x402.js";
+import { type Raw, toX402Payment } from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
-import type { LedgerRepository } from "./ledger-repository.js";
-import { type Raw, toX402Payment } from "./ledger-rows.js";
+import type { LedgerRepository } from "./ledger.js";
 
 /** The ledger entry that credits an x402 payment to its account, from {@link SYSTEM_X402}. */
 export function x402CreditEntryId(paymentId: string): string {

@@ -39,8 +39,7 @@ import {
   type X402Status,
   type X402Store,
 } from "../../core/ports/x402.js";
-import { KeptResolutions } from "../kept-resolutions.js";
-import { isSystem } from "../ledger-repository.js";
+import { KeptResolutions } from "../shared/kept-resolutions.js";
 import {
   sameCall,
   toBalance,
@@ -49,15 +48,16 @@ import {
   toSpendCap,
   toTransfer,
   toX402Payment,
-} from "../ledger-rows.js";
+} from "../shared/ledger-rows.js";
+import { isSystem } from "../sqlite/ledger.js";
 import {
   x402ClosingRefusal,
   x402CollectionRefusal,
   x402CreditEntryId,
   x402ReturnEntryId,
   x402ReturnRefusal,
-} from "../x402-repository.js";
-import { inTransaction } from "./pg-database.js";
+} from "../sqlite/x402.js";
+import { inTransaction } from "./database.js";
 
 /** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
 export type Raw = Record<string, unknown>;

@@ -1,4 +1,4 @@
-import type { SpendCap } from "../core/billing/spend-caps.js";
+import type { SpendCap } from "../../core/billing/spend-caps.js";
 import type {
   BacklogRow,
   BalanceRow,
@@ -16,22 +16,22 @@ import type {
   TransferRow,
   UsageCounts,
   WithdrawResult,
-} from "../core/ports/ledger.js";
+} from "../../core/ports/ledger.js";
 import type {
   NewX402Payment,
   X402Closing,
   X402Collection,
   X402PaymentRow,
   X402Store,
-} from "../core/ports/x402.js";
+} from "../../core/ports/x402.js";
+import { KeptResolutions } from "../shared/kept-resolutions.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
-import { KeptResolutions } from "./kept-resolutions.js";
-import { LedgerRepository } from "./ledger-repository.js";
+import { LedgerRepository } from "./ledger.js";
 import type { LedgerWrites } from "./ledger-writer.js";
-import { OnchainRepository } from "./onchain-repository.js";
-import { nonceStatements } from "./session-repository.js";
-import { X402Repository } from "./x402-repository.js";
+import { OnchainRepository } from "./onchain.js";
+import { nonceStatements } from "./sessions.js";
+import { X402Repository } from "./x402.js";
 
 /**
  * The writes on a connection of this thread, group-committed: the writes asked for in one turn

@@ -1,4 +1,4 @@
-import type { CapPeriod, SpendCap } from "../core/billing/spend-caps.js";
+import type { CapPeriod, SpendCap } from "../../core/billing/spend-caps.js";
 import type {
   BalanceRow,
   HoldRow,
@@ -9,8 +9,8 @@ import type {
   SettlementView,
   TransferRow,
   TransferStatus,
-} from "../core/ports/ledger.js";
-import type { X402PaymentRow, X402Scheme, X402Status } from "../core/ports/x402.js";
+} from "../../core/ports/ledger.js";
+import type { X402PaymentRow, X402Scheme, X402Status } from "../../core/ports/x402.js";
 
 /**
  * Rows of the ledger's tables as both stores read them (the same columns in SQLite and

@@ -1,9 +1,9 @@
 import { Worker } from "node:worker_threads";
-import { isStorageFull, storageFull } from "../core/errors.js";
-import type { SessionStore } from "../core/ports/accounts.js";
-import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
-import type { X402Store } from "../core/ports/x402.js";
-import { threadEntry } from "../thread-entry.js";
+import { isStorageFull, storageFull } from "../../core/errors.js";
+import type { SessionStore } from "../../core/ports/accounts.js";
+import type { LedgerStore, OnchainStore } from "../../core/ports/ledger.js";
+import type { X402Store } from "../../core/ports/x402.js";
+import { threadEntry } from "../../thread-entry.js";
 
 /** Sign-in nonces' writes: anyone may ask for a nonce, so its write never waits on this thread. */
 export type NonceWrites = Pick<SessionStore, "insertNonce" | "purgeNonces">;

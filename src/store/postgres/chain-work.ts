@@ -14,7 +14,8 @@ import {
 } from "../../core/ports/ledger.js";
 import { toTransfer } from "../shared/ledger-rows.js";
 import { inTransaction } from "./database.js";
-import { exactRows, readBacklog, retrying, shardFor, TRANSFER_WITH_CALLS } from "./ledger.js";
+import { readBacklog, TRANSFER_WITH_CALLS } from "./onchain.js";
+import { exactRows, retrying, shardFor } from "./queries.js";
 
 /**
  * Locks the chain's cursor row (creating it at `from` when the chain has none, as SQLite's

@@ -10,7 +10,7 @@ import { auditLedger } from "../shared/ledger-audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";
-import { SYSTEM_SHARDS } from "./ledger.js";
+import { SYSTEM_SHARDS } from "./queries.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both

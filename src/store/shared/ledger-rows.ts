@@ -18,6 +18,11 @@ import type { X402PaymentRow, X402Scheme, X402Status } from "../../core/ports/x4
  */
 export type Raw = Record<string, unknown>;
 
+/** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
+export function isSystem(account: string): boolean {
+  return account.startsWith("system:");
+}
+
 export function sameCall(a: HoldRow, b: NewHold): boolean {
   return (
     a.accountId === b.accountId &&

@@ -15,7 +15,7 @@ import {
   SYSTEM_REVENUE,
   type UsageCounts,
 } from "../../core/ports/ledger.js";
-import { type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "../shared/ledger-rows.js";
+import { isSystem, type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
 
@@ -476,11 +476,6 @@ export class LedgerRepository {
     this.s.ensureBalance.run(account, chain, isSystem(account) ? 1 : 0);
     add();
   }
-}
-
-/** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
-export function isSystem(account: string): boolean {
-  return account.startsWith("system:");
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

@@ -7,7 +7,7 @@ import type {
 } from "../../core/ports/accounts.js";
 import { INSERT_ACCOUNT_SQL } from "./accounts.js";
 import type { Db } from "./database.js";
-import type { NonceWrites } from "./ledger-writer.js";
+import type { NonceWrites } from "./ledger-writes.js";
 
 /** The nonce writes as synchronous statements, for the connection that group-commits them. */
 export function nonceStatements(db: Db) {

@@ -5,7 +5,6 @@ import {
   type X402Closing,
   type X402Collection,
   type X402PaymentRow,
-  type X402Status,
 } from "../../core/ports/x402.js";
 import { type Raw, toX402Payment } from "../shared/ledger-rows.js";
 import {

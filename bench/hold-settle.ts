@@ -19,9 +19,9 @@ import { performance } from "node:perf_hooks";
 import { Billing } from "../src/core/billing/billing.js";
 import { defaultPriceCatalog } from "../src/core/billing/default-catalog.js";
 import { defaultChainRegistry } from "../src/core/billing/default-chains.js";
-import { AuthRepository } from "../src/store/auth-repository.js";
-import { openDatabase } from "../src/store/database.js";
-import { groupCommittedWrites, SqliteLedger } from "../src/store/sqlite-ledger.js";
+import { AuthRepository } from "../src/store/sqlite/accounts.js";
+import { openDatabase } from "../src/store/sqlite/database.js";
+import { groupCommittedWrites, SqliteLedger } from "../src/store/sqlite/ledger-store.js";
 
 /** What the hold + settle run reports. */
 export interface HoldSettleResult {

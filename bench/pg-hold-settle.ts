@@ -10,9 +10,9 @@
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { SYSTEM_MANUAL_CREDIT } from "../src/core/ports/ledger.js";
-import { PgAccountStore } from "../src/store/postgres/pg-accounts.js";
-import { openPostgres } from "../src/store/postgres/pg-database.js";
-import { PgLedger } from "../src/store/postgres/pg-ledger.js";
+import { PgAccountStore } from "../src/store/postgres/accounts.js";
+import { openPostgres } from "../src/store/postgres/database.js";
+import { PgLedger } from "../src/store/postgres/ledger.js";
 import { startPostgres } from "../test/helpers/postgres.js";
 
 const { values } = parseArgs({

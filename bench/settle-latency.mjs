@@ -7,11 +7,11 @@ import { join } from "node:path";
 import { Billing } from "../dist/src/core/billing/billing.js";
 import { defaultPriceCatalog } from "../dist/src/core/billing/default-catalog.js";
 import { defaultChainRegistry } from "../dist/src/core/billing/default-chains.js";
-import { AuthRepository } from "../dist/src/store/auth-repository.js";
-import { openDatabase } from "../dist/src/store/database.js";
-import { LedgerRepository } from "../dist/src/store/ledger-repository.js";
-import { OnchainRepository } from "../dist/src/store/onchain-repository.js";
-import { groupCommittedWrites, SqliteLedger } from "../dist/src/store/sqlite-ledger.js";
+import { AuthRepository } from "../dist/src/store/sqlite/accounts.js";
+import { openDatabase } from "../dist/src/store/sqlite/database.js";
+import { LedgerRepository } from "../dist/src/store/sqlite/ledger.js";
+import { groupCommittedWrites, SqliteLedger } from "../dist/src/store/sqlite/ledger-store.js";
+import { OnchainRepository } from "../dist/src/store/sqlite/onchain.js";
 
 const db = openDatabase(mkdtempSync(join(tmpdir(), "bench-")));
 new AuthRepository(db).createAccount("acct_b", "b", Date.now());

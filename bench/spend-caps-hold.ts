@@ -10,9 +10,9 @@
 import { performance } from "node:perf_hooks";
 import type { NewHold } from "../src/core/ports/ledger.js";
 import { SYSTEM_MANUAL_CREDIT } from "../src/core/ports/ledger.js";
-import { AuthRepository } from "../src/store/auth-repository.js";
-import { openDatabase } from "../src/store/database.js";
-import { openSqliteLedger } from "../src/store/sqlite-ledger.js";
+import { AuthRepository } from "../src/store/sqlite/accounts.js";
+import { openDatabase } from "../src/store/sqlite/database.js";
+import { openSqliteLedger } from "../src/store/sqlite/ledger-store.js";
 
 const USAGE = {
   inputTokens: 1n,

@@ -7,7 +7,7 @@ import { type Config, ConfigError, loadConfig } from "../config/config.js";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../gen/tollgate/billing/v1/billing_pb.js";
 import { openRuntime } from "../runtime/runtime.js";
-import { DATABASE_FILE } from "../store/database.js";
+import { DATABASE_FILE } from "../store/sqlite/database.js";
 import { accountCommands, keyCommands } from "./auth-commands.js";
 import { balanceCommand, creditCommand } from "./billing-commands.js";
 import {

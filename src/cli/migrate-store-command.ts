@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import type { Config } from "../config/config.js";
+import { openPostgres } from "../store/postgres/database.js";
 import { type MigrationReport, migrateStore, openSourceDatabase } from "../store/postgres/migrate-store.js";
-import { openPostgres } from "../store/postgres/pg-database.js";
 import { table, UsageError } from "./command.js";
 
 const HELP = `Usage: tollgate migrate-store [--to POSTGRES_URL] [--json]

@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import { ChainsRuntime, type ChainsRuntimeOptions } from "../chains/chains-runtime.js";
 import { chainsLogging, type LogLevel, openLogger } from "../logger.js";
-import type { StoreChoice } from "../store/store-set.js";
+import type { StoreChoice } from "../store/shared/store-set.js";
 import { openChainWorkStores } from "../store/stores.js";
 import { threadEntry } from "./thread-entry.js";
 

@@ -4,7 +4,7 @@ import type { DevFaucet } from "../core/billing/funding.js";
 import type { Log } from "../core/ports/log.js";
 import type { DevChains } from "../dev/chains/dev-chains.js";
 import { chainsLogging } from "../logger.js";
-import type { Stores } from "../store/store-set.js";
+import type { Stores } from "../store/shared/store-set.js";
 import type { ChainsSettings, ChainsWorkerSpec } from "./chains-worker.js";
 import type { Assembly } from "./resources.js";
 import { storeChoice } from "./stores.js";

@@ -8,7 +8,7 @@ import type { Log } from "../core/ports/log.js";
 import type { Metrics } from "../core/ports/metrics.js";
 import type { TextUpstream } from "../core/ports/providers.js";
 import type { RateLimiterFactory } from "../core/ports/rate-limits.js";
-import type { Stores } from "../store/store-set.js";
+import type { Stores } from "../store/shared/store-set.js";
 import type { OnchainSetup } from "./chains.js";
 import type { RuntimeMode } from "./runtime.js";
 import type { X402Parts } from "./x402.js";

@@ -3,7 +3,7 @@ import type { ImageDeps } from "../core/core.js";
 import type { ImageAdapter } from "../core/images/image-models.js";
 import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
 import type { ImageUpstream } from "../core/ports/providers.js";
-import { LocalImageFiles } from "../store/image-files.js";
+import { LocalImageFiles } from "../store/shared/image-files.js";
 import { GeminiImageUpstream } from "../upstream/gemini/client.js";
 import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
 

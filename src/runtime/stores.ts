@@ -1,8 +1,8 @@
 import type { KeyObject } from "node:crypto";
 import type { Config } from "../config/config.js";
 import { receiptKeyFromMasterSecret } from "../core/billing/receipts.js";
-import { dataDirReceiptKey } from "../store/receipt-key-file.js";
-import type { StoreChoice, Stores } from "../store/store-set.js";
+import { dataDirReceiptKey } from "../store/shared/receipt-key-file.js";
+import type { StoreChoice, Stores } from "../store/shared/store-set.js";
 import { openStores } from "../store/stores.js";
 import type { Assembly } from "./resources.js";
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { ChainsRuntime } from "../chains/chains-runtime.js";
 import type { X402Payments } from "../core/billing/x402.js";
 import type { X402SignIn } from "../core/billing/x402-sign-in.js";
-import type { Stores } from "../store/store-set.js";
+import type { Stores } from "../store/shared/store-set.js";
 import type { OnchainSetup } from "./chains.js";
 import type { Assembly } from "./resources.js";
 

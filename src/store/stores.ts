@@ -1,11 +1,11 @@
-import { AuthRepository } from "./auth-repository.js";
-import { openDatabase } from "./database.js";
-import { auditLedger } from "./ledger-audit.js";
-import { SessionRepository } from "./session-repository.js";
-import { SqliteChainWork } from "./sqlite-chain-work.js";
-import { SqliteIdempotency } from "./sqlite-idempotency.js";
-import { openSqliteLedger } from "./sqlite-ledger.js";
-import type { ChainWorkStores, StoreChoice, Stores } from "./store-set.js";
+import { auditLedger } from "./shared/ledger-audit.js";
+import type { ChainWorkStores, StoreChoice, Stores } from "./shared/store-set.js";
+import { AuthRepository } from "./sqlite/accounts.js";
+import { SqliteChainWork } from "./sqlite/chain-work.js";
+import { openDatabase } from "./sqlite/database.js";
+import { SqliteIdempotency } from "./sqlite/idempotency.js";
+import { openSqliteLedger } from "./sqlite/ledger-store.js";
+import { SessionRepository } from "./sqlite/sessions.js";
 
 /**
  * Opens the configured store and brings its schema up to date. `serving` (a process that serves
@@ -19,7 +19,7 @@ export async function openStores(
   const ledgerThread = serving;
   if (choice.kind === "postgres") {
     // Loaded only here: processes on SQLite never load the PostgreSQL client.
-    const { openPgStores } = await import("./postgres/pg-stores.js");
+    const { openPgStores } = await import("./postgres/stores.js");
     return await openPgStores(choice.url, choice.poolSize, serving);
   }
   const db = openDatabase(choice.dataDir);
@@ -63,7 +63,7 @@ export async function openStores(
  */
 export async function openChainWorkStores(choice: StoreChoice): Promise<ChainWorkStores> {
   if (choice.kind === "postgres") {
-    const { openPgChainWork } = await import("./postgres/pg-stores.js");
+    const { openPgChainWork } = await import("./postgres/stores.js");
     return await openPgChainWork(choice.url, choice.poolSize);
   }
   const db = openDatabase(choice.dataDir);

@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Authenticator } from "../../src/core/auth/authenticator.js";
 import { generateKey } from "../../src/core/auth/keys.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { type Db, openDatabase } from "../../src/store/database.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
 
 /**

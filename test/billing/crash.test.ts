@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/store/database.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { coreOver } from "../helpers/core.js";
 import { tempDir } from "../helpers/process.js";
 import { requireBuild, startWorker } from "./child-process.js";

@@ -9,10 +9,10 @@ import type { CallSpec } from "../../src/core/billing/pricing.js";
 import { operatorCallerResolver } from "../../src/core/caller.js";
 import type { Core } from "../../src/core/core.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { type Db, openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
-import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
+import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite/ledger-store.js";
 import { coreOver } from "../helpers/core.js";
 
 /** A billing core over its own database. */

@@ -2,9 +2,9 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { holdIdFor } from "../../src/core/billing/hold-ids.js";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
-import { DATABASE_FILE } from "../../src/store/database.js";
-import { GroupCommit } from "../../src/store/group-commit.js";
-import { LedgerRepository } from "../../src/store/ledger-repository.js";
+import { DATABASE_FILE } from "../../src/store/sqlite/database.js";
+import { GroupCommit } from "../../src/store/sqlite/group-commit.js";
+import { LedgerRepository } from "../../src/store/sqlite/ledger.js";
 import { tempDir } from "../helpers/process.js";
 import { expectSoundLedger, ledgerCounts, ledgerFixture, SMALL_TEXT_CALL } from "./fixtures.js";
 

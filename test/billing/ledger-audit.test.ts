@@ -2,12 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
 import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import type { NewX402Payment, X402Closing } from "../../src/core/ports/x402.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { migrate, openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
-import { LedgerRepository } from "../../src/store/ledger-repository.js";
-import { migrations } from "../../src/store/migrations.js";
-import { X402Repository } from "../../src/store/x402-repository.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { migrate, openDatabase } from "../../src/store/sqlite/database.js";
+import { LedgerRepository } from "../../src/store/sqlite/ledger.js";
+import { migrations } from "../../src/store/sqlite/migrations.js";
+import { X402Repository } from "../../src/store/sqlite/x402.js";
 import { type LedgerFixture, ledgerFixture, SMALL_TEXT_CALL } from "./fixtures.js";
 
 // The checker that runs after every ledger test must itself catch what it claims to.

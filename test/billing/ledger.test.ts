@@ -5,8 +5,8 @@ import { holdIdFor } from "../../src/core/billing/hold-ids.js";
 import { createHoldSweeper } from "../../src/core/billing/hold-sweeper.js";
 import { type DeliveredUsage, NO_USAGE, type TextCallSpec } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
-import type { Db } from "../../src/store/database.js";
-import { LedgerRepository } from "../../src/store/ledger-repository.js";
+import type { Db } from "../../src/store/sqlite/database.js";
+import { LedgerRepository } from "../../src/store/sqlite/ledger.js";
 import {
   eighteenDecimalChains,
   expectSoundLedger,

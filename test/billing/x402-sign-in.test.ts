@@ -16,8 +16,8 @@ import { defaultChainRegistry } from "../../src/core/billing/default-chains.js";
 import { PAYMENT_REQUIRED_METADATA } from "../../src/core/billing/x402-accounts.js";
 import { SIGN_IN_TTL_MS, X402SignIn } from "../../src/core/billing/x402-sign-in.js";
 import { errorInfo } from "../../src/core/errors.js";
-import { type Db, openDatabase } from "../../src/store/database.js";
-import { SessionRepository } from "../../src/store/session-repository.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
+import { SessionRepository } from "../../src/store/sqlite/sessions.js";
 
 // The keyless payer's wallet sign-in (src/core/billing/x402-sign-in.ts) over the real nonce
 // store: what the e2e test cannot reach cheaply (no configured origin, a challenge that

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { SYSTEM_WITHDRAWAL_FEES } from "../../src/core/ports/ledger.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
-import { LedgerRepository } from "../../src/store/ledger-repository.js";
-import { OnchainRepository } from "../../src/store/onchain-repository.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { LedgerRepository } from "../../src/store/sqlite/ledger.js";
+import { OnchainRepository } from "../../src/store/sqlite/onchain.js";
 import { ledgerFixture, SMALL_TEXT_CALL } from "../billing/fixtures.js";
 
 // The onchain tables' bookkeeping without a chain: deposits credited once per (chain, tx, index)

@@ -3,7 +3,7 @@ import { text } from "node:stream/consumers";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
-import { openDatabase } from "../../src/store/database.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
 import { coreOver } from "../helpers/core.js";
 import { tempDir } from "../helpers/process.js";

@@ -16,8 +16,8 @@ import {
   SettlementStatus,
   UsageRowSchema,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { CLI, childEnv, cliJson, runCli, tempDir, until } from "../helpers/process.js";
 
 let dir: ReturnType<typeof tempDir>;

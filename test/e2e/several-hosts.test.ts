@@ -8,8 +8,8 @@ import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
-import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { auditPostgres } from "../../src/store/postgres/audit.js";
+import { openPostgres } from "../../src/store/postgres/database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import {

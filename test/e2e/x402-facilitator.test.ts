@@ -26,8 +26,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { treasurySeed, x402FacilitatorSeed } from "../../src/chains/keys.js";
 import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // TOLLGATE_X402_FACILITATOR_URL: an operator's own x402 facilitator verifies and settles the

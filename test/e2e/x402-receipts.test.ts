@@ -22,8 +22,8 @@ import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // Keyless receipts (docs/receipts.md, issue 29 item 10): a call paid with x402 has no key, so its

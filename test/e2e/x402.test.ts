@@ -32,8 +32,8 @@ import { solanaTreasuryKeypair } from "../../src/chains/solana/keys.js";
 import { DEV_SOLANA_NETWORK } from "../../src/dev/chains/dev-chains.js";
 import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // x402 end to end (docs/x402.md): `tollgate dev` on its dev chains, paid by x402's own client

@@ -8,7 +8,7 @@ import {
   zeroAddress,
 } from "viem";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
-import type { Db } from "../../src/store/database.js";
+import type { Db } from "../../src/store/sqlite/database.js";
 
 /** One token Transfer log, as the chain recorded it. */
 export interface TokenMove {

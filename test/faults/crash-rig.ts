@@ -7,7 +7,7 @@ import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-u
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { type Db, openDatabase } from "../../src/store/database.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import {
   type GatewayProcess,

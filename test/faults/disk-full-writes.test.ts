@@ -6,8 +6,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
-import type { Db } from "../../src/store/database.js";
-import { GroupCommit } from "../../src/store/group-commit.js";
+import type { Db } from "../../src/store/sqlite/database.js";
+import { GroupCommit } from "../../src/store/sqlite/group-commit.js";
 import {
   expectSoundLedger,
   type LedgerFixture,

@@ -25,9 +25,9 @@ import {
 } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { DATABASE_FILE } from "../../src/store/database.js";
-import { IMAGES_DIR } from "../../src/store/image-files.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { IMAGES_DIR } from "../../src/store/shared/image-files.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { DATABASE_FILE } from "../../src/store/sqlite/database.js";
 import { cookieOf, dashboardRpc } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";
 import { type GatewayProcess, startGateway, until } from "../helpers/process.js";

@@ -15,8 +15,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, type GatewayProcess, runCli, startGateway, tempDir, until } from "../helpers/process.js";
 
 const HEADERS_MS = 1_000;

@@ -1,9 +1,9 @@
 import { walletSignatures } from "../../src/chains/wallet-signatures.js";
 import { type Core, type CoreDeps, createCore } from "../../src/core/core.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import type { Db } from "../../src/store/database.js";
-import { SessionRepository } from "../../src/store/session-repository.js";
-import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite-ledger.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import type { Db } from "../../src/store/sqlite/database.js";
+import { groupCommittedWrites, SqliteLedger } from "../../src/store/sqlite/ledger-store.js";
+import { SessionRepository } from "../../src/store/sqlite/sessions.js";
 
 /** Everything a core takes besides its stores. */
 export type CoreOptions = Omit<CoreDeps, "accounts" | "sessions" | "ledger" | "onchain" | "wallets"> &

@@ -11,8 +11,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../../src/gen/tollgate/health/v1/health_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
 
 const ADMIN_TOKEN = "health-test-operator-token-0123456789abcdef";

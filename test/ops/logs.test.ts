@@ -5,8 +5,8 @@ import {
   type ScriptedReply,
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 
 // The gateway's log as an operator's pipeline reads it (docs/operations.md, "Logs"): a real

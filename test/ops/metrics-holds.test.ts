@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
 import { PrometheusMetrics } from "../../src/metrics/prometheus.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { openDatabase } from "../../src/store/database.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
 import { expectSoundLedger, SMALL_TEXT_CALL } from "../billing/fixtures.js";
 import { coreOver } from "../helpers/core.js";
 

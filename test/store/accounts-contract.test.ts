@@ -2,12 +2,12 @@ import { createHash } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccountStore, SessionStore } from "../../src/core/ports/accounts.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { openDatabase } from "../../src/store/database.js";
-import { PgAccountStore, PgAuthStamp, PgSessionStore } from "../../src/store/postgres/pg-accounts.js";
-import { openPostgres } from "../../src/store/postgres/pg-database.js";
-import { PG_MIGRATIONS } from "../../src/store/postgres/pg-migrations.js";
-import { SessionRepository } from "../../src/store/session-repository.js";
+import { PgAccountStore, PgAuthStamp, PgSessionStore } from "../../src/store/postgres/accounts.js";
+import { openPostgres } from "../../src/store/postgres/database.js";
+import { PG_MIGRATIONS } from "../../src/store/postgres/migrations.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
+import { SessionRepository } from "../../src/store/sqlite/sessions.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir, until } from "../helpers/process.js";
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IdempotencyClaim, IdempotencyStore } from "../../src/core/ports/idempotency.js";
-import { openDatabase } from "../../src/store/database.js";
-import { openPostgres } from "../../src/store/postgres/pg-database.js";
-import { PgIdempotency } from "../../src/store/postgres/pg-idempotency.js";
-import { SqliteIdempotency } from "../../src/store/sqlite-idempotency.js";
+import { openPostgres } from "../../src/store/postgres/database.js";
+import { PgIdempotency } from "../../src/store/postgres/idempotency.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
+import { SqliteIdempotency } from "../../src/store/sqlite/idempotency.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
 

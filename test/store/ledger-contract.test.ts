@@ -22,16 +22,16 @@ import {
   type UsageCounts,
 } from "../../src/core/ports/ledger.js";
 import { type NewX402Payment, SYSTEM_X402, type X402Store } from "../../src/core/ports/x402.js";
-import { AuthRepository } from "../../src/store/auth-repository.js";
-import { openDatabase } from "../../src/store/database.js";
-import { auditLedger } from "../../src/store/ledger-audit.js";
-import { PgAccountStore } from "../../src/store/postgres/pg-accounts.js";
-import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
-import { PgChainRoles, PgChainWork } from "../../src/store/postgres/pg-chain-work.js";
-import { migratePostgres, openPostgres } from "../../src/store/postgres/pg-database.js";
-import { PgLedger } from "../../src/store/postgres/pg-ledger.js";
-import { SqliteChainWork } from "../../src/store/sqlite-chain-work.js";
-import { openSqliteLedger } from "../../src/store/sqlite-ledger.js";
+import { PgAccountStore } from "../../src/store/postgres/accounts.js";
+import { auditPostgres } from "../../src/store/postgres/audit.js";
+import { PgChainRoles, PgChainWork } from "../../src/store/postgres/chain-work.js";
+import { migratePostgres, openPostgres } from "../../src/store/postgres/database.js";
+import { PgLedger } from "../../src/store/postgres/ledger.js";
+import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { AuthRepository } from "../../src/store/sqlite/accounts.js";
+import { SqliteChainWork } from "../../src/store/sqlite/chain-work.js";
+import { openDatabase } from "../../src/store/sqlite/database.js";
+import { openSqliteLedger } from "../../src/store/sqlite/ledger-store.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
 

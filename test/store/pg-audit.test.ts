@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auditPostgres } from "../../src/store/postgres/pg-audit.js";
-import { openPostgres } from "../../src/store/postgres/pg-database.js";
+import { auditPostgres } from "../../src/store/postgres/audit.js";
+import { openPostgres } from "../../src/store/postgres/database.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 
 // The ledger audit over PostgreSQL reads what SQLite's does (ledger-audit.ts); here, that it

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inTransaction, openPostgres } from "../../src/store/postgres/pg-database.js";
+import { inTransaction, openPostgres } from "../../src/store/postgres/database.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 
 // The money invariants the PostgreSQL ledger relies on the database itself for, checked with

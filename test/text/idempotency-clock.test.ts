@@ -8,8 +8,8 @@ import {
   type IdempotentStart,
 } from "../../src/core/inference/idempotency.js";
 import { errorHeaders, toFacadeError } from "../../src/facade/http-status.js";
-import { type Db, openDatabase } from "../../src/store/database.js";
-import { SqliteIdempotency } from "../../src/store/sqlite-idempotency.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
+import { SqliteIdempotency } from "../../src/store/sqlite/idempotency.js";
 import { tempDir } from "../helpers/process.js";
 
 // Idempotent calls over the SQLite store with an injected clock: the 24-hour expiry, the sweep,

@@ -1,6 +1,6 @@
 /**
  * The storage port for images returned as `url`: local disk by default
- * (src/store/image-files.ts); object storage can implement the same three calls. Tokens are
+ * (src/store/shared/image-files.ts); object storage can implement the same three calls. Tokens are
  * minted by the core (src/core/images/image-tokens.ts), never by a store, so every store gets
  * the same unguessability.
  */

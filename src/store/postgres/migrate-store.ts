@@ -6,11 +6,11 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type pg from "pg";
-import { DATABASE_FILE, type Db } from "../database.js";
-import { auditLedger } from "../ledger-audit.js";
-import { migrations } from "../migrations.js";
-import { auditPostgres } from "./pg-audit.js";
-import { SYSTEM_SHARDS } from "./pg-ledger.js";
+import { auditLedger } from "../shared/ledger-audit.js";
+import { DATABASE_FILE, type Db } from "../sqlite/database.js";
+import { migrations } from "../sqlite/migrations.js";
+import { auditPostgres } from "./audit.js";
+import { SYSTEM_SHARDS } from "./queries.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both

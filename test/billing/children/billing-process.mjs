@@ -8,8 +8,8 @@ import { createInterface } from "node:readline";
 import { Billing } from "../../../dist/src/core/billing/billing.js";
 import { defaultPriceCatalog } from "../../../dist/src/core/billing/default-catalog.js";
 import { defaultChainRegistry } from "../../../dist/src/core/billing/default-chains.js";
-import { openDatabase } from "../../../dist/src/store/database.js";
-import { openSqliteLedger } from "../../../dist/src/store/sqlite-ledger.js";
+import { openDatabase } from "../../../dist/src/store/sqlite/database.js";
+import { openSqliteLedger } from "../../../dist/src/store/sqlite/ledger-store.js";
 
 const job = JSON.parse(process.argv[2]);
 const db = openDatabase(job.dataDir);

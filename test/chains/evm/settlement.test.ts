@@ -5,7 +5,7 @@ import { ChainsRuntime } from "../../../src/chains/chains-runtime.js";
 import { ledgerToOnchain } from "../../../src/core/billing/money.js";
 import { errorInfo } from "../../../src/core/errors.js";
 import { SettlementStatus, TransferStatus } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
+import { SqliteChainWork } from "../../../src/store/sqlite/chain-work.js";
 import { TEST_MASTER_SECRET } from "../../helpers/evm.js";
 import { ledgerSettled, type OnchainFixture, onchainFixture, settledOnchain } from "./onchain-fixture.js";
 

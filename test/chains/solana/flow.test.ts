@@ -20,10 +20,10 @@ import {
   SettlementStatus,
   TransferStatus,
 } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { AuthRepository } from "../../../src/store/auth-repository.js";
-import { type Db, openDatabase } from "../../../src/store/database.js";
-import { auditLedger } from "../../../src/store/ledger-audit.js";
-import { SqliteChainWork } from "../../../src/store/sqlite-chain-work.js";
+import { auditLedger } from "../../../src/store/shared/ledger-audit.js";
+import { AuthRepository } from "../../../src/store/sqlite/accounts.js";
+import { SqliteChainWork } from "../../../src/store/sqlite/chain-work.js";
+import { type Db, openDatabase } from "../../../src/store/sqlite/database.js";
 import { rng } from "../../billing/prng.js";
 import { coreOver } from "../../helpers/core.js";
 import { TEST_MASTER_SECRET } from "../../helpers/evm.js";

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { AUDIT_QUERIES, type AuditResults, type AuditRows, checkLedger } from "../ledger-audit.js";
+import { AUDIT_QUERIES, type AuditResults, type AuditRows, checkLedger } from "../shared/ledger-audit.js";
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;

@@ -12,9 +12,10 @@ import {
   SYSTEM_DEPOSITS,
   type TransferRow,
 } from "../../core/ports/ledger.js";
-import { toTransfer } from "../ledger-rows.js";
-import { inTransaction } from "./pg-database.js";
-import { exactRows, readBacklog, retrying, shardFor, TRANSFER_WITH_CALLS } from "./pg-ledger.js";
+import { toTransfer } from "../shared/ledger-rows.js";
+import { inTransaction } from "./database.js";
+import { readBacklog, TRANSFER_WITH_CALLS } from "./onchain.js";
+import { exactRows, retrying, shardFor } from "./queries.js";
 
 /**
  * Locks the chain's cursor row (creating it at `from` when the chain has none, as SQLite's

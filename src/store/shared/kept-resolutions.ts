@@ -1,4 +1,4 @@
-import { isStorageFull, storageFull } from "../core/errors.js";
+import { isStorageFull, storageFull } from "../../core/errors.js";
 
 /** How long a kept resolution waits before it is tried again. */
 const RETRY_MS = 1_000;

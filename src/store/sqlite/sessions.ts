@@ -4,10 +4,10 @@ import type {
   SessionRow,
   SessionStore,
   WalletFamilyText,
-} from "../core/ports/accounts.js";
-import { INSERT_ACCOUNT_SQL } from "./auth-repository.js";
+} from "../../core/ports/accounts.js";
+import { INSERT_ACCOUNT_SQL } from "./accounts.js";
 import type { Db } from "./database.js";
-import type { NonceWrites } from "./ledger-writer.js";
+import type { NonceWrites } from "./ledger-writes.js";
 
 /** The nonce writes as synchronous statements, for the connection that group-commits them. */
 export function nonceStatements(db: Db) {

@@ -9,7 +9,7 @@ import {
   heldRecord,
   RELEASE_SQL,
   SWEEP_SQL,
-} from "../idempotency-sql.js";
+} from "../shared/idempotency-sql.js";
 
 /** A claim that loses a race with a release (the row gone before it is read) tries again. */
 const CLAIM_ATTEMPTS = 3;

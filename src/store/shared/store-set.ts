@@ -1,10 +1,10 @@
-import type { HealthProbe } from "../core/health-service.js";
-import type { AccountStore, SessionStore } from "../core/ports/accounts.js";
-import type { ChainRoles, ChainWorkStore } from "../core/ports/chain-work.js";
-import type { IdempotencyStore } from "../core/ports/idempotency.js";
-import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
-import type { X402Store } from "../core/ports/x402.js";
-import type { Db } from "./database.js";
+import type { HealthProbe } from "../../core/health-service.js";
+import type { AccountStore, SessionStore } from "../../core/ports/accounts.js";
+import type { ChainRoles, ChainWorkStore } from "../../core/ports/chain-work.js";
+import type { IdempotencyStore } from "../../core/ports/idempotency.js";
+import type { LedgerStore, OnchainStore } from "../../core/ports/ledger.js";
+import type { X402Store } from "../../core/ports/x402.js";
+import type { Db } from "../sqlite/database.js";
 
 /** Where the money and the accounts are kept, as the configuration chose. */
 export type StoreChoice =

@@ -4,7 +4,7 @@
  * and sign-in (see docs/store.md).
  */
 import pg from "pg";
-import { PG_MIGRATIONS } from "./pg-migrations.js";
+import { PG_MIGRATIONS } from "./migrations.js";
 
 /** int8 (BIGINT) columns come back as JS numbers: every one here is a millisecond time or a count. */
 const INT8_OID = 20;

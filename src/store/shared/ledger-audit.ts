@@ -1,5 +1,5 @@
-import type { Db } from "./database.js";
-import { isSystem } from "./ledger-repository.js";
+import type { Db } from "../sqlite/database.js";
+import { isSystem } from "./ledger-rows.js";
 import { checkOnchain, ONCHAIN_AUDIT_QUERIES } from "./onchain-audit.js";
 import { checkX402, X402_AUDIT_QUERIES } from "./x402-audit.js";
 

@@ -1,4 +1,3 @@
-import pg from "pg";
 import {
   type CapRefusal,
   capRefusal,
@@ -8,115 +7,37 @@ import {
   spendDay,
 } from "../../core/billing/spend-caps.js";
 import {
-  type BacklogRow,
   type BalanceRow,
   type CreditResult,
-  type DepositRow,
-  emptyBacklog,
   type HoldState,
   type LedgerStore,
   type NewCredit,
   type NewHold,
-  type NewWithdrawal,
   type OnchainStore,
   type PlaceHoldResult,
   type ResolutionStatus,
   type ResolveResult,
   type SettlementView,
   SYSTEM_REVENUE,
-  SYSTEM_WITHDRAWAL_FEES,
-  SYSTEM_WITHDRAWALS,
-  type TransferRow,
   type UsageCounts,
-  type WithdrawResult,
 } from "../../core/ports/ledger.js";
+import type { X402Store } from "../../core/ports/x402.js";
+import { KeptResolutions } from "../shared/kept-resolutions.js";
+import { sameCall, toBalance, toHoldState, toSettlementView, toSpendCap } from "../shared/ledger-rows.js";
+import { inTransaction } from "./database.js";
+
 import {
-  type NewX402Payment,
-  SYSTEM_X402,
-  type X402Closing,
-  type X402Collection,
-  type X402PaymentRow,
-  type X402Status,
-  type X402Store,
-} from "../../core/ports/x402.js";
-import { KeptResolutions } from "../kept-resolutions.js";
-import { isSystem } from "../ledger-repository.js";
-import {
-  sameCall,
-  toBalance,
-  toHoldState,
-  toSettlementView,
-  toSpendCap,
-  toTransfer,
-  toX402Payment,
-} from "../ledger-rows.js";
-import {
-  x402ClosingRefusal,
-  x402CollectionRefusal,
-  x402CreditEntryId,
-  x402ReturnEntryId,
-  x402ReturnRefusal,
-} from "../x402-repository.js";
-import { inTransaction } from "./pg-database.js";
-
-/** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
-export type Raw = Record<string, unknown>;
-
-const INT8_OID = 20;
-const NUMERIC_OID = 1700;
-
-/** The pool parses int8 as a JS number (times, counts); money needs every integer exact. */
-const EXACT_INTEGERS = {
-  getTypeParser: (oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID || oid === NUMERIC_OID
-      ? (value: string) => BigInt(value)
-      : (pg.types.getTypeParser(oid, format) as (value: string) => unknown),
-};
-
-/** Where a query runs: the pool (one statement, its own transaction) or a transaction's client. */
-export type Queryable = pg.Pool | pg.PoolClient;
-
-/** Runs a query whose integers (int8, numeric: money, and SUMs of it) come back as bigints. */
-export async function exactRows(db: Queryable, text: string, values: readonly unknown[]): Promise<Raw[]> {
-  return (await db.query<Raw>({ text, values: [...values], types: EXACT_INTEGERS })).rows;
-}
-
-/** The SQLSTATE of a PostgreSQL error, if `error` is one. */
-export function sqlState(error: unknown): string | undefined {
-  return error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined;
-}
-
-/**
- * Runs `work` again when PostgreSQL chose it as a deadlock victim or refused it as a
- * serialization failure; `work` must be a whole transaction (or one statement), so nothing of
- * the failed attempt remains. Rare by design: every writer locks the account's balance row
- * before any shard or backing row, and the sweeper locks users' rows before system shards.
- */
-export async function retrying<T>(work: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      const state = sqlState(error);
-      if (attempt >= 5 || (state !== "40001" && state !== "40P01")) throw error;
-    }
-  }
-}
-
-/** How many rows a system account's totals are spread over (migration 4). */
-export const SYSTEM_SHARDS = 16;
-
-/**
- * The balance row a transaction adds to for `account`: a user's single row, or a random shard
- * of a system account (only ever added to, never taken from, so any shard will do). A hold's
- * pending amount goes to shard `seq % 16` instead, so that its release takes it from the row
- * that holds it (each row's pending total is checked ≥ 0).
- */
-export function shardFor(account: string): { shard: number; mayOverdraw: boolean } {
-  return isSystem(account)
-    ? { shard: Math.floor(Math.random() * SYSTEM_SHARDS), mayOverdraw: true }
-    : { shard: 0, mayOverdraw: false };
-}
+  BALANCE,
+  exactRows,
+  type Queryable,
+  type Raw,
+  REFUSAL_RETRIES,
+  retrying,
+  SYSTEM_SHARDS,
+  shardFor,
+  sqlState,
+} from "./queries.js";
+import { PgX402 } from "./x402.js";
 
 const INT64_MAX_SQL = "9223372036854775807";
 
@@ -370,171 +291,6 @@ const CREDIT = `
   )
   SELECT * FROM credited`;
 
-const BALANCE = `
-  SELECT COALESCE(SUM(debits_pending), 0) AS debits_pending, COALESCE(SUM(debits_posted), 0) AS debits_posted,
-         COALESCE(SUM(credits_pending), 0) AS credits_pending, COALESCE(SUM(credits_posted), 0) AS credits_posted
-    FROM ledger_balances WHERE account = $1::text AND chain = $2::text`;
-
-/**
- * A withdrawal's writes, run in a transaction that rolls back unless all of them happened: the
- * account's debit of amount + fee (its available funds checked on its locked balance row), the
- * backing it commits (checked on the locked backing row), the queued transfer, the entries, and
- * the withdrawals and fees shards.
- */
-const WITHDRAW = `
-  WITH debited AS (
-    UPDATE ledger_balances SET debits_posted = debits_posted + $5::bigint + $8::bigint
-     WHERE account = $2::text AND chain = $3::text AND shard = 0
-       AND credits_posted - debits_posted - debits_pending >= $5::bigint + $8::bigint
-    RETURNING 1
-  ), backed AS (
-    UPDATE onchain_backing b SET committed = b.committed + $5::bigint + $8::bigint
-      FROM debited
-     WHERE b.account_id = $2::text AND b.chain = $3::text AND b.deposited - b.committed >= $5::bigint + $8::bigint
-    RETURNING 1
-  ), transfer AS (
-    INSERT INTO chain_transfers (id, kind, account_id, chain, to_address, amount, fee, status, next_attempt_at,
-                                 created_at, updated_at)
-    SELECT $1::text, 'withdrawal', $2::text, $3::text, $4::text, $5::bigint, $8::bigint, 'queued', $6::bigint,
-           $6::bigint, $6::bigint
-      FROM backed
-    RETURNING *
-  ), entry AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT $1::text || '/withdrawal', $3::text, $2::text, '${SYSTEM_WITHDRAWALS}', $5::bigint, false, 'withdrawal',
-           NULL, $4::text, $6::bigint
-      FROM backed
-  ), fee_entry AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT $1::text || '/fee', $3::text, $2::text, '${SYSTEM_WITHDRAWAL_FEES}', $8::bigint, false, 'withdrawal',
-           NULL, 'network fee', $6::bigint
-      FROM backed WHERE $8::bigint > 0
-  ), paid AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT '${SYSTEM_WITHDRAWALS}', $3::text, $7::smallint, true, $5::bigint FROM backed
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
-  ), fees AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT '${SYSTEM_WITHDRAWAL_FEES}', $3::text, $9::smallint, true, $8::bigint FROM backed WHERE $8::bigint > 0
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
-  )
-  SELECT t.*, 0::bigint AS calls FROM transfer t`;
-
-/**
- * An x402 payment's authorisation in one statement: the payment row (its id the replay guard: a
- * payment seen before inserts nothing, and nothing else is written), its credit entry, then the
- * account's row and a random shard of system:x402, in the order every writer locks them. A
- * hold id already paid for fails the whole statement on its unique key.
- */
-const AUTHORISE_X402 = `
-  WITH payment AS (
-    INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status,
-                               created_at)
-    VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $8::text, 'authorised',
-            $9::bigint)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id
-  ), entry AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT $10::text, $4::text, '${SYSTEM_X402}', $3::text, $7::bigint, false, 'x402', NULL, '', $9::bigint
-      FROM payment
-  ), credited AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT $3::text, $4::text, $11::smallint, $12::boolean, $7::bigint FROM payment
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
-    RETURNING 1
-  ), debited AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, debits_posted)
-    SELECT '${SYSTEM_X402}', $4::text, $13::smallint, true, $7::bigint FROM credited
-    ON CONFLICT (account, chain, shard) DO UPDATE SET debits_posted = b.debits_posted + EXCLUDED.debits_posted
-  )
-  SELECT id FROM payment`;
-
-/**
- * An x402 payment's collection in one statement: the payment row locked (its current version:
- * a closing that committed meanwhile is seen), taken from 'authorised' to 'collected' only when
- * the collection is one it can have (x402CollectionRefusal), then its hold's open-list row, if
- * the hold is open, locked until the commit (KEY SHARE), so the sweeper (LOCK_DUE) either skips
- * that hold or has expired it before the collection commits. Answers the payment's status and
- * amount, and whether the collection was recorded (`held` is read so that the lock is taken: a
- * CTE nothing reads is not run); no row when there is no such payment.
- */
-const RECORD_X402_COLLECTION = `
-  WITH payment AS (
-    SELECT id, hold_id, status, authorised FROM x402_payments WHERE id = $1::text FOR UPDATE
-  ), collected AS (
-    UPDATE x402_payments p SET status = 'collected', settled = $2::bigint, tx_hash = $3::text,
-                               collected_at = $4::bigint
-      FROM payment
-     WHERE p.id = payment.id AND p.status = 'authorised' AND $2::bigint > 0
-       AND $2::bigint <= payment.authorised AND $3::text <> ''
-    RETURNING p.hold_id
-  ), hold AS (
-    SELECT o.hold_id FROM open_holds o JOIN collected c ON c.hold_id = o.hold_id FOR KEY SHARE OF o
-  )
-  SELECT payment.status, payment.authorised, EXISTS (SELECT 1 FROM collected) AS recorded,
-         (SELECT COUNT(*) FROM hold) AS held
-    FROM payment`;
-
-/**
- * An x402 payment's closing, run in a transaction that rolls back unless every part of it was
- * written: the payment row taken from 'authorised' or 'collected' (its lock: a second closing
- * waits, then finds it closed; a collected one only as it was collected, see
- * x402ClosingRefusal), then with a return the account's debit (its available funds checked on
- * its locked row), the return entry and a random shard of system:x402. Answers, when the
- * payment was open, its account, chain, amount and collection, whether it closed and whether
- * the return was debited.
- */
-const CLOSE_X402 = `
-  WITH payment AS (
-    SELECT id, account_id, chain, authorised, status, settled, tx_hash FROM x402_payments
-     WHERE id = $1::text AND status IN ('authorised', 'collected') FOR UPDATE
-  ), closed AS (
-    UPDATE x402_payments p SET status = $2::text, settled = $3::bigint, tx_hash = $4::text, error = $5::text,
-                               closed_at = $6::bigint
-      FROM payment
-     WHERE p.id = payment.id AND p.status IN ('authorised', 'collected') AND $2::text <> 'collected'
-       AND (payment.status = 'authorised'
-            OR ($2::text = 'settled' AND payment.settled = $3::bigint AND payment.tx_hash = $4::text))
-    RETURNING p.id
-  ), debited AS (
-    UPDATE ledger_balances b SET debits_posted = b.debits_posted + $7::bigint
-      FROM payment, closed
-     WHERE $7::bigint > 0 AND $7::bigint <= payment.authorised AND b.account = payment.account_id
-       AND b.chain = payment.chain AND b.shard = 0 AND b.credits_posted - b.debits_posted - b.debits_pending >= $7::bigint
-    RETURNING 1
-  ), entry AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT $8::text, payment.chain, payment.account_id, '${SYSTEM_X402}', $7::bigint, false, 'x402', NULL, '',
-           $6::bigint
-      FROM payment, debited
-  ), returned AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT '${SYSTEM_X402}', payment.chain, $9::smallint, true, $7::bigint FROM payment, debited
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
-  )
-  SELECT payment.account_id, payment.chain, payment.authorised, payment.status, payment.settled, payment.tx_hash,
-         EXISTS (SELECT 1 FROM closed) AS closed, EXISTS (SELECT 1 FROM debited) AS debited
-    FROM payment`;
-
-/** Why a withdrawal was not written: the transfer already there, and what may be withdrawn now. */
-const WITHDRAW_REFUSED = `
-  SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls,
-         LEAST(COALESCE((SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
-                          WHERE account = $2::text AND chain = $3::text AND shard = 0), 0),
-               COALESCE((SELECT deposited - committed FROM onchain_backing
-                          WHERE account_id = $2::text AND chain = $3::text), 0)) AS withdrawable
-    FROM (SELECT 1) AS one LEFT JOIN chain_transfers t ON t.id = $1::text`;
-
-/** A transfer as listed, with the number of calls a settlement covers. */
-export const TRANSFER_WITH_CALLS = `
-  SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls
-    FROM chain_transfers t`;
-
 const ZERO_USAGE: UsageCounts = {
   inputTokens: 0n,
   outputTokens: 0n,
@@ -543,9 +299,6 @@ const ZERO_USAGE: UsageCounts = {
   cacheReadTokens: 0n,
   images: 0,
 };
-
-/** How often a refused hold or withdrawal is tried again when the funds it lacked appeared meanwhile. */
-const REFUSAL_RETRIES = 3;
 
 /**
  * The ledger and onchain ports over PostgreSQL, for several gateway hosts on one database. Every
@@ -556,15 +309,16 @@ const REFUSAL_RETRIES = 3;
  * key), and a credit or withdrawal is idempotent by its entry or transfer id, an x402 payment by
  * its payment id. The calls' path (placeHold, settle, void, authoriseX402) is one statement
  * each: one round trip. The pool belongs to whoever opened it; {@link close} leaves it open.
+ *
+ * The ledger port's methods are here; the onchain port's (onchain.ts) and x402's (x402.ts) are
+ * its base classes, one file per port, so one object answers all three without forwarding.
  */
-export class PgLedger implements LedgerStore, OnchainStore, X402Store {
+export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402Store {
   /**
    * Settles and voids the server's full disk refused, written when it takes them again. They
    * live in this process: another host's sweeper may void such a hold once it expires.
    */
   readonly #kept = new KeptResolutions();
-
-  constructor(private readonly pool: pg.Pool) {}
 
   async accountExists(accountId: string): Promise<boolean> {
     return (await this.pool.query("SELECT 1 FROM accounts WHERE id = $1", [accountId])).rowCount === 1;
@@ -892,262 +646,6 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     return out;
   }
 
-  async listDeposits(accountId: string, limit: number): Promise<DepositRow[]> {
-    // SQLite lists pending rows as the watcher wrote them (in scan order); here by position.
-    const rows = await exactRows(
-      this.pool,
-      `SELECT * FROM (
-         SELECT chain, tx_hash, log_index, position, from_address, to_address, account_id, onchain_amount,
-                0::bigint AS amount, false AS credited, seen_at AS at, 0 AS part,
-                row_number() OVER (ORDER BY position, log_index) AS n
-           FROM pending_deposits WHERE account_id = $1::text
-         UNION ALL
-         (SELECT chain, tx_hash, log_index, position, from_address, to_address, account_id, onchain_amount,
-                 amount, true AS credited, credited_at AS at, 1 AS part,
-                 row_number() OVER (ORDER BY credited_at DESC, position DESC, log_index DESC) AS n
-            FROM deposits WHERE account_id = $1::text
-           ORDER BY credited_at DESC, position DESC, log_index DESC LIMIT $2::integer)
-       ) AS listed ORDER BY part, n`,
-      [accountId, limit],
-    );
-    return rows.map((r) => ({
-      chain: r.chain as string,
-      txHash: r.tx_hash as string,
-      index: Number(r.log_index),
-      position: r.position as bigint,
-      from: r.from_address as string,
-      to: r.to_address as string,
-      accountId: r.account_id as string,
-      onchainAmount: BigInt(r.onchain_amount as string),
-      amount: r.amount as bigint,
-      credited: r.credited === true,
-      at: Number(r.at),
-    }));
-  }
-
-  /**
-   * One transaction of one statement (WITHDRAW), committed only when every part of it was
-   * written; then a read to answer `existing`, `conflict` or `insufficient`. Three round trips:
-   * withdrawals are rare, and a rolled-back partial debit is simpler to trust than a statement
-   * that must fail on purpose.
-   */
-  async withdraw(w: NewWithdrawal): Promise<WithdrawResult> {
-    for (let attempt = 1; ; attempt++) {
-      let taken: unknown;
-      try {
-        const written = await retrying(() =>
-          inTransaction(this.pool, async (client) => {
-            const [row] = await exactRows(client, WITHDRAW, [
-              w.id,
-              w.accountId,
-              w.chain,
-              w.to,
-              w.amount,
-              w.now,
-              shardFor(SYSTEM_WITHDRAWALS).shard,
-              w.fee,
-              shardFor(SYSTEM_WITHDRAWAL_FEES).shard,
-            ]);
-            if (row === undefined) throw new NotWritten();
-            return toTransfer(row);
-          }),
-        );
-        return { kind: "written", transfer: written };
-      } catch (error) {
-        if (sqlState(error) === "23505") taken = error;
-        else if (!(error instanceof NotWritten)) throw error;
-      }
-      const [row] = await exactRows(this.pool, WITHDRAW_REFUSED, [w.id, w.accountId, w.chain]);
-      if (row!.id !== null) {
-        const existing = toTransfer(row!);
-        const same =
-          existing.kind === "withdrawal" &&
-          existing.accountId === w.accountId &&
-          existing.chain === w.chain &&
-          existing.to === w.to &&
-          existing.amount === w.amount;
-        return same ? { kind: "existing", transfer: existing } : { kind: "conflict" };
-      }
-      if (taken !== undefined) throw taken;
-      const available = row!.withdrawable as bigint;
-      if (w.amount + w.fee > available || attempt >= REFUSAL_RETRIES)
-        return { kind: "insufficient", available };
-    }
-  }
-
-  async listTransfers(
-    accountId: string,
-    kind: "settlement" | "withdrawal",
-    beforeSeq: bigint,
-    limit: number,
-  ): Promise<TransferRow[]> {
-    const rows = await exactRows(
-      this.pool,
-      `${TRANSFER_WITH_CALLS} WHERE t.account_id = $1::text AND t.kind = $2::text AND t.seq < $3::bigint
-        ORDER BY t.seq DESC LIMIT $4::integer`,
-      [accountId, kind, beforeSeq, limit],
-    );
-    return rows.map(toTransfer);
-  }
-
-  async transfer(id: string): Promise<TransferRow | undefined> {
-    const [row] = await exactRows(this.pool, `${TRANSFER_WITH_CALLS} WHERE t.id = $1::text`, [id]);
-    return row === undefined ? undefined : toTransfer(row);
-  }
-
-  backlog(): Promise<BacklogRow[]> {
-    return readBacklog(this.pool);
-  }
-
-  /**
-   * One statement (AUTHORISE_X402). A unique key refusing it means the same payment raced in from
-   * another connection (answered `replayed` once its row is there) or a hold already paid for by
-   * another payment (a bug: thrown).
-   */
-  async authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed"> {
-    const to = shardFor(payment.accountId);
-    try {
-      const [row] = await retrying(() =>
-        exactRows(this.pool, AUTHORISE_X402, [
-          payment.id,
-          payment.holdId,
-          payment.accountId,
-          payment.chain,
-          payment.scheme,
-          payment.payer,
-          payment.authorised,
-          payment.payload,
-          payment.createdAt,
-          x402CreditEntryId(payment.id),
-          to.shard,
-          to.mayOverdraw,
-          shardFor(SYSTEM_X402).shard,
-        ]),
-      );
-      return row === undefined ? "replayed" : "authorised";
-    } catch (error) {
-      if (sqlState(error) !== "23505") throw error;
-      const seen = await this.pool.query("SELECT 1 FROM x402_payments WHERE id = $1", [payment.id]);
-      if (seen.rowCount === 1) return "replayed";
-      throw error;
-    }
-  }
-
-  /**
-   * One transaction of one statement (CLOSE_X402), rolled back with an error when the return it
-   * owes could not be debited; then, when it closed nothing, a read to tell `already-closed`
-   * from `not-found`.
-   */
-  async closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
-    const closed = await retrying(() =>
-      inTransaction(this.pool, async (client) => {
-        const [row] = await exactRows(client, CLOSE_X402, [
-          closing.id,
-          closing.status,
-          closing.settled,
-          closing.txHash,
-          closing.error,
-          closing.now,
-          closing.returned,
-          x402ReturnEntryId(closing.id),
-          shardFor(SYSTEM_X402).shard,
-        ]);
-        if (row === undefined) return false;
-        if (row.closed !== true) {
-          throw (
-            x402ClosingRefusal(
-              closing,
-              row.status as X402Status,
-              row.settled as bigint,
-              row.tx_hash as string,
-            ) ?? new Error(`x402 payment ${closing.id}: not closed`)
-          );
-        }
-        if (closing.returned !== 0n && row.debited !== true) {
-          const [balance] = await exactRows(client, BALANCE, [row.account_id, row.chain]);
-          const available =
-            (balance!.credits_posted as bigint) -
-            (balance!.debits_posted as bigint) -
-            (balance!.debits_pending as bigint);
-          throw (
-            x402ReturnRefusal(closing.id, closing.returned, row.authorised as bigint, available) ??
-            new Error(`x402 payment ${closing.id}: its return was not debited`)
-          );
-        }
-        return true;
-      }),
-    );
-    if (closed) return "closed";
-    const seen = await this.pool.query("SELECT 1 FROM x402_payments WHERE id = $1", [closing.id]);
-    return seen.rowCount === 1 ? "already-closed" : "not-found";
-  }
-
-  /** One statement (RECORD_X402_COLLECTION); nothing is written unless it answers `recorded`. */
-  async recordX402Collection(
-    collection: X402Collection,
-  ): Promise<"recorded" | "not-authorised" | "not-found"> {
-    const [row] = await retrying(() =>
-      exactRows(this.pool, RECORD_X402_COLLECTION, [
-        collection.id,
-        collection.collected,
-        collection.txHash,
-        collection.now,
-      ]),
-    );
-    if (row === undefined) return "not-found";
-    if (row.recorded === true) return "recorded";
-    if (row.status !== "authorised") return "not-authorised";
-    throw (
-      x402CollectionRefusal(collection, row.authorised as bigint) ??
-      new Error(`x402 payment ${collection.id}: its collection was not recorded`)
-    );
-  }
-
-  async failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]> {
-    // Written out as the partial index x402_payments_failed states it (see openX402Payments).
-    const rows = await exactRows(
-      this.pool,
-      `SELECT * FROM x402_payments WHERE payer = $1::text AND status = 'failed' AND cleared_at IS NULL
-        ORDER BY created_at, id LIMIT $2::integer`,
-      [payer, limit],
-    );
-    return rows.map(toX402Payment);
-  }
-
-  async clearFailedX402(payer: string, now: number): Promise<number> {
-    const cleared = await this.pool.query(
-      `UPDATE x402_payments SET cleared_at = $2::bigint
-        WHERE payer = $1::text AND status = 'failed' AND cleared_at IS NULL`,
-      [payer, now],
-    );
-    return cleared.rowCount ?? 0;
-  }
-
-  async x402Payment(id: string): Promise<X402PaymentRow | undefined> {
-    const [row] = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE id = $1::text", [id]);
-    return row === undefined ? undefined : toX402Payment(row);
-  }
-
-  async x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>> {
-    const rows = await exactRows(this.pool, "SELECT * FROM x402_payments WHERE hold_id = ANY($1::text[])", [
-      holdIds,
-    ]);
-    return new Map(rows.map((r) => [r.hold_id as string, toX402Payment(r)]));
-  }
-
-  async openX402Payments(createdBefore: number, limit: number): Promise<X402PaymentRow[]> {
-    // status written out as the partial index x402_payments_open states it: a plan made for
-    // any parameter (a generic plan) could not use the index. id orders payments created in the
-    // same millisecond.
-    const rows = await exactRows(
-      this.pool,
-      `SELECT * FROM x402_payments WHERE status IN ('authorised', 'collected') AND created_at < $1::bigint
-        ORDER BY created_at, id LIMIT $2::integer`,
-      [createdBefore, limit],
-    );
-    return rows.map(toX402Payment);
-  }
-
   /**
    * Tries the kept resolutions one last time; nothing else to finish: every other write answered
    * after its commit, and the pool is its opener's.
@@ -1215,66 +713,3 @@ export class PgLedger implements LedgerStore, OnchainStore, X402Store {
     };
   }
 }
-
-/** The settlement backlog and settled totals of every chain that has any (as OnchainRepository). */
-export async function readBacklog(db: Queryable): Promise<BacklogRow[]> {
-  const rows = new Map<string, { -readonly [K in keyof BacklogRow]: BacklogRow[K] }>();
-  const at = (chain: string) => {
-    let row = rows.get(chain);
-    if (row === undefined) {
-      row = emptyBacklog(chain);
-      rows.set(chain, row);
-    }
-    return row;
-  };
-  const older = (a: number, b: number) => (a === 0 ? b : Math.min(a, b));
-  const intents = await exactRows(
-    db,
-    `SELECT chain, COUNT(*) AS calls, COALESCE(SUM(onchain_amount), 0) AS amount, MIN(created_at) AS oldest
-       FROM settlement_intents WHERE transfer_id IS NULL AND onchain_amount > 0 GROUP BY chain`,
-    [],
-  );
-  for (const r of intents) {
-    const row = at(r.chain as string);
-    row.unbatchedCalls = Number(r.calls);
-    row.unbatchedAmount = r.amount as bigint;
-    row.oldestAt = older(row.oldestAt, Number(r.oldest));
-  }
-  const transfers = await exactRows(
-    db,
-    `SELECT chain, kind, COUNT(*) AS n, COALESCE(SUM(amount), 0) AS amount, MIN(created_at) AS oldest,
-            (SELECT last_error FROM chain_transfers e WHERE e.chain = t.chain AND e.status <> 'confirmed'
-               AND e.last_error <> '' ORDER BY e.updated_at DESC LIMIT 1) AS last_error
-       FROM chain_transfers t WHERE status <> 'confirmed' GROUP BY chain, kind`,
-    [],
-  );
-  for (const r of transfers) {
-    const row = at(r.chain as string);
-    if (r.kind === "settlement") {
-      row.openSettlements = Number(r.n);
-      row.openSettlementAmount = r.amount as bigint;
-    } else {
-      row.openWithdrawals = Number(r.n);
-      row.openWithdrawalAmount = r.amount as bigint;
-    }
-    row.oldestAt = older(row.oldestAt, Number(r.oldest));
-    if (typeof r.last_error === "string" && r.last_error !== "") row.lastError = r.last_error;
-  }
-  const confirmed = await exactRows(
-    db,
-    `SELECT chain, COALESCE(SUM(amount), 0) AS amount FROM chain_transfers
-      WHERE kind = 'settlement' AND status = 'confirmed' GROUP BY chain`,
-    [],
-  );
-  for (const r of confirmed) at(r.chain as string).confirmedSettlementAmount = r.amount as bigint;
-  const offchain = await exactRows(
-    db,
-    "SELECT chain, COALESCE(SUM(offchain_amount), 0) AS amount FROM settlement_intents GROUP BY chain",
-    [],
-  );
-  for (const r of offchain) at(r.chain as string).offchainAmount = r.amount as bigint;
-  return [...rows.values()].sort((a, b) => a.chain.localeCompare(b.chain));
-}
-
-/** The statement's answer when nothing was written (the transaction rolls back). */
-class NotWritten extends Error {}

@@ -1,9 +1,9 @@
 import type { Statement } from "better-sqlite3";
-import type { BacklogGlance, ChainWorkStore, StoredAddress } from "../core/ports/chain-work.js";
-import type { BacklogRow, DepositToCredit, TransferRow } from "../core/ports/ledger.js";
+import type { BacklogGlance, ChainWorkStore, StoredAddress } from "../../core/ports/chain-work.js";
+import type { BacklogRow, DepositToCredit, TransferRow } from "../../core/ports/ledger.js";
 import type { Db } from "./database.js";
-import { LedgerRepository } from "./ledger-repository.js";
-import { OnchainRepository } from "./onchain-repository.js";
+import { LedgerRepository } from "./ledger.js";
+import { OnchainRepository } from "./onchain.js";
 
 /**
  * The chains worker's port over SQLite: the onchain repository's statements and transactions

@@ -1,6 +1,6 @@
-import type { SettlementView } from "../core/ports/ledger.js";
+import type { SettlementView } from "../../core/ports/ledger.js";
+import { type Raw, toSettlementView } from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
-import { type Raw, toSettlementView } from "./ledger-rows.js";
 
 /**
  * The settlement outbox: {@link record} runs inside the ledger's settle transaction, so a call's

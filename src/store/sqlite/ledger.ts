@@ -1,6 +1,6 @@
 import type { Statement } from "better-sqlite3";
-import { INT64_MAX } from "../core/billing/money.js";
-import { type CapPeriod, capRefusal, type SpendCap, spendDay } from "../core/billing/spend-caps.js";
+import { INT64_MAX } from "../../core/billing/money.js";
+import { type CapPeriod, capRefusal, type SpendCap, spendDay } from "../../core/billing/spend-caps.js";
 import {
   availableOf,
   type BalanceRow,
@@ -14,9 +14,9 @@ import {
   type ResolveResult,
   SYSTEM_REVENUE,
   type UsageCounts,
-} from "../core/ports/ledger.js";
+} from "../../core/ports/ledger.js";
+import { isSystem, type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
-import { type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "./ledger-rows.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
 
 const ZERO_USAGE: UsageCounts = {
@@ -476,11 +476,6 @@ export class LedgerRepository {
     this.s.ensureBalance.run(account, chain, isSystem(account) ? 1 : 0);
     add();
   }
-}
-
-/** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
-export function isSystem(account: string): boolean {
-  return account.startsWith("system:");
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

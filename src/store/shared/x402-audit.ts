@@ -1,4 +1,4 @@
-import { SYSTEM_X402 } from "../core/ports/x402.js";
+import { SYSTEM_X402 } from "../../core/ports/x402.js";
 
 type Row = Record<string, unknown>;
 

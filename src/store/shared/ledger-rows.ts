@@ -1,4 +1,4 @@
-import type { CapPeriod, SpendCap } from "../core/billing/spend-caps.js";
+import type { CapPeriod, SpendCap } from "../../core/billing/spend-caps.js";
 import type {
   BalanceRow,
   HoldRow,
@@ -9,14 +9,19 @@ import type {
   SettlementView,
   TransferRow,
   TransferStatus,
-} from "../core/ports/ledger.js";
-import type { X402PaymentRow, X402Scheme, X402Status } from "../core/ports/x402.js";
+} from "../../core/ports/ledger.js";
+import type { X402PaymentRow, X402Scheme, X402Status } from "../../core/ports/x402.js";
 
 /**
  * Rows of the ledger's tables as both stores read them (the same columns in SQLite and
  * PostgreSQL, every money column a bigint) turned into the ports' types, and back.
  */
 export type Raw = Record<string, unknown>;
+
+/** Whether a ledger account is one of the gateway's own (allowed to run a negative balance). */
+export function isSystem(account: string): boolean {
+  return account.startsWith("system:");
+}
 
 export function sameCall(a: HoldRow, b: NewHold): boolean {
   return (

@@ -1,10 +1,10 @@
-import type { ChainWorkStores, Stores } from "../store-set.js";
-import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./pg-accounts.js";
-import { auditPostgres } from "./pg-audit.js";
-import { PgChainRoles, PgChainWork } from "./pg-chain-work.js";
-import { openPostgres } from "./pg-database.js";
-import { PgIdempotency } from "./pg-idempotency.js";
-import { PgLedger } from "./pg-ledger.js";
+import type { ChainWorkStores, Stores } from "../shared/store-set.js";
+import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./accounts.js";
+import { auditPostgres } from "./audit.js";
+import { PgChainRoles, PgChainWork } from "./chain-work.js";
+import { openPostgres } from "./database.js";
+import { PgIdempotency } from "./idempotency.js";
+import { PgLedger } from "./ledger.js";
 
 /**
  * Every port on one PostgreSQL pool (the schema brought up to date first). `listen`: a serving

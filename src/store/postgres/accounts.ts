@@ -12,7 +12,7 @@ import type {
   SessionStore,
   WalletFamilyText,
 } from "../../core/ports/accounts.js";
-import { inTransaction } from "./pg-database.js";
+import { inTransaction } from "./database.js";
 
 const ACCOUNT_COLUMNS = "id, name, status, suspended_reason, created_at";
 const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, revoked_at";

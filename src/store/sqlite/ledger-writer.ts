@@ -1,29 +1,7 @@
 import { Worker } from "node:worker_threads";
-import { isStorageFull, storageFull } from "../core/errors.js";
-import type { SessionStore } from "../core/ports/accounts.js";
-import type { LedgerStore, OnchainStore } from "../core/ports/ledger.js";
-import type { X402Store } from "../core/ports/x402.js";
-import { threadEntry } from "../runtime/thread-entry.js";
-
-/** Sign-in nonces' writes: anyone may ask for a nonce, so its write never waits on this thread. */
-export type NonceWrites = Pick<SessionStore, "insertNonce" | "purgeNonces">;
-
-/**
- * The ledger's writes (the ports' write methods), as the SQLite ledger hands them to whichever
- * thread holds its write connection, and the sign-in nonces' (as cheap to group, and as costly
- * on the request loop). Each answers once its transaction has committed.
- */
-export interface LedgerWrites
-  extends Pick<LedgerStore, "placeHold" | "settle" | "void" | "expireHolds" | "credit" | "setDefaultChain">,
-    Pick<OnchainStore, "withdraw">,
-    Pick<X402Store, "authoriseX402" | "recordX402Collection" | "closeX402" | "clearFailedX402">,
-    NonceWrites {
-  /** Finishes the writes already asked for, then lets the connection go. */
-  close(): Promise<void>;
-}
-
-/** The name of one write, as it crosses to a worker thread. */
-export type LedgerWriteOp = Exclude<keyof LedgerWrites, "close">;
+import { isStorageFull, storageFull } from "../../core/errors.js";
+import { threadEntry } from "../../runtime/thread-entry.js";
+import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-writes.js";
 
 /** One write sent to the writer thread. */
 export interface WriteRequest {
@@ -124,19 +102,7 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   };
   let closed: Promise<void> | undefined;
   return {
-    placeHold: (...args) => call("placeHold", args),
-    settle: (...args) => call("settle", args),
-    void: (...args) => call("void", args),
-    expireHolds: (...args) => call("expireHolds", args),
-    credit: (...args) => call("credit", args),
-    setDefaultChain: (...args) => call("setDefaultChain", args),
-    withdraw: (...args) => call("withdraw", args),
-    authoriseX402: (...args) => call("authoriseX402", args),
-    recordX402Collection: (...args) => call("recordX402Collection", args),
-    closeX402: (...args) => call("closeX402", args),
-    clearFailedX402: (...args) => call("clearFailedX402", args),
-    insertNonce: (...args) => call("insertNonce", args),
-    purgeNonces: (...args) => call("purgeNonces", args),
+    ...eachWrite((op, args) => call(op, args)),
     close: () => {
       closed ??= (async () => {
         if (failure === undefined) await call("close", []);

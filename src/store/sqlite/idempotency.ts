@@ -1,6 +1,5 @@
 import type { Statement, Transaction } from "better-sqlite3";
-import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from "../core/ports/idempotency.js";
-import type { Db } from "./database.js";
+import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from "../../core/ports/idempotency.js";
 import {
   CLAIM_SQL,
   COMPLETE_SQL,
@@ -10,7 +9,8 @@ import {
   heldRecord,
   RELEASE_SQL,
   SWEEP_SQL,
-} from "./idempotency-sql.js";
+} from "../shared/idempotency-sql.js";
+import type { Db } from "./database.js";
 
 /** The shared statements with named parameters (`$n` → `@pn`), as better-sqlite3 binds them. */
 const sqlite = (sql: string) => sql.replace(/\$(\d+)/g, "@p$1");

@@ -1,7 +1,7 @@
 import type { StatsFs } from "node:fs";
 import { statfs } from "node:fs/promises";
 import { dirname } from "node:path";
-import type { HealthProbe } from "../core/health-service.js";
+import type { HealthProbe } from "../../core/health-service.js";
 
 /**
  * Below this much free space the data directory's disk is reported low: a burst of `url`

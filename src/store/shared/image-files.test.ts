@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { newImageToken } from "../core/images/image-tokens.js";
+import { newImageToken } from "../../core/images/image-tokens.js";
 import { IMAGES_DIR, LocalImageFiles } from "./image-files.js";
 
 const dirs: string[] = [];

@@ -1,4 +1,4 @@
-import { SYSTEM_WITHDRAWAL_FEES, SYSTEM_WITHDRAWALS } from "../core/ports/ledger.js";
+import { SYSTEM_WITHDRAWAL_FEES, SYSTEM_WITHDRAWALS } from "../../core/ports/ledger.js";
 
 type Row = Record<string, unknown>;
 

@@ -5,8 +5,9 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { openDatabase } from "./database.js";
-import type { LedgerWriteOp, WriteReply, WriteRequest } from "./ledger-writer.js";
-import { groupCommittedWrites } from "./sqlite-ledger.js";
+import { groupCommittedWrites } from "./ledger-store.js";
+import type { WriteReply, WriteRequest } from "./ledger-writer.js";
+import type { LedgerWriteOp } from "./ledger-writes.js";
 
 const port = parentPort;
 if (port === null) throw new Error("ledger-writer-thread.ts runs only as a worker thread");

@@ -1,4 +1,4 @@
-import { INT64_MAX } from "../core/billing/money.js";
+import { INT64_MAX } from "../../core/billing/money.js";
 import {
   availableOf,
   type BacklogRow,
@@ -11,10 +11,10 @@ import {
   SYSTEM_WITHDRAWALS,
   type TransferRow,
   type WithdrawResult,
-} from "../core/ports/ledger.js";
+} from "../../core/ports/ledger.js";
+import { type Raw, toTransfer } from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
-import type { LedgerRepository } from "./ledger-repository.js";
-import { type Raw, toTransfer } from "./ledger-rows.js";
+import type { LedgerRepository } from "./ledger.js";
 
 /**
  * The onchain side of the ledger in SQLite: deposit addresses, watcher cursors and credited

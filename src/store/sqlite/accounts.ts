@@ -1,4 +1,4 @@
-import { isStorageFull } from "../core/errors.js";
+import { isStorageFull } from "../../core/errors.js";
 import type {
   AccountPage,
   AccountRow,
@@ -6,7 +6,7 @@ import type {
   AccountStore,
   KeyLookupRow,
   KeyRow,
-} from "../core/ports/accounts.js";
+} from "../../core/ports/accounts.js";
 import type { Db } from "./database.js";
 
 const KEY_COLUMNS = "id, account_id, name, prefix, created_at, last_used_at, revoked_at";

@@ -7,7 +7,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { ImageStore, StoredImage } from "../core/ports/image-store.js";
+import type { ImageStore, StoredImage } from "../../core/ports/image-store.js";
 
 /** Sub-directory of the data directory holding `url` images. */
 export const IMAGES_DIR = "images";

@@ -1,43 +1,38 @@
-import type { SpendCap } from "../core/billing/spend-caps.js";
+import type { SpendCap } from "../../core/billing/spend-caps.js";
 import type {
   BacklogRow,
   BalanceRow,
-  CreditResult,
   DepositRow,
   HoldState,
   LedgerStore,
-  NewCredit,
-  NewHold,
-  NewWithdrawal,
   OnchainStore,
-  PlaceHoldResult,
   ResolveResult,
   SettlementView,
   TransferRow,
   UsageCounts,
-  WithdrawResult,
-} from "../core/ports/ledger.js";
-import type {
-  NewX402Payment,
-  X402Closing,
-  X402Collection,
-  X402PaymentRow,
-  X402Store,
-} from "../core/ports/x402.js";
+} from "../../core/ports/ledger.js";
+import type { X402PaymentRow, X402Store } from "../../core/ports/x402.js";
+import { KeptResolutions } from "../shared/kept-resolutions.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
-import { KeptResolutions } from "./kept-resolutions.js";
-import { LedgerRepository } from "./ledger-repository.js";
-import type { LedgerWrites } from "./ledger-writer.js";
-import { OnchainRepository } from "./onchain-repository.js";
-import { nonceStatements } from "./session-repository.js";
-import { X402Repository } from "./x402-repository.js";
+import { LedgerRepository } from "./ledger.js";
+import {
+  eachWrite,
+  LEDGER_WRITES,
+  type LedgerWriteMethods,
+  type LedgerWrites,
+  type SyncLedgerWrites,
+} from "./ledger-writes.js";
+import { OnchainRepository } from "./onchain.js";
+import { nonceStatements } from "./sessions.js";
+import { X402Repository } from "./x402.js";
 
 /**
  * The writes on a connection of this thread, group-committed: the writes asked for in one turn
  * of the event loop share one transaction and one fsync (see {@link GroupCommit}). Used by the
  * ledger worker thread itself, by an in-memory database, and by short-lived processes (the CLI)
- * for which a thread would cost more than it saves.
+ * for which a thread would cost more than it saves. `statements` must name every write of
+ * LEDGER_WRITES (tsc refuses one missing).
  */
 export function groupCommittedWrites(db: Db): LedgerWrites {
   const ledger = new LedgerRepository(db);
@@ -45,44 +40,73 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
   const x402 = new X402Repository(db, ledger);
   const commits = new GroupCommit(db);
   const nonces = nonceStatements(db);
+  const statements: SyncLedgerWrites = {
+    placeHold: (hold) => ledger.placeHold(hold),
+    settle: (holdId, charge, usage, now, charges) => ledger.settle(holdId, charge, usage, now, charges),
+    void: (holdId, status, now) => ledger.void(holdId, status, now),
+    expireHolds: (cutoff, now, limit) => ledger.expireHolds(cutoff, now, limit),
+    credit: (credit) => ledger.credit(credit),
+    setDefaultChain: (accountId, chain, now) => ledger.setDefaultChain(accountId, chain, now),
+    withdraw: (withdrawal) => onchain.withdraw(withdrawal),
+    authoriseX402: (payment) => x402.authorise(payment),
+    recordX402Collection: (collection) => x402.collect(collection),
+    closeX402: (closing) => x402.close(closing),
+    clearFailedX402: (payer, now) => x402.clearFailed(payer, now),
+    insertNonce: (nonce, expiresAt) => nonces.insert(nonce, expiresAt),
+    purgeNonces: (now) => nonces.purge(now),
+  };
   return {
-    placeHold: (hold) => commits.run(() => ledger.placeHold(hold)),
-    settle: (holdId, charge, usage, now, charges) =>
-      commits.run(() => ledger.settle(holdId, charge, usage, now, charges)),
-    void: (holdId, status, now) => commits.run(() => ledger.void(holdId, status, now)),
-    expireHolds: (cutoff, now, limit) => commits.run(() => ledger.expireHolds(cutoff, now, limit)),
-    credit: (credit) => commits.run(() => ledger.credit(credit)),
-    setDefaultChain: (accountId, chain, now) =>
-      commits.run(() => ledger.setDefaultChain(accountId, chain, now)),
-    withdraw: (withdrawal) => commits.run(() => onchain.withdraw(withdrawal)),
-    authoriseX402: (payment) => commits.run(() => x402.authorise(payment)),
-    recordX402Collection: (collection) => commits.run(() => x402.collect(collection)),
-    closeX402: (closing) => commits.run(() => x402.close(closing)),
-    clearFailedX402: (payer, now) => commits.run(() => x402.clearFailed(payer, now)),
-    insertNonce: (nonce, expiresAt) => commits.run(() => nonces.insert(nonce, expiresAt)),
-    purgeNonces: (now) => commits.run(() => nonces.purge(now)),
+    ...eachWrite((op, args) =>
+      commits.run(() => (statements[op] as (...a: readonly unknown[]) => unknown)(...args)),
+    ),
     // Everything queued so far is in the group this empty write joins.
     close: () => commits.run(() => undefined),
   };
 }
 
 /**
+ * Every listed write (LEDGER_WRITES) as a method that hands it to `writes`: SqliteLedger's
+ * writes, but for the three it wraps in its kept resolutions (KeptWrites).
+ */
+abstract class WritesThroughBase {
+  constructor(protected readonly writes: LedgerWrites) {}
+
+  static {
+    for (const op of LEDGER_WRITES) {
+      Object.defineProperty(WritesThroughBase.prototype, op, {
+        value(this: WritesThroughBase, ...args: unknown[]) {
+          return (this.writes[op] as (...a: unknown[]) => unknown).apply(this.writes, args);
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+}
+const WritesThrough = WritesThroughBase as unknown as abstract new (
+  writes: LedgerWrites,
+) => WritesThroughBase & Omit<LedgerWriteMethods, KeptWrites>;
+
+/** The writes SqliteLedger wraps in its kept resolutions rather than forwarding as they are. */
+type KeptWrites = "settle" | "void" | "expireHolds";
+
+/**
  * The ledger, onchain and x402 ports over SQLite. Reads run on `db` in this thread (WAL readers
  * never wait for the writer, and see every write the moment its answer arrives); writes go to
  * `writes`, by default a worker thread with a connection of its own (ledger-writer.ts starts
  * it, ledger-writer-thread.ts runs in it), so the request loop never waits on a commit's fsync.
+ * The writes are its base class's (WritesThrough, built from LEDGER_WRITES); the settles and
+ * voids the disk refused are kept here.
  */
-export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
+export class SqliteLedger extends WritesThrough implements LedgerStore, OnchainStore, X402Store {
   readonly #ledger: LedgerRepository;
   readonly #onchain: OnchainRepository;
   readonly #x402: X402Repository;
   /** Settles and voids the full disk refused, written when space returns (see KeptResolutions). */
   readonly #kept = new KeptResolutions();
 
-  constructor(
-    db: Db,
-    private readonly writes: LedgerWrites,
-  ) {
+  constructor(db: Db, writes: LedgerWrites) {
+    super(writes);
     this.#ledger = new LedgerRepository(db);
     this.#onchain = new OnchainRepository(db, this.#ledger);
     this.#x402 = new X402Repository(db, this.#ledger);
@@ -100,20 +124,6 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
     return this.#ledger.defaultChain(accountId);
   }
 
-  setDefaultChain(accountId: string, chain: string, now: number): Promise<void> {
-    return this.writes.setDefaultChain(accountId, chain, now);
-  }
-
-  /** Stores a sign-in nonce through the ledger's writer (off the request loop, group-committed). */
-  insertNonce(nonce: string, expiresAt: number): Promise<void> {
-    return this.writes.insertNonce(nonce, expiresAt);
-  }
-
-  /** Deletes expired sign-in nonces through the ledger's writer. */
-  purgeNonces(now: number): Promise<void> {
-    return this.writes.purgeNonces(now);
-  }
-
   async balance(account: string, chain: string): Promise<BalanceRow> {
     return this.#ledger.balance(account, chain);
   }
@@ -128,10 +138,6 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
 
   async listHolds(accountId: string, beforeSeq: bigint, limit: number): Promise<HoldState[]> {
     return this.#ledger.listHolds(accountId, beforeSeq, limit);
-  }
-
-  placeHold(hold: NewHold): Promise<PlaceHoldResult> {
-    return this.writes.placeHold(hold);
   }
 
   settle(
@@ -171,20 +177,12 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
     return this.#ledger.capSpent(cap, since);
   }
 
-  credit(credit: NewCredit): Promise<CreditResult> {
-    return this.writes.credit(credit);
-  }
-
   async settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>> {
     return this.#ledger.outbox.views(holdIds);
   }
 
   async listDeposits(accountId: string, limit: number): Promise<DepositRow[]> {
     return this.#onchain.listDeposits(accountId, limit);
-  }
-
-  withdraw(withdrawal: NewWithdrawal): Promise<WithdrawResult> {
-    return this.writes.withdraw(withdrawal);
   }
 
   async listTransfers(
@@ -202,22 +200,6 @@ export class SqliteLedger implements LedgerStore, OnchainStore, X402Store {
 
   async backlog(): Promise<BacklogRow[]> {
     return this.#onchain.backlog();
-  }
-
-  authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed"> {
-    return this.writes.authoriseX402(payment);
-  }
-
-  recordX402Collection(collection: X402Collection): Promise<"recorded" | "not-authorised" | "not-found"> {
-    return this.writes.recordX402Collection(collection);
-  }
-
-  closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
-    return this.writes.closeX402(closing);
-  }
-
-  clearFailedX402(payer: string, now: number): Promise<number> {
-    return this.writes.clearFailedX402(payer, now);
   }
 
   async failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]> {

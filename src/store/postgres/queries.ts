@@ -1,0 +1,75 @@
+import pg from "pg";
+import { isSystem } from "../shared/ledger-rows.js";
+
+/*
+ * What every PostgreSQL port's queries share: exact integers, retries of deadlock victims, the
+ * system accounts' shards, an account's totals.
+ */
+
+/** A row as it comes back from a query that reads money: every int8 and numeric a bigint. */
+export type Raw = Record<string, unknown>;
+
+const INT8_OID = 20;
+const NUMERIC_OID = 1700;
+
+/** The pool parses int8 as a JS number (times, counts); money needs every integer exact. */
+const EXACT_INTEGERS = {
+  getTypeParser: (oid: number, format?: "text" | "binary") =>
+    oid === INT8_OID || oid === NUMERIC_OID
+      ? (value: string) => BigInt(value)
+      : (pg.types.getTypeParser(oid, format) as (value: string) => unknown),
+};
+
+/** Where a query runs: the pool (one statement, its own transaction) or a transaction's client. */
+export type Queryable = pg.Pool | pg.PoolClient;
+
+/** Runs a query whose integers (int8, numeric: money, and SUMs of it) come back as bigints. */
+export async function exactRows(db: Queryable, text: string, values: readonly unknown[]): Promise<Raw[]> {
+  return (await db.query<Raw>({ text, values: [...values], types: EXACT_INTEGERS })).rows;
+}
+
+/** The SQLSTATE of a PostgreSQL error, if `error` is one. */
+export function sqlState(error: unknown): string | undefined {
+  return error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined;
+}
+
+/**
+ * Runs `work` again when PostgreSQL chose it as a deadlock victim or refused it as a
+ * serialization failure; `work` must be a whole transaction (or one statement), so nothing of
+ * the failed attempt remains. Rare by design: every writer locks the account's balance row
+ * before any shard or backing row, and the sweeper locks users' rows before system shards.
+ */
+export async function retrying<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      const state = sqlState(error);
+      if (attempt >= 5 || (state !== "40001" && state !== "40P01")) throw error;
+    }
+  }
+}
+
+/** How many rows a system account's totals are spread over (migration 4). */
+export const SYSTEM_SHARDS = 16;
+
+/**
+ * The balance row a transaction adds to for `account`: a user's single row, or a random shard
+ * of a system account (only ever added to, never taken from, so any shard will do). A hold's
+ * pending amount goes to shard `seq % 16` instead, so that its release takes it from the row
+ * that holds it (each row's pending total is checked ≥ 0).
+ */
+export function shardFor(account: string): { shard: number; mayOverdraw: boolean } {
+  return isSystem(account)
+    ? { shard: Math.floor(Math.random() * SYSTEM_SHARDS), mayOverdraw: true }
+    : { shard: 0, mayOverdraw: false };
+}
+
+/** An account's totals on a chain: the sum of its rows (a system account's shards). */
+export const BALANCE = `
+  SELECT COALESCE(SUM(debits_pending), 0) AS debits_pending, COALESCE(SUM(debits_posted), 0) AS debits_posted,
+         COALESCE(SUM(credits_pending), 0) AS credits_pending, COALESCE(SUM(credits_posted), 0) AS credits_posted
+    FROM ledger_balances WHERE account = $1::text AND chain = $2::text`;
+
+/** How often a refused hold or withdrawal is tried again when the funds it lacked appeared meanwhile. */
+export const REFUSAL_RETRIES = 3;

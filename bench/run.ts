@@ -15,6 +15,8 @@
  *   --streams N         idle streams to hold open (default 10000, capped by the fd limit)
  *   --only LIST         comma-separated phases: saturate,rates,ttfb,idle,holdsettle,stores (default all)
  *   --profile DIR       run the gateway with --cpu-prof, writing its profile into DIR on exit
+ *   --timeline FILE     record each call's way through the gateway into FILE (bench/timeline-hook.ts)
+ *                       and print its timeline at the end, e.g. --only rates --rates 100 --targets direct,gateway
  *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
@@ -45,6 +47,7 @@ import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } fro
 import { PEER_PACKAGE, PEER_VERSION, type Peer, startPeer } from "./peer.js";
 import { writeReport } from "./report.js";
 import type { BenchResults, IdleFigure, Scenario, StoreFigure, TargetId } from "./results.js";
+import { timelineText } from "./timeline.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const DIST = join(ROOT, "dist");
@@ -62,6 +65,7 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     "latency-ms": { type: "string", default: "20" },
     profile: { type: "string" },
+    timeline: { type: "string" },
     targets: { type: "string" },
     scenarios: { type: "string" },
     rates: { type: "string" },
@@ -198,8 +202,13 @@ async function startDeployment(
     const log = openSync(join(hostDir, "gateway.log"), "w");
     const profile =
       values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
-    const child = spawn(process.execPath, [...profile, CLI, "serve"], {
-      env: { ...env, TOLLGATE_DATA_DIR: hostDir },
+    const timeline = values.timeline === undefined ? [] : ["--import", join(DIST, "bench/timeline-hook.js")];
+    const child = spawn(process.execPath, [...profile, ...timeline, CLI, "serve"], {
+      env: {
+        ...env,
+        TOLLGATE_DATA_DIR: hostDir,
+        ...(values.timeline === undefined ? {} : { TOLLGATE_BENCH_TIMELINE: resolve(values.timeline) }),
+      },
       stdio: ["ignore", log, log],
     });
     closeSync(log);
@@ -330,6 +339,7 @@ function requestFor(target: TargetId, scenario: Scenario, url: string, key: stri
 
 async function main(): Promise<void> {
   const startedAt = new Date();
+  if (values.timeline !== undefined) writeFileSync(values.timeline, "");
   const loadBefore = loadavg();
   const upstream = await startServer("fake-upstream.js", [
     "--port",
@@ -597,9 +607,15 @@ async function main(): Promise<void> {
   // another --target goes to bench/results/partial/ (not committed) with a report of its own.
   const partial =
     quick ||
-    [values.target, values.profile, values.only, values.targets, values.scenarios, values.rates].some(
-      (option) => option !== undefined,
-    ) ||
+    [
+      values.target,
+      values.profile,
+      values.timeline,
+      values.only,
+      values.targets,
+      values.scenarios,
+      values.rates,
+    ].some((option) => option !== undefined) ||
     [values.seconds, values.streams].some((option) => option !== undefined);
   const lastKept = join(ROOT, "bench/results/latest.json");
   if (existsSync(lastKept)) {
@@ -659,3 +675,5 @@ await Promise.race([
   sleep(15_000),
 ]);
 for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
+if (values.timeline !== undefined && existsSync(values.timeline))
+  console.log(timelineText(readFileSync(values.timeline, "utf8")).join("\n"));

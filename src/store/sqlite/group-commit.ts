@@ -1,4 +1,12 @@
+import { channel } from "node:diagnostics_channel";
+import { performance } from "node:perf_hooks";
 import type { Db } from "./database.js";
+
+/**
+ * Each group's size and timings, for whoever subscribes (bench/timeline-hook.ts); nothing is
+ * measured while nobody does.
+ */
+const groups = channel("tollgate:ledger:group");
 
 /** Most writes one grouped transaction carries; more wait for the next one (bounds the write lock). */
 const MAX_GROUP = 256;
@@ -29,12 +37,15 @@ export class GroupCommit {
   #queue: Pending[] = [];
   #scheduled = false;
   readonly #group: (batch: readonly Pending[]) => Outcome[];
+  /** When the oldest queued write arrived, and when the last group's statements ended (timed groups). */
+  #queuedAt = 0;
+  #statementsEnd = 0;
 
   constructor(db: Db) {
     // A nested better-sqlite3 transaction is a savepoint: a failing write undoes only itself.
     const isolated = db.transaction((op: () => unknown) => op());
-    const group = db.transaction((batch: readonly Pending[]): Outcome[] =>
-      batch.map((pending): Outcome => {
+    const group = db.transaction((batch: readonly Pending[]): Outcome[] => {
+      const outcomes = batch.map((pending): Outcome => {
         try {
           return { ok: true, value: isolated(pending.op) };
         } catch (error) {
@@ -44,8 +55,10 @@ export class GroupCommit {
           if (!db.inTransaction) throw error;
           return { ok: false, error };
         }
-      }),
-    );
+      });
+      if (groups.hasSubscribers) this.#statementsEnd = performance.now();
+      return outcomes;
+    });
     this.#group = (batch) => group.immediate(batch);
   }
 
@@ -55,6 +68,7 @@ export class GroupCommit {
    */
   run<T>(op: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (this.#queue.length === 0 && groups.hasSubscribers) this.#queuedAt = performance.now();
       this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
@@ -69,8 +83,20 @@ export class GroupCommit {
     this.#scheduled = this.#queue.length > 0;
     if (this.#scheduled) setImmediate(() => this.#flush());
     let outcomes: Outcome[];
+    const timed = groups.hasSubscribers;
+    const start = timed ? performance.now() : 0;
     try {
       outcomes = this.#group(batch);
+      if (timed) {
+        const end = performance.now();
+        groups.publish({
+          writes: batch.length,
+          waitedMs: start - this.#queuedAt,
+          statementsMs: this.#statementsEnd - start,
+          commitMs: end - this.#statementsEnd,
+        });
+        this.#queuedAt = end;
+      }
     } catch (error) {
       // The commit failed (or BEGIN did): better-sqlite3 rolled the whole group back.
       for (const pending of batch) pending.reject(error);

@@ -1,7 +1,14 @@
+import { channel } from "node:diagnostics_channel";
 import { Worker } from "node:worker_threads";
 import { isStorageFull, storageFull } from "../../core/errors.js";
 import { threadEntry } from "../../runtime/thread-entry.js";
 import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-writes.js";
+
+/**
+ * Each write when it is sent and when its answer (durable) is back, in the asking call's async
+ * context, for whoever subscribes (bench/timeline-hook.ts); silent while nobody does.
+ */
+const writes = channel("tollgate:ledger:write");
 
 /** One write sent to the writer thread. */
 export interface WriteRequest {
@@ -94,11 +101,17 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     if (failure !== undefined) return Promise.reject(failure);
     const id = nextId++;
     if (pending.size === 0) worker.ref();
-    return new Promise((resolve, reject) => {
+    const answer = new Promise<never>((resolve, reject) => {
       pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
       if (outbox.length === 0) setImmediate(post);
       outbox.push({ id, op, args });
     });
+    if (writes.hasSubscribers) {
+      writes.publish({ op, phase: "sent" });
+      const done = () => writes.publish({ op, phase: "done" });
+      answer.then(done, done);
+    }
+    return answer;
   };
   let closed: Promise<void> | undefined;
   return {

@@ -1,0 +1,82 @@
+/**
+ * Loaded into the gateway with `node --import` by `bench/run.ts --timeline FILE`: records, for
+ * every HTTP request the process serves, when it reached each point of its way — arrival, the
+ * route's handler (after authentication and the body), each ledger write sent to the writer
+ * thread and answered durable, the provider request created, its headers and its end, the
+ * response finished — and, on the ledger writer thread, each group commit's size and how long
+ * its commit took. Nothing in the gateway changes: the points are Node's, Fastify's and undici's
+ * `diagnostics_channel`s and the gateway's own `tollgate:ledger:*` channels (published only
+ * while someone subscribes). Lines of JSON go to $TOLLGATE_BENCH_TIMELINE; bench/timeline.ts
+ * reads them.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { channel, subscribe } from "node:diagnostics_channel";
+import { appendFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { isMainThread, threadId } from "node:worker_threads";
+
+const file = process.env.TOLLGATE_BENCH_TIMELINE;
+
+if (file !== undefined) {
+  const lines: string[] = [];
+  const flush = () => {
+    if (lines.length === 0) return;
+    appendFileSync(file, `${lines.join("\n")}\n`);
+    lines.length = 0;
+  };
+  setInterval(flush, 250).unref();
+  process.on("exit", flush);
+  /** Absolute milliseconds, comparable across threads. */
+  const now = () => performance.timeOrigin + performance.now();
+  const record = (event: Record<string, unknown>) =>
+    lines.push(JSON.stringify({ t: now(), thread: threadId, ...event }));
+
+  if (isMainThread) {
+    const call = new AsyncLocalStorage<number>();
+    const ids = new WeakMap<object, number>();
+    let next = 0;
+    subscribe("http.server.request.start", (message) => {
+      const { request } = message as { request: object & { url?: string; method?: string } };
+      const id = ++next;
+      ids.set(request, id);
+      // The request's handling continues from this synchronous point: everything it awaits
+      // (hooks, the core in process, the provider, the ledger) carries the id.
+      call.enterWith(id);
+      record({ req: id, ev: "arrive", method: request.method, url: request.url });
+    });
+    subscribe("tracing:fastify.request.handler:start", (message) => {
+      const id = ids.get((message as { request: { raw: object } }).request.raw);
+      if (id !== undefined) record({ req: id, ev: "handler" });
+    });
+    subscribe("http.server.response.finish", (message) => {
+      const id = ids.get((message as { request: object }).request);
+      if (id !== undefined) record({ req: id, ev: "finish" });
+    });
+    const upstream = new WeakMap<object, number>();
+    subscribe("undici:request:create", (message) => {
+      const id = call.getStore();
+      const { request } = message as { request: object & { path?: string } };
+      if (id === undefined) return;
+      upstream.set(request, id);
+      record({ req: id, ev: "upstream.create", path: request.path });
+    });
+    for (const [name, ev] of [
+      ["undici:request:headers", "upstream.headers"],
+      ["undici:request:trailers", "upstream.end"],
+    ] as const) {
+      subscribe(name, (message) => {
+        const id = upstream.get((message as { request: object }).request);
+        if (id !== undefined) record({ req: id, ev });
+      });
+    }
+    channel("tollgate:ledger:write").subscribe((message) => {
+      const id = call.getStore();
+      const { op, phase } = message as { op: string; phase: "sent" | "done" };
+      if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}` });
+    });
+  } else {
+    channel("tollgate:ledger:group").subscribe((message) => {
+      record({ ev: "group", ...(message as Record<string, number>) });
+    });
+  }
+}

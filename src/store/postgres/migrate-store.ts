@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type pg from "pg";
-import { auditLedger } from "../shared/ledger-audit.js";
+import { auditLedger } from "../sqlite/audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";

@@ -6,7 +6,7 @@ import {
   type GetBalancesResponse,
   type GetPricingResponse,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
 import { coreOver } from "../helpers/core.js";
 import { grpcClient, unary } from "../helpers/grpc.js";

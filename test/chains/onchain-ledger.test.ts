@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SYSTEM_WITHDRAWAL_FEES } from "../../src/core/ports/ledger.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { LedgerRepository } from "../../src/store/sqlite/ledger.js";
 import { OnchainRepository } from "../../src/store/sqlite/onchain.js";
 import { ledgerFixture, SMALL_TEXT_CALL } from "../billing/fixtures.js";

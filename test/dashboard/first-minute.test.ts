@@ -5,7 +5,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { writeChainsFile } from "../helpers/evm.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";

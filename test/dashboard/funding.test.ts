@@ -4,7 +4,7 @@ import type { Browser } from "playwright-core";
 import { createTestClient, createWalletClient, getAddress, http, parseEther, publicActions } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
 import { injectEvmWallet, injectSolanaWallet, launchChromium, screenshot } from "./browser.js";

@@ -23,7 +23,7 @@ import { AnonymousWork, AuthService } from "../../src/gen/tollgate/auth/v1/auth_
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { REDIS_KEY_PREFIX } from "../../src/limits/redis.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";

@@ -8,7 +8,7 @@ import { createEvmAdapter } from "../../src/chains/evm/evm-adapter.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { BillingService, SettlementStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";

@@ -18,7 +18,7 @@ import {
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../../src/gen/tollgate/health/v1/health_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { CLI, childEnv, cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 

@@ -16,7 +16,7 @@ import {
   SettlementStatus,
   UsageRowSchema,
 } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { CLI, childEnv, cliJson, runCli, tempDir, until } from "../helpers/process.js";
 

@@ -14,7 +14,7 @@ import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { treasurySeed } from "../../src/chains/keys.js";
 import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { freePort } from "../helpers/ports.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";

@@ -13,7 +13,7 @@ import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { treasurySeed, x402FacilitatorSeed } from "../../src/chains/keys.js";
 import { type EvmDevChain, startEvmDevChain } from "../../src/dev/chains/evm/dev-chain.js";
 import { startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { writeChainsFile } from "../helpers/evm.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";

@@ -22,7 +22,7 @@ import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 

@@ -32,7 +32,7 @@ import { solanaTreasuryKeypair } from "../../src/chains/solana/keys.js";
 import { DEV_SOLANA_NETWORK } from "../../src/dev/chains/dev-chains.js";
 import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 

@@ -26,7 +26,7 @@ import OpenAI from "openai";
 import { type Address, getAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultPriceCatalog } from "../../src/core/billing/default-catalog.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { type Rng, rng } from "../billing/prng.js";
 import { until } from "../helpers/process.js";
 import type { BroadcastPhase } from "../helpers/rpc-proxy.js";

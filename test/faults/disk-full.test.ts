@@ -26,7 +26,7 @@ import {
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { IMAGES_DIR } from "../../src/store/shared/image-files.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { DATABASE_FILE } from "../../src/store/sqlite/database.js";
 import { cookieOf, dashboardRpc } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";

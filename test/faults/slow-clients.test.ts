@@ -15,7 +15,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, type GatewayProcess, runCli, startGateway, tempDir, until } from "../helpers/process.js";
 

@@ -8,7 +8,7 @@ import {
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { accountWithKey, startTestGateway, type TestGateway } from "./app.js";
 import { coreOver } from "./core.js";
 

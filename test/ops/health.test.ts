@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { HealthService } from "../../src/gen/tollgate/health/v1/health_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
 

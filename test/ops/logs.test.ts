@@ -5,7 +5,7 @@ import {
   type ScriptedReply,
   startDevUpstream,
 } from "../../src/dev/provider/dev-upstream.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { cliJson, runCli, startGateway, tempDir } from "../helpers/process.js";
 

@@ -10,7 +10,7 @@ import {
 } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
-import { auditLedger } from "../../src/store/shared/ledger-audit.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { accountWithKey } from "../helpers/app.js";
 import { tempDir } from "../helpers/process.js";
 

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type pg from "pg";
-import { auditLedger } from "../shared/ledger-audit.js";
+import { auditLedger } from "../sqlite/audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";
@@ -447,7 +447,7 @@ function toPostgres(value: unknown, type: PgType, table: string, column: string,
 }
 
 /**
- * PostgreSQL's ledger (pg-ledger.ts) keeps an open hold's pending amount on the shard `seq % 16`
+ * PostgreSQL's ledger (postgres/ledger.ts) keeps an open hold's pending amount on the shard `seq % 16`
  * of the system account it credits, and takes it back from that very row when the hold settles,
  * is released or expires. Copied to shard 0 it would be taken from a row that lacks it (or does
  * not exist): each open hold's pending credit moves there from shard 0, in the copy's transaction.

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL schema, as numbered migrations applied in order (pg-database.ts). The same
+ * The PostgreSQL schema, as numbered migrations applied in order (database.ts). The same
  * tables and rules as the SQLite store's (src/store/sqlite/migrations.ts), in PostgreSQL's types: times
  * are BIGINT milliseconds, digests BYTEA, and what SQLite checks with triggers PostgreSQL checks
  * with its own (plpgsql).

@@ -1,10 +1,11 @@
 import type { ChainWorkStores, Stores } from "../shared/store-set.js";
-import { PgAccountStore, PgAuthStamp, PgSessionStore } from "./accounts.js";
+import { PgAccountStore, PgAuthStamp } from "./accounts.js";
 import { auditPostgres } from "./audit.js";
 import { PgChainRoles, PgChainWork } from "./chain-work.js";
 import { openPostgres } from "./database.js";
 import { PgIdempotency } from "./idempotency.js";
 import { PgLedger } from "./ledger.js";
+import { PgSessionStore } from "./sessions.js";
 
 /**
  * Every port on one PostgreSQL pool (the schema brought up to date first). `listen`: a serving

@@ -1,4 +1,3 @@
-import type { Db } from "../sqlite/database.js";
 import { isSystem } from "./ledger-rows.js";
 import { checkOnchain, ONCHAIN_AUDIT_QUERIES } from "./onchain-audit.js";
 import { checkX402, X402_AUDIT_QUERIES } from "./x402-audit.js";
@@ -14,26 +13,6 @@ interface Totals {
 }
 
 const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPending: 0n, creditsPosted: 0n });
-
-/**
- * Checks the ledger's invariants from first principles and returns every violation found
- * (empty when sound): each running balance equals the replay of its entries; per chain,
- * Σdebits = Σcredits for pending and posted alike; no user balance is overdrawn; every hold
- * has the pending entry it should, a charge no larger than itself, and an open-list row
- * exactly while unresolved; the onchain tables agree with the ledger (`checkOnchain`); and each
- * x402 payment's credit, return and collection agree with it, its status and its call's charge
- * (`checkX402`).
- * Reads in one transaction, so it sees a consistent snapshot.
- */
-export function auditLedger(db: Db): string[] {
-  const read = db.transaction(() => {
-    const rows: Record<string, AuditRows> = {};
-    for (const [name, sql] of Object.entries(AUDIT_QUERIES))
-      rows[name] = db.prepare(sql).safeIntegers(true).all() as AuditRows;
-    return rows as AuditResults;
-  });
-  return checkLedger(read());
-}
 
 /**
  * What the audit reads, in SQL both stores speak (SQLite and PostgreSQL): integers come back as

@@ -20,8 +20,8 @@ import {
   SettlementStatus,
   TransferStatus,
 } from "../../../src/gen/tollgate/billing/v1/billing_pb.js";
-import { auditLedger } from "../../../src/store/shared/ledger-audit.js";
 import { AuthRepository } from "../../../src/store/sqlite/accounts.js";
+import { auditLedger } from "../../../src/store/sqlite/audit.js";
 import { SqliteChainWork } from "../../../src/store/sqlite/chain-work.js";
 import { type Db, openDatabase } from "../../../src/store/sqlite/database.js";
 import { rng } from "../../billing/prng.js";

@@ -48,7 +48,6 @@ export function emptyParts(): RuntimeParts {
     core: undefined,
     transport: undefined,
     stores: undefined,
-    db: undefined,
     sweeper: undefined,
     counters: undefined,
     metrics: undefined,

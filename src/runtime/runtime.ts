@@ -11,7 +11,6 @@ import { type LogLevel, lazyLog, openLogger } from "../logger.js";
 import type { MetricsEndpoint } from "../metrics/endpoint.js";
 import type { CoreServer } from "../serving/server.js";
 import type { Stores } from "../store/shared/store-set.js";
-import type { Db } from "../store/sqlite/database.js";
 import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
 import type { ChainsWorker } from "./chains-worker.js";
 import type { ImageResources } from "./images.js";
@@ -82,8 +81,6 @@ export interface Runtime {
    * in operator mode).
    */
   readonly stores: Stores | undefined;
-  /** The SQLite database, when the store is SQLite. */
-  readonly db: Db | undefined;
   /** Voids orphaned holds; started here (it sweeps once before the first request). */
   readonly sweeper: HoldSweeper | undefined;
   /** Billing anomalies counted by the core (unpriced or missing usage, capped charges). */

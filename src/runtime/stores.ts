@@ -21,7 +21,6 @@ export function storeChoice(config: Config): StoreChoice {
 export async function openGatewayStores(a: Assembly): Promise<Stores> {
   const stores = await openStores(storeChoice(a.config), { serving: a.mode !== "operator" });
   a.parts.stores = stores;
-  a.parts.db = stores.db;
   a.stack.defer(() => stores.close());
   return stores;
 }

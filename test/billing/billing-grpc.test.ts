@@ -26,14 +26,14 @@ beforeAll(async () => {
   accountId = (await gateway.operator.createAccount({ name: "grpc" })).account!.id;
   otherAccountId = (await gateway.operator.createAccount({ name: "other" })).account!.id;
   secret = (await gateway.operator.createKey({ accountId })).secret;
-  const billing = operatorBillingClient(gateway.app.db!, coreOver(gateway.app.db!));
+  const billing = operatorBillingClient(gateway.db, coreOver(gateway.db));
   await billing.credit({ accountId, chain: "arbitrum", amount: 12_500_000n, reason: "grpc test" });
 });
 
 afterAll(async () => {
   client?.close();
   if (gateway !== undefined) {
-    expect(auditLedger(gateway.app.db!)).toEqual([]);
+    expect(auditLedger(gateway.db)).toEqual([]);
     await gateway.close();
   }
 });

@@ -27,7 +27,7 @@ describe("graceful shutdown", () => {
     expect(await inFlight).toEqual({ status: 200, body: { done: true } });
     await stopped;
     await expect(fetch(`${gw.facadeUrl}/v1/health`)).rejects.toThrow();
-    expect(gw.app.db!.open).toBe(false);
+    await expect(gw.app.stores!.ledger.balances("acct_x")).rejects.toThrow();
     gw.removeData();
   });
 

@@ -513,8 +513,7 @@ function expectEnvelope(envelope: Envelope, answer: Answer, label: string): void
 describe(`the fuzzer (seed ${SEED}, ${TOTAL} requests)`, () => {
   let t: TextGateway;
   /** Holds ever placed (every call that reached billing places one). */
-  const holdCount = () =>
-    (t.gateway.app.db!.prepare("SELECT count(*) AS n FROM holds").get() as { n: number }).n;
+  const holdCount = () => (t.gateway.db.prepare("SELECT count(*) AS n FROM holds").get() as { n: number }).n;
 
   beforeAll(async () => {
     t = await startTextGateway((upstream) => ({
@@ -736,12 +735,12 @@ describe(`the fuzzer (seed ${SEED}, ${TOTAL} requests)`, () => {
     // Nothing polluted the process's prototypes.
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     // What the provider refused was charged nothing (its hold released, never settled above 0).
-    const charged = t.gateway.app.db!.prepare(
+    const charged = t.gateway.db.prepare(
       "SELECT count(*) AS n FROM holds JOIN hold_resolutions r ON r.hold_id = holds.id WHERE request_id = ? AND r.amount > 0",
     );
     for (const id of providerRefused) expect((charged.get(id) as { n: number }).n, id).toBe(0);
     t.expectSoundLedger();
-    const open = t.gateway.app.db!.prepare("SELECT count(*) AS n FROM open_holds").get() as { n: number };
+    const open = t.gateway.db.prepare("SELECT count(*) AS n FROM open_holds").get() as { n: number };
     expect(open.n).toBe(0);
   });
 });

@@ -2,6 +2,7 @@ import { type Client, createClient } from "@connectrpc/connect";
 import { loadConfig } from "../../src/config/config.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
+import { type Db, openDatabase } from "../../src/store/sqlite/database.js";
 import { tempDir } from "./process.js";
 
 /** A gateway built in this process and listening on ephemeral ports, over its own data dir. */
@@ -11,6 +12,11 @@ export interface TestGateway {
   readonly coreUrl: string;
   /** The operator's typed client over the same database (what the CLI uses). */
   readonly operator: Client<typeof AuthService>;
+  /**
+   * A connection of the test's own to the gateway's SQLite file, for white-box reads and audits
+   * (the runtime hands out no database handle).
+   */
+  readonly db: Db;
   /** Shuts the gateway down and removes its data dir. */
   close(): Promise<void>;
   /** Removes the data dir only, for a test that shut the gateway down itself. */
@@ -39,12 +45,15 @@ export async function startTestGateway(
   // The CLI's way in: an operator runtime over the same data dir.
   const operatorRuntime = await openRuntime(config, { mode: "operator" });
   const operator = createClient(AuthService, operatorRuntime.transport!);
+  const db = openDatabase(dir.path);
   return {
     app,
     facadeUrl,
     coreUrl,
     operator,
+    db,
     close: async () => {
+      db.close();
       await operatorRuntime.close();
       await app.close(2_000);
       dir.cleanup();

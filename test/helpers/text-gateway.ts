@@ -46,7 +46,7 @@ export async function startTextGateway(
   const upstream = await startDevUpstream({ script: (request) => current?.(request) });
   const extra = typeof env === "function" ? env(upstream.url) : env;
   const gateway = await startTestGateway({ TOLLGATE_ANTHROPIC_URL: upstream.url, ...extra });
-  const core = coreOver(gateway.app.db!);
+  const core = coreOver(gateway.db);
   const billing = createClient(
     BillingService,
     createRouterTransport(core.routes, { router: core.routerOptionsFor(operatorCallerResolver) }),
@@ -74,7 +74,7 @@ export async function startTextGateway(
       return balances.find((b) => b.chain?.id === chain)?.available ?? 0n;
     },
     expectSoundLedger() {
-      expect(auditLedger(gateway.app.db!)).toEqual([]);
+      expect(auditLedger(gateway.db)).toEqual([]);
     },
     async close() {
       await gateway.close();

@@ -10,7 +10,6 @@ import {
 } from "../../src/dev/provider/dev-upstream.js";
 import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
-import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { accountWithKey } from "../helpers/app.js";
 import { tempDir } from "../helpers/process.js";
 
@@ -138,7 +137,7 @@ describe("spend caps on /v1/messages", () => {
       .poll(async () => (await holds()).filter((h) => h.resolution === undefined).length, { timeout: 10_000 })
       .toBe(0);
     expect(await holds()).toHaveLength(6);
-    expect(auditLedger(app.db!)).toEqual([]);
+    expect(await app.stores!.audit()).toEqual([]);
   });
 
   it("a daily cap resets at the UTC day boundary, by the gateway's clock", async () => {
@@ -171,6 +170,6 @@ describe("spend caps on /v1/messages", () => {
     const [after] = await holds(1);
     expect(after!.hold.createdAt).toBe(MIDNIGHT);
     expect(after!.resolution?.status).toBe("settled");
-    expect(auditLedger(app.db!)).toEqual([]);
+    expect(await app.stores!.audit()).toEqual([]);
   });
 });

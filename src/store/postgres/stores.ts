@@ -40,7 +40,6 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
         return `postgres ok (${pool.totalCount} connections, ${pool.waitingCount} waiting)`;
       },
     },
-    db: undefined,
     audit: () => auditPostgres(pool),
     close: async () => {
       await stamp?.close();

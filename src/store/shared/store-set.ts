@@ -4,7 +4,6 @@ import type { ChainRoles, ChainWorkStore } from "../../core/ports/chain-work.js"
 import type { IdempotencyStore } from "../../core/ports/idempotency.js";
 import type { LedgerStore, OnchainStore } from "../../core/ports/ledger.js";
 import type { X402Store } from "../../core/ports/x402.js";
-import type { Db } from "../sqlite/database.js";
 
 /** Where the money and the accounts are kept, as the configuration chose. */
 export type StoreChoice =
@@ -26,8 +25,6 @@ export interface Stores {
   readonly idempotency: IdempotencyStore;
   /** The store's health check (required: without it nothing can be billed). */
   readonly probe: HealthProbe;
-  /** The SQLite database, when the store is SQLite (tools and tests read it directly). */
-  readonly db: Db | undefined;
   /** The ledger audit (see ledger-audit.ts) on this store, in one consistent snapshot. */
   audit(): Promise<string[]>;
   /** Finishes the writes in flight and closes every connection. */

@@ -31,7 +31,6 @@ export async function openSqliteStores(dataDir: string, ledgerThread: boolean): 
           return "sqlite ok";
         },
       },
-      db,
       audit: async () => auditLedger(db),
       close: async () => {
         try {

@@ -27,6 +27,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
+  appendFileSync,
   closeSync,
   existsSync,
   mkdirSync,
@@ -337,6 +338,19 @@ function requestFor(target: TargetId, scenario: Scenario, url: string, key: stri
   }
 }
 
+/**
+ * Marks a measured phase in the --timeline file (the gateway's warm-up and other phases stay out
+ * of the timeline); a no-op without --timeline or for a target other than the gateway.
+ */
+function timelineWindow(label: string, target: TargetId): { end(): void } {
+  const file = values.timeline;
+  if (file === undefined || target !== "gateway") return { end() {} };
+  appendFileSync(file, `${JSON.stringify({ t: Date.now(), ev: "window.start", label })}\n`);
+  return {
+    end: () => appendFileSync(file, `${JSON.stringify({ t: Date.now(), ev: "window.end", label })}\n`),
+  };
+}
+
 async function main(): Promise<void> {
   const startedAt = new Date();
   if (values.timeline !== undefined) writeFileSync(values.timeline, "");
@@ -440,6 +454,7 @@ async function main(): Promise<void> {
   if (phases.has("rates")) {
     for (const rate of (values.rates ?? "100,500,1000").split(",").map(Number)) {
       for (const target of targets) {
+        const window = timelineWindow(`${rate}/s`, target.id);
         const result = await runLoad<RateResult>({
           kind: "rate",
           request: requestFor(target.id, "messages", target.url, target.key),
@@ -448,6 +463,7 @@ async function main(): Promise<void> {
           connections: 512,
         });
         results.rates.push({ target: target.id, scenario: "messages", ...result });
+        window.end();
         log(
           `rate ${rate}/s messages ${target.id}: p50 ${result.latencyMs.p50.toFixed(2)} ms, ` +
             `p99 ${result.latencyMs.p99.toFixed(2)} ms, achieved ${result.achievedRate.toFixed(0)}/s, ` +

@@ -71,10 +71,16 @@ if (file !== undefined) {
     }
     channel("tollgate:ledger:write").subscribe((message) => {
       const id = call.getStore();
-      const { op, phase } = message as { op: string; phase: "sent" | "done" };
-      if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}` });
+      const { op, phase, id: write } = message as { op: string; phase: "sent" | "done"; id: number };
+      if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}`, write });
     });
-  } else {
+  }
+  // Both sides of the writer thread: posted → received → (group) → replied → arrived.
+  channel("tollgate:ledger:crossing").subscribe((message) => {
+    const { phase, ids } = message as { phase: string; ids: number[] };
+    record({ ev: `crossing.${phase}`, ids });
+  });
+  if (!isMainThread) {
     channel("tollgate:ledger:group").subscribe((message) => {
       record({ ev: "group", ...(message as Record<string, number>) });
     });

@@ -9,10 +9,13 @@ import { resolve } from "node:path";
 
 interface Event {
   readonly t: number;
-  readonly thread: number;
+  readonly thread?: number;
   readonly req?: number;
   readonly ev: string;
   readonly url?: string;
+  readonly label?: string;
+  readonly write?: number;
+  readonly ids?: readonly number[];
   readonly writes?: number;
   readonly statementsMs?: number;
   readonly commitMs?: number;
@@ -23,13 +26,22 @@ interface Event {
 const SEGMENTS: readonly (readonly [from: string, to: string, label: string])[] = [
   ["arrive", "handler", "authentication and the body (facade hooks)"],
   ["handler", "ledger.placeHold.sent", "admission and preparation (core)"],
-  ["ledger.placeHold.sent", "ledger.placeHold.done", "the hold: writer thread, group commit, fsync"],
+  ["ledger.placeHold.sent", "ledger.placeHold.done", "the hold, durable (writer thread, below)"],
   ["ledger.placeHold.done", "upstream.create", "encoding and sending to the provider"],
   ["upstream.create", "upstream.headers", "the provider's answer headers (its latency)"],
   ["upstream.headers", "upstream.end", "the provider's body"],
   ["upstream.end", "ledger.settle.sent", "usage and pricing"],
-  ["ledger.settle.sent", "ledger.settle.done", "the settlement: writer thread, group commit, fsync"],
+  ["ledger.settle.sent", "ledger.settle.done", "the settlement, durable (writer thread, below)"],
   ["ledger.settle.done", "finish", "receipt and the answer out"],
+];
+
+/** A ledger write's way through the writer thread, by the write's id. */
+const CROSSING: readonly (readonly [from: string, to: string, label: string])[] = [
+  ["sent", "posted", "waits for the end of the serving thread's turn"],
+  ["posted", "received", "crosses to the writer thread"],
+  ["received", "replied", "queued, run and committed (fsync) in a group"],
+  ["replied", "arrived", "its answer crosses back"],
+  ["arrived", "done", "until the waiting call resumes"],
 ];
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -41,50 +53,126 @@ const row = (values: number[]) => {
   const sorted = values.sort((a, b) => a - b);
   return [50, 90, 99].map((p) => percentile(sorted, p).toFixed(2).padStart(8)).join(" ");
 };
+const HEAD = `${"".padEnd(60)}      p50      p90      p99`;
+const line = (label: string, values: number[]) => `${label.padEnd(60)} ${row(values)}`;
 
-/** The timeline as lines of text. */
+/** The timeline as lines of text: one per measured window (all events when none was marked). */
 export function timelineText(text: string): string[] {
   const events = text
     .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => JSON.parse(line) as Event);
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as Event);
+  const windows: { label: string; from: number; to: number }[] = [];
+  for (const e of events) {
+    if (e.ev === "window.start")
+      windows.push({ label: e.label ?? "", from: e.t, to: Number.POSITIVE_INFINITY });
+    if (e.ev === "window.end" && windows.length > 0) windows[windows.length - 1]!.to = e.t;
+  }
+  if (windows.length === 0) windows.push({ label: "the whole run", from: 0, to: Number.POSITIVE_INFINITY });
+  return windows.flatMap((w, i) => [...(i > 0 ? [""] : []), ...windowText(events, w)]);
+}
+
+function windowText(events: readonly Event[], window: { label: string; from: number; to: number }): string[] {
+  const inside = (t: number) => t >= window.from && t <= window.to;
   const calls = new Map<number, Map<string, number>>();
   const urls = new Map<number, string>();
-  for (const e of events) {
-    if (e.req === undefined) continue;
-    if (e.ev === "arrive") urls.set(e.req, e.url ?? "");
-    let points = calls.get(e.req);
+  const writeOf = new Map<string, number>();
+  const writes = new Map<number, Map<string, number>>();
+  const at = (map: Map<number, Map<string, number>>, key: number) => {
+    let points = map.get(key);
     if (points === undefined) {
       points = new Map();
-      calls.set(e.req, points);
+      map.set(key, points);
     }
-    // The first time a call reaches a point (a call writes its hold and its settlement once).
-    if (!points.has(e.ev)) points.set(e.ev, e.t);
+    return points;
+  };
+  for (const e of events) {
+    if (e.req !== undefined) {
+      if (e.ev === "arrive") urls.set(e.req, e.url ?? "");
+      const points = at(calls, e.req);
+      // The first time a call reaches a point (a call writes its hold and its settlement once).
+      if (!points.has(e.ev)) points.set(e.ev, e.t);
+      const m = /^ledger\.(\w+)\.(sent|done)$/.exec(e.ev);
+      if (m !== null && e.write !== undefined) {
+        writeOf.set(`${e.req}:${m[1]}`, e.write);
+        const points = at(writes, e.write);
+        if (!points.has(m[2]!)) points.set(m[2]!, e.t);
+      }
+    }
+    if (e.ev.startsWith("crossing.") && e.ids !== undefined) {
+      const phase = e.ev.slice("crossing.".length);
+      for (const id of e.ids) {
+        const points = at(writes, id);
+        if (!points.has(phase)) points.set(phase, e.t);
+      }
+    }
   }
   const complete = [...calls.entries()].filter(
     ([id, points]) =>
-      urls.get(id) === "/v1/messages" && SEGMENTS.every(([from, to]) => points.has(from) && points.has(to)),
+      urls.get(id) === "/v1/messages" &&
+      inside(points.get("arrive") ?? -1) &&
+      SEGMENTS.every(([from, to]) => points.has(from) && points.has(to)),
   );
   const lines = [
-    `${complete.length} complete non-streaming /v1/messages calls (of ${calls.size} requests recorded)`,
+    `${window.label}: ${complete.length} complete non-streaming /v1/messages calls`,
     "",
-    `${"ms between points".padEnd(58)}      p50      p90      p99`,
+    `${"ms between points of the call".padEnd(60)}      p50      p90      p99`,
   ];
   for (const [from, to, label] of SEGMENTS)
-    lines.push(`${label.padEnd(58)} ${row(complete.map(([, p]) => p.get(to)! - p.get(from)!))}`);
+    lines.push(
+      line(
+        label,
+        complete.map(([, p]) => p.get(to)! - p.get(from)!),
+      ),
+    );
   lines.push(
-    `${"the whole call, arrival to the last byte".padEnd(58)} ${row(complete.map(([, p]) => p.get("finish")! - p.get("arrive")!))}`,
+    line(
+      "the whole call, arrival to the last byte",
+      complete.map(([, p]) => p.get("finish")! - p.get("arrive")!),
+    ),
   );
-  const groups = events.filter((e) => e.ev === "group");
+  for (const op of ["placeHold", "settle"]) {
+    const ways = complete
+      .map(([id]) => writes.get(writeOf.get(`${id}:${op}`) ?? -1))
+      .filter(
+        (p): p is Map<string, number> => p !== undefined && CROSSING.every(([f, t]) => p.has(f) && p.has(t)),
+      );
+    if (ways.length === 0) continue;
+    lines.push(
+      "",
+      `${op === "placeHold" ? "the hold" : "the settlement"} through the writer thread (ms)`,
+      HEAD,
+    );
+    for (const [from, to, label] of CROSSING)
+      lines.push(
+        line(
+          label,
+          ways.map((p) => p.get(to)! - p.get(from)!),
+        ),
+      );
+  }
+  const groups = events.filter((e) => e.ev === "group" && inside(e.t));
   if (groups.length > 0) {
     lines.push(
       "",
-      `ledger writer thread: ${groups.length} group commits`,
-      `${"".padEnd(58)}      p50      p90      p99`,
-      `${"writes per group".padEnd(58)} ${row(groups.map((g) => g.writes ?? 0))}`,
-      `${"a group's statements (ms)".padEnd(58)} ${row(groups.map((g) => g.statementsMs ?? 0))}`,
-      `${"its COMMIT, fsync included (ms)".padEnd(58)} ${row(groups.map((g) => g.commitMs ?? 0))}`,
-      `${"its first write's wait for the group to start (ms)".padEnd(58)} ${row(groups.map((g) => g.waitedMs ?? 0))}`,
+      `the ledger writer thread: ${groups.length} group commits`,
+      HEAD,
+      line(
+        "writes per group",
+        groups.map((g) => g.writes ?? 0),
+      ),
+      line(
+        "a group's statements (ms)",
+        groups.map((g) => g.statementsMs ?? 0),
+      ),
+      line(
+        "its COMMIT, fsync included (ms)",
+        groups.map((g) => g.commitMs ?? 0),
+      ),
+      line(
+        "its first write's wait for the group to start (ms)",
+        groups.map((g) => g.waitedMs ?? 0),
+      ),
     );
   }
   return lines;

@@ -3,6 +3,7 @@
  * group-commits them (one transaction and one fsync for the writes that arrive together) and
  * answers each one after its commit. Started by ledger-writer.ts; never imported.
  */
+import { channel } from "node:diagnostics_channel";
 import { parentPort, workerData } from "node:worker_threads";
 import { openDatabase } from "./database.js";
 import { groupCommittedWrites } from "./ledger-store.js";
@@ -13,6 +14,8 @@ const port = parentPort;
 if (port === null) throw new Error("ledger-writer-thread.ts runs only as a worker thread");
 const db = openDatabase((workerData as { dataDir: string }).dataDir);
 const writes = groupCommittedWrites(db);
+/** Each batch when it arrives and its answers when they leave, for whoever subscribes (bench/timeline-hook.ts). */
+const crossings = channel("tollgate:ledger:crossing");
 
 // The answers of one group commit arrive together (its writes settle in one microtask run):
 // they cross back in one message.
@@ -24,6 +27,7 @@ const reply = (message: WriteReply) => {
 function sendAnswers(): void {
   const batch = answers;
   answers = [];
+  if (crossings.hasSubscribers) crossings.publish({ phase: "replied", ids: batch.map((a) => a.id) });
   port!.postMessage(batch);
 }
 
@@ -35,6 +39,7 @@ function describe(error: unknown): { name: string; message: string; code: string
 }
 
 port.on("message", (batch: readonly WriteRequest[]) => {
+  if (crossings.hasSubscribers) crossings.publish({ phase: "received", ids: batch.map((w) => w.id) });
   for (const { id, op, args } of batch) {
     if (op === "close") {
       writes.close().then(

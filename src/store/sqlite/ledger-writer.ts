@@ -9,6 +9,8 @@ import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-write
  * context, for whoever subscribes (bench/timeline-hook.ts); silent while nobody does.
  */
 const writes = channel("tollgate:ledger:write");
+/** Each batch of writes when it crosses to the writer thread and its answers when they are back. */
+const crossings = channel("tollgate:ledger:crossing");
 
 /** One write sent to the writer thread. */
 export interface WriteRequest {
@@ -68,6 +70,7 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   };
   // Answers come in batches: one message per group commit, not one per write.
   worker.on("message", (replies: readonly WriteReply[]) => {
+    if (crossings.hasSubscribers) crossings.publish({ phase: "arrived", ids: replies.map((r) => r.id) });
     for (const reply of replies) {
       if (reply.id === 0) {
         ready();
@@ -95,6 +98,7 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   const post = () => {
     const batch = outbox;
     outbox = [];
+    if (crossings.hasSubscribers) crossings.publish({ phase: "posted", ids: batch.map((w) => w.id) });
     if (failure === undefined) worker.postMessage(batch);
   };
   const call = (op: WriteRequest["op"], args: readonly unknown[]): Promise<never> => {
@@ -107,8 +111,8 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
       outbox.push({ id, op, args });
     });
     if (writes.hasSubscribers) {
-      writes.publish({ op, phase: "sent" });
-      const done = () => writes.publish({ op, phase: "done" });
+      writes.publish({ op, id, phase: "sent" });
+      const done = () => writes.publish({ op, id, phase: "done" });
       answer.then(done, done);
     }
     return answer;

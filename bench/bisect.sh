@@ -41,7 +41,9 @@ for round in $(seq 1 "$rounds"); do
     dir="$base/$commit"
     (cd "$dir" && node dist/bench/run.js --only saturate --targets proxy,gateway --scenarios messages \
       --seconds "$seconds" >/dev/null 2>&1) || { echo "$commit: run failed" >&2; continue; }
-    latest="$(ls -t "$dir"/bench/results/partial/*.json | head -1)"
+    # Older harnesses kept every run in bench/results/, newer ones a partial run in partial/.
+    latest="$(ls -t "$dir"/bench/results/partial/*.json "$dir"/bench/results/*.json 2>/dev/null |
+      grep -v '/latest\.json$' | head -1 || true)"
     node -e '
       const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
       const row = (t) => r.saturation.find((x) => x.target === t && x.scenario === "messages");

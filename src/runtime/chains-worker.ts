@@ -3,7 +3,7 @@ import { ChainsRuntime, type ChainsRuntimeOptions } from "../chains/chains-runti
 import { chainsLogging, type LogLevel, openLogger } from "../logger.js";
 import type { StoreChoice } from "../store/shared/store-set.js";
 import { openChainWorkStores } from "../store/stores.js";
-import { threadEntry } from "./thread-entry.js";
+import { threadEntry } from "../thread-entry.js";
 
 /** What the chains worker runs: every chain's deposit watcher and settlement worker. */
 export type ChainsSettings = Pick<

@@ -10,7 +10,7 @@ import type { TextUpstream } from "../core/ports/providers.js";
 import type { RateLimiterFactory } from "../core/ports/rate-limits.js";
 import type { Stores } from "../store/shared/store-set.js";
 import type { OnchainSetup } from "./chains.js";
-import type { RuntimeMode } from "./runtime.js";
+import type { RuntimeMode } from "./types.js";
 import type { X402Parts } from "./x402.js";
 
 /** What a runtime has opened by the time it builds the core. */

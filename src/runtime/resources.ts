@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { Config } from "../config/config.js";
 import { type Log, silentLog } from "../core/ports/log.js";
 import type { LogLevel } from "../logger.js";
-import type { Runtime, RuntimeMode } from "./runtime.js";
+import type { Runtime, RuntimeMode } from "./types.js";
 
 /** How a resource is closed: with the drain budget left, when it has one. */
 export type Closer = (drain: { readonly deadline: number; readonly reason: string }) => Promise<void> | void;

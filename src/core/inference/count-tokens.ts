@@ -4,7 +4,7 @@ import type { ClientPolicy } from "./client-policy.js";
 import { upstreamError } from "./inference-errors.js";
 import { outgoingBody, type PrepareDeps, prepareRequest } from "./prepare.js";
 import { countWithProvider, inputTokensOf, type ProviderDeps } from "./provider-call.js";
-import type { TextCall, TokenCount } from "./text-inference.js";
+import type { TextCall, TokenCount } from "./text-call.js";
 
 /** What counting a request's tokens needs. */
 export interface CountTokensDeps extends PrepareDeps, ProviderDeps {

@@ -9,7 +9,7 @@ import {
 import { withKeepAlive } from "./keep-alive.js";
 import { type ProviderDeps, providerFailure } from "./provider-call.js";
 import { StreamShape } from "./stream-shape.js";
-import type { MessagePart } from "./text-inference.js";
+import type { MessagePart } from "./text-call.js";
 import type { StreamMeter } from "./usage.js";
 
 /** What relaying a stream needs. */

@@ -6,7 +6,7 @@ import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { TextUpstream, UpstreamResponse } from "../ports/providers.js";
 import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
-import { admitCaller, checkClient, type PaidCaller } from "./admission.js";
+import { admitCaller, checkClient } from "./admission.js";
 import type { ClientPolicy } from "./client-policy.js";
 import { type CountTokensCall, countTokens } from "./count-tokens.js";
 import { answerUsage } from "./delivered-usage.js";
@@ -15,15 +15,11 @@ import type { ModelCatalog, TextModel } from "./model-catalog.js";
 import { outgoingBody, type PreparedCall, prepareCall } from "./prepare.js";
 import { headerValue, ProviderRequest, providerAnswered, readAnswer, sendMessages } from "./provider-call.js";
 import { relayStream } from "./relay.js";
-import {
-  billedCall,
-  type CallOutcome,
-  type Settled,
-  settleAbandoned,
-  settleAnswer,
-  settleStream,
-} from "./settlement.js";
+import { billedCall, type CallOutcome, settleAbandoned, settleAnswer, settleStream } from "./settlement.js";
+import type { MessageHead, MessagePart, TextCall, TokenCount } from "./text-call.js";
 import { StreamMeter } from "./usage.js";
+
+export type { MessageHead, MessagePart, TextCall, TokenCount } from "./text-call.js";
 
 /** What text inference is built from. */
 export interface TextInferenceDeps {
@@ -49,46 +45,6 @@ export interface TextInferenceDeps {
   readonly log: Log;
   /** Calls paid with x402 instead of a key; a keyless call is refused (401) without it. */
   readonly x402?: X402Payments;
-}
-
-/** A paying caller's text call, as the Inference service hands it over. */
-export interface TextCall extends PaidCaller {
-  readonly body: Uint8Array;
-  readonly anthropicVersion: string;
-  readonly anthropicBeta: string;
-  readonly userAgent: string;
-}
-
-/** Everything known before the first byte of an answer. */
-export interface MessageHead {
-  readonly requestId: string;
-  readonly billingChain: string;
-  readonly model: string;
-  readonly repairedParams: readonly string[];
-  /** The client's max_tokens when it was clamped, else undefined. */
-  readonly clampedFrom: number | undefined;
-  readonly rateLimit: RateLimitDecision;
-  readonly stream: boolean;
-  readonly upstreamRequestId: string;
-}
-
-/**
- * One piece of an answer: the head first, then one message or a run of events, then — when the
- * call ran to its end — what it was charged (in the chain's ledger units), once settled.
- */
-export type MessagePart =
-  | { readonly kind: "head"; readonly head: MessageHead }
-  | { readonly kind: "message"; readonly body: Uint8Array }
-  | { readonly kind: "event"; readonly event: string; readonly data: string }
-  | { readonly kind: "comment"; readonly text: string }
-  | ({ readonly kind: "settled" } & Settled);
-
-/** A count_tokens answer. */
-export interface TokenCount {
-  readonly inputTokens: number;
-  readonly body: Uint8Array;
-  readonly rateLimit: RateLimitDecision;
-  readonly repairedParams: readonly string[];
 }
 
 /** Where a keyless text call is paid (x402 `upto`: at least the call's worst case). */

@@ -1,7 +1,7 @@
 import { channel } from "node:diagnostics_channel";
 import { Worker } from "node:worker_threads";
 import { isStorageFull, storageFull } from "../../core/errors.js";
-import { threadEntry } from "../../runtime/thread-entry.js";
+import { threadEntry } from "../../thread-entry.js";
 import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-writes.js";
 
 /**

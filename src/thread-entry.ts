@@ -24,7 +24,7 @@ export async function threadEntry(module: URL): Promise<URL | string> {
     write: false,
   });
   const code = bundle.outputFiles[0]!.text;
-  const root = fileURLToPath(new URL("../..", import.meta.url));
+  const root = fileURLToPath(new URL("..", import.meta.url));
   const digest = createHash("sha256").update(code).digest("hex").slice(0, 16);
   const name = source.slice(source.lastIndexOf("/") + 1).replace(/\.ts$/, "");
   const out = join(root, "node_modules", ".cache", "tollgate", `${name}.${digest}.mjs`);

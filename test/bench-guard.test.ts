@@ -6,10 +6,13 @@ import type { BenchResults } from "../bench/results.js";
 const kept = (): BenchResults =>
   JSON.parse(readFileSync(new URL("../bench/results/latest.json", import.meta.url), "utf8")) as BenchResults;
 
-/** A copy of `run` with the gateway's saturation row and its 500/s rate row changed. */
+/**
+ * A copy of `run` with the gateway's saturation row scaled, and its added p99 at 500/s (over the
+ * direct p99 of the same run) set to `addedP99At500` ms when given.
+ */
 function changed(
   run: BenchResults,
-  { cpu = 1, throughput = 1, p99At500 = 0 }: { cpu?: number; throughput?: number; p99At500?: number },
+  { cpu = 1, throughput = 1, addedP99At500 }: { cpu?: number; throughput?: number; addedP99At500?: number },
 ): BenchResults {
   const copy = structuredClone(run);
   const sat = copy.saturation.find((r) => r.target === "gateway" && r.scenario === "messages")!;
@@ -17,10 +20,14 @@ function changed(
     cpuPerRequestMs: sat.cpuPerRequestMs! * cpu,
     requestsPerSecond: sat.requestsPerSecond * throughput,
   });
-  const rate = copy.rates.find(
-    (r) => r.target === "gateway" && r.scenario === "messages" && r.targetRate === 500,
-  )!;
-  Object.assign(rate, { latencyMs: { ...rate.latencyMs, p99: rate.latencyMs.p99 + p99At500 } });
+  if (addedP99At500 !== undefined) {
+    const at500 = (target: string) =>
+      copy.rates.find((r) => r.target === target && r.scenario === "messages" && r.targetRate === 500)!;
+    const rate = at500("gateway");
+    Object.assign(rate, {
+      latencyMs: { ...rate.latencyMs, p99: at500("direct").latencyMs.p99 + addedP99At500 },
+    });
+  }
   return copy;
 }
 
@@ -54,13 +61,13 @@ describe("bench guard: a full run against the last kept one", () => {
   });
 
   it("ignores added-latency changes under half a millisecond, reports larger ones", () => {
-    const before = kept();
-    expect(drifts(before, changed(before, { p99At500: 0.4 })).map((d) => d.name)).not.toContain(
-      "gateway: added p99 at 500/s",
-    );
-    const tail = drifts(before, changed(before, { p99At500: 50 })).find(
-      (d) => d.name === "gateway: added p99 at 500/s",
-    );
+    const before = changed(kept(), { addedP99At500: 1 });
+    const name = "gateway: added p99 at 500/s";
+    // +40%, but 0.4 ms: under the floor.
+    expect(drifts(before, changed(before, { addedP99At500: 1.4 })).map((d) => d.name)).not.toContain(name);
+    // +100%, 1 ms: reported, and worse.
+    const tail = drifts(before, changed(before, { addedP99At500: 2 })).find((d) => d.name === name);
     expect(tail?.direction).toBe("worse");
+    expect(tail?.change).toBeCloseTo(1, 5);
   });
 });

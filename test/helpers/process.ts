@@ -108,10 +108,36 @@ export async function startGateway(
 ): Promise<GatewayProcess> {
   if (command === "serve" && env.TOLLGATE_PUBLIC_URL === undefined) {
     // `serve` refuses to start without its public origin: unless a test names one, its own.
-    const port =
-      env.TOLLGATE_PORT !== undefined && env.TOLLGATE_PORT !== "0" ? env.TOLLGATE_PORT : await freePort();
-    env = { ...env, TOLLGATE_PORT: String(port), TOLLGATE_PUBLIC_URL: `http://127.0.0.1:${port}` };
+    if (env.TOLLGATE_PORT !== undefined && env.TOLLGATE_PORT !== "0") {
+      const port = env.TOLLGATE_PORT;
+      return startGatewayOnce(
+        { ...env, TOLLGATE_PUBLIC_URL: `http://127.0.0.1:${port}` },
+        timeoutMs,
+        command,
+        cli,
+      );
+    }
+    // A port picked here may be taken by another process before the gateway binds it (a
+    // client's ephemeral port): then another one is picked.
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      const pinned = { ...env, TOLLGATE_PORT: String(port), TOLLGATE_PUBLIC_URL: `http://127.0.0.1:${port}` };
+      try {
+        return await startGatewayOnce(pinned, timeoutMs, command, cli);
+      } catch (error) {
+        if (attempt >= 3 || !/EADDRINUSE/.test((error as Error).message)) throw error;
+      }
+    }
   }
+  return startGatewayOnce(env, timeoutMs, command, cli);
+}
+
+async function startGatewayOnce(
+  env: Record<string, string>,
+  timeoutMs: number,
+  command: "dev" | "serve",
+  cli: string,
+): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [cli, command], {
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],

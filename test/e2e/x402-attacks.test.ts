@@ -185,6 +185,49 @@ const reasonOf = async (response: Response) => {
   return body.error.message;
 };
 
+/**
+ * How many answers the facade gave with the core's error `reason` (lower case), from the metrics
+ * port: the HTTP answer carries the message only, the metrics the reason it was refused for.
+ */
+async function answeredWith(reason: string): Promise<number> {
+  const scraped = await (await fetch(metricsUrl)).text();
+  let total = 0;
+  for (const line of scraped.split("\n")) {
+    if (line.startsWith("tollgate_http_requests_total{") && line.includes(`reason="${reason}"`))
+      total += Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return total;
+}
+
+/**
+ * Expects exactly `count` answers with `reason`: the facade counts an answer once it has ended,
+ * which may be a moment after the client read it, so the count is awaited, then checked exactly.
+ */
+async function expectAnsweredWith(reason: string, count: number): Promise<void> {
+  const counted = await until(
+    `${count} answers with reason ${reason}`,
+    async () => {
+      const now = await answeredWith(reason);
+      return now >= count ? now : undefined;
+    },
+    5_000,
+  );
+  expect(counted).toBe(count);
+}
+
+/** The status of `payer`'s one x402 payment in the ledger. */
+function paymentStatus(payer: Address): string | undefined {
+  const db = openDatabase(dir.path);
+  try {
+    const row = db.prepare("SELECT status FROM x402_payments WHERE payer = ?").get(payer.toLowerCase()) as
+      | { status: string }
+      | undefined;
+    return row?.status;
+  } finally {
+    db.close();
+  }
+}
+
 beforeAll(async () => {
   dir = tempDir();
   upstream = await startDevUpstream({
@@ -296,18 +339,21 @@ afterAll(async () => {
 });
 
 describe("x402: one authorisation pays for one call", () => {
-  it("serves one of eight re-encodings of one authorisation sent at once; seven are replays, nothing forwarded for them", async () => {
+  it("serves one of eight re-encodings of one authorisation sent at once; seven are X402_PAYMENT_REPLAYED, nothing forwarded for them, and none pays once the payment closed", async () => {
     const payer = await fundedPayer(1_000_000n);
     const body = messages(200);
     const payment = await signedPayment(payer, body);
     const treasuryBefore = await balanceOf(treasury);
     const forwarded = upstream.requests.length;
+    const replays = await answeredWith("x402_payment_replayed");
     const answers = await Promise.all(reEncodings(payment).map((encoded) => pay(encoded, body)));
     const served = answers.filter((r) => r.status === 200);
     expect(served).toHaveLength(1);
     const refused = answers.filter((r) => r.status !== 200);
     expect(refused.map((r) => r.status)).toEqual(Array(7).fill(402));
     for (const r of refused) expect(await reasonOf(r)).toMatch(/already presented/);
+    // Refused as X402_PAYMENT_REPLAYED, all seven.
+    await expectAnsweredWith("x402_payment_replayed", replays + 7);
     expect(upstream.requests.length).toBe(forwarded + 1);
     const collected = BigInt(
       decodePaymentResponseHeader(served[0]!.headers.get("payment-response")!).amount!,
@@ -315,14 +361,26 @@ describe("x402: one authorisation pays for one call", () => {
     expect(collected).toBeGreaterThan(0n);
     expect(await balanceOf(treasury)).toBe(treasuryBefore + collected);
     expect(await balanceOf(payer.address)).toBe(1_000_000n - collected);
+
+    // Once its payment is closed, none of the eight encodings pays again either.
+    await until("the payment to close", async () =>
+      paymentStatus(payer.address) === "settled" ? true : undefined,
+    );
+    const again = await Promise.all(reEncodings(payment).map((encoded) => pay(encoded, body)));
+    expect(again.map((r) => r.status)).toEqual(Array(8).fill(402));
+    for (const r of again) expect(await reasonOf(r)).toMatch(/already presented/);
+    await expectAnsweredWith("x402_payment_replayed", replays + 15);
+    expect(upstream.requests.length).toBe(forwarded + 1);
+    expect(await balanceOf(treasury)).toBe(treasuryBefore + collected);
   });
 
-  it("serves the first of eight re-encodings sent one after another; the seven after it are replays", async () => {
+  it("serves the first of eight re-encodings sent one after another; the seven after it are X402_PAYMENT_REPLAYED", async () => {
     const payer = await fundedPayer(1_000_000n);
     const body = messages(200, true);
     const payment = await signedPayment(payer, body);
     const treasuryBefore = await balanceOf(treasury);
     const forwarded = upstream.requests.length;
+    const replays = await answeredWith("x402_payment_replayed");
     const [first, ...rest] = reEncodings(payment);
     const served = await pay(first, body);
     expect(served.status).toBe(200);
@@ -332,6 +390,7 @@ describe("x402: one authorisation pays for one call", () => {
       expect(again.status).toBe(402);
       expect(await reasonOf(again)).toMatch(/already presented/);
     }
+    await expectAnsweredWith("x402_payment_replayed", replays + 7);
     expect(upstream.requests.length).toBe(forwarded + 1);
     // The stream's collection runs after its end: exactly one charge reaches the treasury.
     const charge = await until("the stream's collection", async () => {
@@ -346,6 +405,7 @@ describe("x402: one authorisation pays for one call", () => {
     const body = messages(100);
     const payment = await signedPayment(payer, body);
     const forwarded = upstream.requests.length;
+    const invalid = await answeredWith("x402_payment_invalid");
     const p = payment.payload as { permit2Authorization: Record<string, unknown> };
     for (const tampered of [
       { ...payment, payload: { ...payment.payload, x: 1 } },
@@ -356,6 +416,7 @@ describe("x402: one authorisation pays for one call", () => {
       expect(response.status).toBe(402);
       expect(await reasonOf(response)).toMatch(/key x402 does not define/);
     }
+    await expectAnsweredWith("x402_payment_invalid", invalid + 3);
     expect(upstream.requests.length).toBe(forwarded);
     expect(await balanceOf(payer.address)).toBe(1_000_000n);
     // The payment itself, untouched, still pays once.

@@ -34,6 +34,7 @@ import { DEV_MASTER_SECRET, readDevChainsFile, requestFaucet } from "../../src/d
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
+import { smallPng } from "../helpers/image-fixtures.js";
 import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 
 // x402 end to end (docs/x402.md): `tollgate dev` on its dev chains, paid by x402's own client
@@ -81,6 +82,16 @@ const messages = (maxTokens: number, stream = false) =>
     stream,
     messages: [{ role: "user", content: "hello" }],
   });
+
+/** An image edit's multipart form: one reference image, answered as base64. */
+function editForm(): FormData {
+  const form = new FormData();
+  form.set("model", "image-2");
+  form.set("prompt", "make it blue");
+  form.set("response_format", "b64_json");
+  form.set("image", new Blob([smallPng()], { type: "image/png" }), "a.png");
+  return form;
+}
 
 /** An unpaid call's 402 and its decoded PAYMENT-REQUIRED offer. */
 async function offerFor(body: string, headers: Record<string, string> = {}) {
@@ -249,6 +260,11 @@ describe("x402 on the billed routes", () => {
       expect(image.status).toBe(401);
       expect(image.headers.get("x-request-id")).toMatch(/^req_/);
       expect(((await image.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
+      const edit = await fetch(`${base}/v1/images/edits`, { method: "POST", headers, body: editForm() });
+      expect(edit.status).toBe(401);
+      expect(edit.headers.get("x-request-id")).toMatch(/^req_/);
+      expect(edit.headers.get("payment-required")).toBeNull();
+      expect(((await edit.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
     }
     expect(upstream.requests.length).toBe(forwarded);
     // The door pays for calls and nothing else.
@@ -299,6 +315,38 @@ describe("x402 on the billed routes", () => {
     expect(await balanceOf(treasury)).toBe(treasuryBefore + 39_000n);
     await expectVerifiedReceipt(response.headers.get("x-request-id")!, {
       charge: "39000",
+      status: "settled",
+      transaction: settled.transaction,
+    });
+  });
+
+  it("pays an image edit (multipart) on the door with exact at its offered price, collected before it is handed over", async () => {
+    const unpaid = await fetch(`${base}/x402/v1/images/edits`, { method: "POST", body: editForm() });
+    expect(unpaid.status).toBe(402);
+    expect(((await unpaid.json()) as { error: { type: string } }).error.type).toBe("billing_error");
+    const offer = onlyBase(decodePaymentRequiredHeader(unpaid.headers.get("payment-required")!));
+    expect(offer.accepts.map((a) => a.scheme)).toEqual(["exact"]);
+    const price = BigInt(offer.accepts[0]!.amount);
+    expect(price).toBeGreaterThan(0n);
+    const before = await balanceOf(payer.address);
+    const treasuryBefore = await balanceOf(treasury);
+    const response = await wrapFetchWithPayment(fetch, payingClient())(`${base}/x402/v1/images/edits`, {
+      method: "POST",
+      // A key sent to the door is ignored, never checked (a bogus one would be a 401 on /v1).
+      headers: { authorization: "Bearer tg_not_a_key" },
+      body: editForm(),
+    });
+    expect(response.status, await response.clone().text()).toBe(200);
+    const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!);
+    expect(settled.success).toBe(true);
+    expect(settled.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    const image = (await response.json()) as { data: { b64_json: string }[] };
+    expect(image.data[0]!.b64_json.length).toBeGreaterThan(100);
+    // Exactly the offered price moved, once, before the answer: read from the chain.
+    expect(await balanceOf(payer.address)).toBe(before - price);
+    expect(await balanceOf(treasury)).toBe(treasuryBefore + price);
+    await expectVerifiedReceipt(response.headers.get("x-request-id")!, {
+      charge: `${price}`,
       status: "settled",
       transaction: settled.transaction,
     });

@@ -8,13 +8,14 @@ import { connect } from "node:net";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Agent, fetch } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/config.js";
 import { FACADE_TOKEN_HEADER } from "../../src/core/auth/facade-proof.js";
 import { generateKey } from "../../src/core/auth/keys.js";
 import { errorInfo } from "../../src/core/errors.js";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { openRuntime, type Runtime } from "../../src/runtime/runtime.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { cookieOf, type RpcResult } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
@@ -43,6 +44,10 @@ beforeAll(async () => {
     { mode: "embedded" },
   );
   tierUrl = await tier.facade!.listen({ host: "127.0.0.1", port: 0 });
+});
+// Issue 29's "done when": the ledger audit is clean after each attack.
+afterEach(() => {
+  expect(auditLedger(gateway.db)).toEqual([]);
 });
 afterAll(async () => {
   if (tier !== undefined) await tier.close(2_000);

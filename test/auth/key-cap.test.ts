@@ -5,10 +5,11 @@
  * port, many at once.
  */
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { errorInfo } from "../../src/core/errors.js";
 import { AuthService, KeyStatus } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { cookieOf, dashboardRpc } from "../dashboard/dashboard-rpc.js";
 import { evmWallet, siweMessage } from "../dashboard/wallets.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
@@ -18,6 +19,10 @@ const CAP = 3;
 let gateway: TestGateway;
 beforeAll(async () => {
   gateway = await startTestGateway({ TOLLGATE_MAX_LIVE_KEYS: `${CAP}` });
+});
+// Issue 29's "done when": the ledger audit is clean after each attack.
+afterEach(() => {
+  expect(auditLedger(gateway.db)).toEqual([]);
 });
 afterAll(async () => {
   await gateway?.close();

@@ -1,8 +1,9 @@
 import { request } from "node:http";
 import { text } from "node:stream/consumers";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AuthService, WalletFamily } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
+import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { startTestGateway, type TestGateway } from "../helpers/app.js";
 import { coreOver } from "../helpers/core.js";
@@ -18,6 +19,10 @@ beforeAll(async () => {
   gateway = await startTestGateway();
   base = gateway.facadeUrl;
   where = { domain: new URL(base).host, origin: base };
+});
+// Issue 29's "done when": the ledger audit is clean after each test (sign-ins open accounts).
+afterEach(() => {
+  expect(auditLedger(gateway.db)).toEqual([]);
 });
 afterAll(async () => {
   await gateway?.close();

@@ -29,10 +29,7 @@ import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.j
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
-/**
- * The keyless (x402) door. Today keyless calls pay on the /v1 routes; once they have a door of
- * their own, this is the one line to change (`(path) => \`/x402${path}\``).
- */
+/** A route on x402's door (`{origin}/x402`), where keyless calls are paid (docs/x402.md). */
 const x402Path = (path: string): string => `/x402${path}`;
 
 const ADMIN_TOKEN = "anonymous-limits-test-operator-token-0123";

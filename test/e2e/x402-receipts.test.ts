@@ -32,7 +32,7 @@ import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/pr
 // process, real dev chains, x402's own clients; hostile callers try another wallet, a replayed
 // proof, a bare `?payer=` and a proof signed for another site.
 
-/** The one route a keyless call is paid on here (the lead moves x402 to `/x402/v1/messages`). */
+/** The one route a keyless call is paid on here, on x402's door. */
 const PAID_PATH = "/x402/v1/messages";
 const RECEIPTS = "/x402/v1/receipts";
 const NETWORK = "eip155:8453" as Network;

@@ -430,6 +430,7 @@ describe("x402: collected before it is handed over, and bounded when it cannot b
     const body = messages(100);
     const payment = await signedPayment(payer, body);
     const treasuryBefore = await balanceOf(treasury);
+    const notCollected = await answeredWith("x402_payment_not_collected");
     drainOnRequest = payer;
     const response = await pay(payment, body);
     await draining;
@@ -437,7 +438,10 @@ describe("x402: collected before it is handed over, and bounded when it cannot b
     const text = await response.text();
     expect(text).not.toContain("The secret answer.");
     expect(text).toMatch(/could not be collected onchain/);
+    await expectAnsweredWith("x402_payment_not_collected", notCollected + 1);
     expect(response.headers.get("payment-response")).not.toBeNull();
+    const scraped = await (await fetch(metricsUrl)).text();
+    expect(scraped).toMatch(/tollgate_x402_collections_total\{outcome="refused"\} 1\n/);
     expect(await balanceOf(treasury)).toBe(treasuryBefore);
     const db = openDatabase(dir.path);
     try {
@@ -489,9 +493,11 @@ describe("x402: collected before it is handed over, and bounded when it cannot b
       (await balanceOf(payer.address)) === 1_000_000n ? true : undefined,
     );
     const forwarded = upstream.requests.length;
+    const owes = await answeredWith("x402_payer_owes");
     const next = await pay(await signedPayment(payer, messages(100)), messages(100));
     expect(next.status).toBe(402);
     expect(await reasonOf(next)).toMatch(/refused until the gateway's operator clears it/);
+    await expectAnsweredWith("x402_payer_owes", owes + 1);
     expect(upstream.requests.length).toBe(forwarded);
     // The operator clears it (having settled out of band): its calls are taken again.
     const cleared = await cliJson<{ cleared: number }>(["x402", "clear", "--payer", payer.address], {

@@ -1,4 +1,4 @@
-import { CLIENT_POLICIES, type ClientPolicy } from "../core/inference/client-policy.js";
+import { CLIENT_POLICIES, type ClientPolicy } from "../core/inference/admission.js";
 import { type Env, integer, oneOf, optional, url } from "./read.js";
 
 /** How patiently the gateway waits on a provider. */

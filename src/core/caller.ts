@@ -1,10 +1,15 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import {
+  createContextKey,
+  type Interceptor,
+  type StreamRequest,
+  type UnaryRequest,
+} from "@connectrpc/connect";
 import type { AuthThrottle } from "./auth/auth-throttle.js";
 import type { AuthenticatedKey, Authenticator } from "./auth/authenticator.js";
 import { peerAddressKey } from "./auth/client-address.js";
-import { Credential, presentedCredential } from "./auth/credentials.js";
-import { provenFacadeKey } from "./auth/facade-proof.js";
+import { Credential, presentedCredential, presentedCredentialKey } from "./auth/credentials.js";
+import { FACADE_TOKEN_HEADER, facadeTokenInvalid, provenFacadeKey } from "./auth/facade-proof.js";
 import { KEY_PREFIX } from "./auth/keys.js";
 import { SESSION_HEADER, type Sessions } from "./auth/sessions.js";
 import { invalidField, keyMissing, operatorOnly, otherAccount } from "./errors.js";
@@ -51,22 +56,54 @@ export const authenticatedCallerKey = createContextKey<Caller | undefined>(undef
 });
 
 /**
- * A server interceptor that resolves the caller once and puts it in the context values: the one
- * the in-process facade authenticated, else from the request metadata.
+ * A server interceptor that establishes who calls, once per RPC, and puts it in the context
+ * values. First whether a network call comes from a facade tier: one presenting `facadeToken` in
+ * {@link FACADE_TOKEN_HEADER} (compared in constant time) is a proven facade; any other value
+ * fails the call, so a mistyped token never silently downgrades a facade tier to an anonymous
+ * caller; without a configured token no network caller is a facade. (In-process calls are proven
+ * by their transport.) Then the caller: the one a proven facade handed over, else the credential
+ * in the request metadata. An in-process Authenticate, which hands over the credential it is
+ * about (`presentedCredentialKey`), carries none in its metadata: it is anonymous unread. With
+ * `mask`, every failure of the call (these checks' and its handler's) is thrown as `mask` turns it.
  */
-export function callerInterceptor(resolve: CallerResolver): Interceptor {
-  return (next) => async (req) => {
+export function callerInterceptor(
+  resolve: CallerResolver,
+  facadeToken?: string,
+  mask?: (error: unknown, req: UnaryRequest | StreamRequest) => unknown,
+): Interceptor {
+  const expected = facadeToken === undefined ? undefined : sha256(facadeToken);
+  const intercept: Interceptor = (next) => async (req) => {
+    const presented = req.header.get(FACADE_TOKEN_HEADER);
+    if (presented !== null) {
+      if (expected === undefined || !timingSafeEqual(sha256(presented), expected)) throw facadeTokenInvalid();
+      req.contextValues.set(provenFacadeKey, true);
+    }
     // Only a proven facade vouches for a caller; anyone else is resolved from what it presents.
-    const handedOver = req.contextValues.get(provenFacadeKey)
-      ? req.contextValues.get(authenticatedCallerKey)
-      : undefined;
+    const proven = req.contextValues.get(provenFacadeKey);
+    const handedOver = proven ? req.contextValues.get(authenticatedCallerKey) : undefined;
     req.contextValues.set(
       callerKey,
-      handedOver ?? (await resolve(req.header, req.contextValues.get(peerAddressKey))),
+      handedOver ??
+        (proven && req.contextValues.get(presentedCredentialKey) !== undefined
+          ? ANONYMOUS
+          : await resolve(req.header, req.contextValues.get(peerAddressKey))),
     );
     return await next(req);
   };
+  if (mask === undefined) return intercept;
+  return (next) => {
+    const inner = intercept(next);
+    return async (req) => {
+      try {
+        return await inner(req);
+      } catch (error) {
+        throw mask(error, req);
+      }
+    };
+  };
 }
+
+const ANONYMOUS: Caller = { kind: "anonymous" };
 
 /**
  * The network resolver: a dashboard session (`x-tollgate-session`) as its account; an API key

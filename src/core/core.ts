@@ -1,6 +1,6 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import type { ConnectRouter, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
+import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { AuthService } from "../gen/tollgate/auth/v1/auth_pb.js";
 import {
   BillingService,
@@ -13,7 +13,6 @@ import { AnonymousLimits, type AnonymousLimitsConfig } from "./auth/anonymous-li
 import { createAuthService } from "./auth/auth-service.js";
 import { type AuthFailureLimits, AuthThrottle } from "./auth/auth-throttle.js";
 import { Authenticator } from "./auth/authenticator.js";
-import { facadeProofInterceptor } from "./auth/facade-proof.js";
 import { Sessions } from "./auth/sessions.js";
 import { Billing } from "./billing/billing.js";
 import { BillingCounters } from "./billing/billing-counters.js";
@@ -40,8 +39,8 @@ import { invalidField, toConnectError } from "./errors.js";
 import { createHealthService, HealthMonitor, type HealthProbe } from "./health-service.js";
 import { ImageInference } from "./images/image-inference.js";
 import { buildImageModelCatalog, type ImageAdapter, type ImageRoute } from "./images/image-models.js";
+import type { ClientPolicy } from "./inference/admission.js";
 import { DEFAULT_WEB_SEARCH_MAX_USES } from "./inference/billable-features.js";
-import type { ClientPolicy } from "./inference/client-policy.js";
 import { IdempotentCalls } from "./inference/idempotency.js";
 import { createInferenceService } from "./inference/inference-service.js";
 import { buildModelCatalog } from "./inference/model-catalog.js";
@@ -350,20 +349,17 @@ export function createCore(deps: CoreDeps): Core {
     if (inference !== undefined)
       router.service(InferenceService, createInferenceService(inference, now, receipts, images, idempotency));
   };
-  const masking: Interceptor = (next) => async (req) => {
-    try {
-      return await next(req);
-    } catch (error) {
-      const masked = toConnectError(error);
-      if (masked !== error) {
-        const requestId = req.header.get("x-request-id") || undefined;
-        log.error({ err: error, requestId, procedure: req.url }, "internal error");
-      }
-      throw masked;
+  /** Every failure as a ConnectError; one that had to be masked is logged with its cause. */
+  const mask = (error: unknown, req: { header: Headers; url: string }) => {
+    const masked = toConnectError(error);
+    if (masked !== error) {
+      const requestId = req.header.get("x-request-id") || undefined;
+      log.error({ err: error, requestId, procedure: req.url }, "internal error");
     }
+    return masked;
   };
   const routerOptionsFor = (resolve: CallerResolver): ConnectRouterOptions => ({
-    interceptors: [masking, facadeProofInterceptor(deps.facadeToken), callerInterceptor(resolve)],
+    interceptors: [callerInterceptor(resolve, deps.facadeToken, mask)],
     readMaxBytes: CORE_MAX_MESSAGE_BYTES,
     writeMaxBytes: CORE_MAX_MESSAGE_BYTES,
   });

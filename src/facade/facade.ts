@@ -131,6 +131,7 @@ export async function buildFacade({
   app.decorateRequest("caller", null);
   app.decorateRequest("publicOrigin", "");
   app.decorateRequest("unpaidBodyLimit", undefined);
+  app.decorateRequest("charge", null);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;

@@ -6,7 +6,7 @@ import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogContro
  * `requestId` field, also on every line the core logs about the request), the route as
  * registered (a pattern such as `/v1/images/files/:token`, so no token or query string lands in
  * the log), the status, the latency, the chain the call was billed on and what it was charged
- * (the core's last part of a call: {@link recordCharge}).
+ * (the core's last part of a call, kept on the request as `charge` by the route that read it).
  */
 export interface RequestLine {
   readonly method: string;
@@ -27,7 +27,13 @@ export interface RequestLine {
   readonly err?: Error;
 }
 
-const charges = new WeakMap<FastifyRequest, bigint>();
+declare module "fastify" {
+  interface FastifyRequest {
+    /** What the request's call was charged (its settled part), for its request line; null before. */
+    charge: bigint | null;
+  }
+}
+
 /** Requests whose line was written: a response may both fail to write and close. */
 const logged = new WeakSet<FastifyRequest>();
 /**
@@ -36,11 +42,6 @@ const logged = new WeakSet<FastifyRequest>();
  */
 const CLIENT_GONE = new Error("the client went away before the response ended");
 CLIENT_GONE.stack = `Error: ${CLIENT_GONE.message}`;
-
-/** Records what the request's call was charged, for its request line. */
-export function recordCharge(request: FastifyRequest, charge: bigint): void {
-  charges.set(request, charge);
-}
 
 /**
  * Fastify's request logging, reshaped so that each request is one `info` line
@@ -104,14 +105,14 @@ function requestLine(
   error: Error | null | undefined,
 ): RequestLine {
   const chain = reply.getHeader("x-gateway-billing-chain");
-  const charge = charges.get(request);
+  const { charge } = request;
   return {
     method: request.method,
     route: request.routeOptions.url ?? null,
     status: reply.statusCode,
     latencyMs: Math.round(reply.elapsedTime * 10) / 10,
     ...(typeof chain === "string" && chain !== "" ? { chain } : {}),
-    ...(charge === undefined ? {} : { charge: `${charge}` }),
+    ...(typeof charge === "bigint" ? { charge: `${charge}` } : {}),
     ...(error ? { err: error } : {}),
   };
 }

@@ -22,7 +22,7 @@ import type { AnonymousLimits } from "./anonymous-limits.js";
 import type { AuthThrottle } from "./auth-throttle.js";
 import type { Authenticator } from "./authenticator.js";
 import { isAddress, peerAddressKey } from "./client-address.js";
-import { handedOverCredential, presentedCredentialKey } from "./credentials.js";
+import { Credential, presentedCredentialKey } from "./credentials.js";
 import { provenFacadeKey } from "./facade-proof.js";
 import { generateKey } from "./keys.js";
 import { csrfTokenFor, type Sessions, type SignInOrigin, sessionInvalid, signInRefused } from "./sessions.js";
@@ -322,4 +322,18 @@ function decodePageToken(token: string): number {
   const match = /^a:(\d+)$/.exec(Buffer.from(token, "base64url").toString());
   if (match === null) throw invalidField("page_token", "page_token is not one this service issued.");
   return Number(match[1]);
+}
+
+/**
+ * The credential for `secret`: the one handed over in `values` when it is that secret (and
+ * `trusted`, a proven facade's call), else a new one.
+ */
+function handedOverCredential(
+  secret: string,
+  handedOver: Credential | undefined,
+  trusted: boolean,
+): Credential {
+  return trusted && handedOver !== undefined && handedOver.secret === secret
+    ? handedOver
+    : new Credential(secret);
 }

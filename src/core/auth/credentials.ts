@@ -42,22 +42,8 @@ export function credentialOf(presented: string | Credential): Credential {
  * The credential an in-process facade parsed from the client's headers, handed to the core with
  * the Authenticate RPC that carries its secret, so the core reuses its digest instead of hashing
  * the key again. Only code in this process can set a context value; the core takes it only from a
- * proven facade and only for the very secret the request names (see {@link handedOverCredential}).
+ * proven facade and only for the very secret the request names (auth-service.ts, `handedOverCredential`).
  */
 export const presentedCredentialKey = createContextKey<Credential | undefined>(undefined, {
   description: "credential parsed by the in-process facade",
 });
-
-/**
- * The credential for `secret`: the one handed over in `values` when it is that secret (and
- * `trusted`, a proven facade's call), else a new one.
- */
-export function handedOverCredential(
-  secret: string,
-  handedOver: Credential | undefined,
-  trusted: boolean,
-): Credential {
-  return trusted && handedOver !== undefined && handedOver.secret === secret
-    ? handedOver
-    : new Credential(secret);
-}

@@ -1,5 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
-import { Code, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { Code, createContextKey } from "@connectrpc/connect";
 import { reasonError } from "../errors.js";
 
 /**
@@ -24,25 +23,3 @@ export const facadeTokenInvalid = () =>
     "FACADE_TOKEN_INVALID",
     `The ${FACADE_TOKEN_HEADER} token is not this core's TOLLGATE_FACADE_TOKEN.`,
   );
-
-/**
- * A server interceptor that marks a network call as a proven facade's when it presents `token`
- * in {@link FACADE_TOKEN_HEADER} (compared in constant time), and fails a call presenting any
- * other value, so a mistyped token never silently downgrades a facade tier to an anonymous
- * caller. Without a configured token, no network caller is a facade, and the header is refused.
- */
-export function facadeProofInterceptor(token: string | undefined): Interceptor {
-  const expected = token === undefined ? undefined : sha256(token);
-  return (next) => async (req) => {
-    const presented = req.header.get(FACADE_TOKEN_HEADER);
-    if (presented !== null) {
-      if (expected === undefined || !timingSafeEqual(sha256(presented), expected)) throw facadeTokenInvalid();
-      req.contextValues.set(provenFacadeKey, true);
-    }
-    return await next(req);
-  };
-}
-
-function sha256(value: string): Buffer {
-  return createHash("sha256").update(value).digest();
-}

@@ -1,6 +1,5 @@
 import type { RateLimiter } from "../ports/rate-limits.js";
-import { checkClient, takeLimit } from "./admission.js";
-import type { ClientPolicy } from "./client-policy.js";
+import { type ClientPolicy, checkClient, takeLimit } from "./admission.js";
 import { upstreamError } from "./inference-errors.js";
 import { outgoingBody, type PrepareDeps, prepareRequest } from "./prepare.js";
 import { countWithProvider, inputTokensOf, type ProviderDeps } from "./provider-call.js";

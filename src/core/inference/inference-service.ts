@@ -115,7 +115,8 @@ export function createInferenceService(
         origin: gatewayOrigin(ctx.requestHeader),
       };
       // A keyless call has no account to keep its answer under: its payment pays once anyway.
-      if (key.accountId === "") {
+      // A call without an Idempotency-Key keeps nothing either.
+      if (key.accountId === "" || req.idempotencyKey === "") {
         yield* responses(inference.createMessage(call, ctx.signal), call.origin);
         return;
       }
@@ -130,7 +131,7 @@ export function createInferenceService(
         yield* replayedMessage(start.answer);
         return;
       }
-      const parts = responses(inference.createMessage(call, ctx.signal), gatewayOrigin(ctx.requestHeader));
+      const parts = responses(inference.createMessage(call, ctx.signal), call.origin);
       yield* start === undefined ? parts : recordedMessage(parts, start.claim);
     },
 

@@ -36,28 +36,51 @@ export interface PreparedCall extends PreparedRequest {
   readonly clampedFrom: number | undefined;
   /** The call as priced for its hold: its input's bound, its (clamped) max_tokens, its features. */
   readonly spec: TextCallSpec;
+  /** The body the provider gets ({@link outgoingBody}). */
+  readonly outgoing: string | Uint8Array;
+  /** The most output a charge may count ({@link outputCap}); undefined for a multi-pass call. */
+  readonly outputCap: bigint | undefined;
 }
 
 /**
  * Parses a messages call, resolves its model, repairs it and reads its billable features, and
- * prices its worst case: the input bound and the max_tokens it may write.
+ * prices its worst case: the input bound and the max_tokens it may write; and the body the
+ * provider gets.
  */
 export function prepareCall(deps: PrepareDeps, body: Uint8Array): PreparedCall {
   const request = parseMessagesRequest(body, "create");
   const { prepared, maxTokens, clampedFrom, features } = repairFor(deps, request);
+  const spec: TextCallSpec = {
+    kind: "text",
+    model: prepared.model.id,
+    inputTokens: inputTokenBound(body.byteLength, request.rest, prepared.model),
+    // max_tokens is at least 1 (parseMessagesRequest): the hold is never zero-sized.
+    maxTokens: BigInt(maxTokens),
+    ...features,
+  };
   return {
     ...prepared,
     stream: request.view.stream,
     clampedFrom,
-    spec: {
-      kind: "text",
-      model: prepared.model.id,
-      inputTokens: inputTokenBound(body.byteLength, request.rest, prepared.model),
-      // max_tokens is at least 1 (parseMessagesRequest): the hold is never zero-sized.
-      maxTokens: BigInt(maxTokens),
-      ...features,
-    },
+    spec,
+    outgoing: outgoingBody(prepared, body),
+    outputCap: outputCap(spec),
   };
+}
+
+/**
+ * The output ceiling of a call that samples once: its (clamped) max_tokens. A server-tool loop,
+ * fallbacks, an advisor or compaction write several passes, each up to its own limit: those calls
+ * are bounded by their hold only.
+ */
+export function outputCap(spec: TextCallSpec): bigint | undefined {
+  const passes =
+    spec.serverToolLoop === true ||
+    (spec.fallbacks?.length ?? 0) > 0 ||
+    spec.defaultFallback === true ||
+    spec.advisor !== undefined ||
+    spec.compaction === true;
+  return passes ? undefined : spec.maxTokens;
 }
 
 /**

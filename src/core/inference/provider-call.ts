@@ -65,15 +65,21 @@ export class ProviderRequest {
   }
 }
 
+/** A provider's 200 to a messages call, and the request id it gave it ("" when none). */
+export interface ProviderAnswer {
+  readonly response: UpstreamResponse;
+  readonly upstreamRequestId: string;
+}
+
 /** Sends a messages call of `body` to the provider; anything but a 200 is the matching error. */
-export function sendMessages(
+export async function sendMessages(
   deps: ProviderDeps,
   body: string | Uint8Array,
   headers: ProviderHeaders,
   request: ProviderRequest,
   signal: AbortSignal,
-): Promise<UpstreamResponse> {
-  return send(
+): Promise<ProviderAnswer> {
+  const response = await send(
     deps,
     {
       path: "/v1/messages",
@@ -85,6 +91,7 @@ export function sendMessages(
     signal,
     headers.requestId,
   );
+  return { response, upstreamRequestId: headerValue(response.headers["request-id"]) };
 }
 
 /** Reports the provider's latency for a call sent at `sentAt` (performance.now()). */

@@ -1,14 +1,11 @@
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
-import type { DeliveredUsage, TextCallSpec } from "../billing/pricing.js";
+import type { DeliveredUsage } from "../billing/pricing.js";
 import type { X402Authorisation, X402Payments } from "../billing/x402.js";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { X402Settlement } from "../ports/x402.js";
-import type { PaidCaller } from "./admission.js";
 import { type MeasuredCall, streamUsage, type UsageDeps } from "./delivered-usage.js";
-import type { HeldCall } from "./hold.js";
-import type { PreparedCall } from "./prepare.js";
 import type { StreamMeter } from "./usage.js";
 
 /** What settling a call needs. */
@@ -149,36 +146,6 @@ export async function settledCall(
     state,
     paymentResponse: collected === undefined ? undefined : deps.x402!.responseHeader(collected),
   };
-}
-
-/** A held text call as settlement needs it. */
-export function billedCall(
-  held: HeldCall<BilledCall["call"] & PaidCaller>,
-  prepared: PreparedCall,
-): BilledCall {
-  return {
-    placed: held.hold.hold,
-    call: held.call,
-    request: prepared.sent,
-    model: prepared.model,
-    payment: held.payment,
-    outputCap: outputCap(prepared.spec),
-  };
-}
-
-/**
- * The output ceiling of a call that samples once: its (clamped) max_tokens. A server-tool loop,
- * fallbacks, an advisor or compaction write several passes, each up to its own limit: those calls
- * are bounded by their hold only.
- */
-function outputCap(spec: TextCallSpec): bigint | undefined {
-  const passes =
-    spec.serverToolLoop === true ||
-    (spec.fallbacks?.length ?? 0) > 0 ||
-    spec.defaultFallback === true ||
-    spec.advisor !== undefined ||
-    spec.compaction === true;
-  return passes ? undefined : spec.maxTokens;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { UpstreamFailure } from "../ports/providers.js";
-import { StreamShape } from "./stream-shape.js";
+import { StreamShape } from "./relay.js";
 
 const event = (type: string, extra: Record<string, unknown> = {}) => JSON.stringify({ type, ...extra });
 const FINAL = event("message_delta", { delta: { stop_reason: "end_turn" }, usage: { output_tokens: 3 } });

@@ -1,21 +1,31 @@
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
 import type { X402Payments } from "../billing/x402.js";
-import type { HoldState } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
-import type { TextUpstream, UpstreamResponse } from "../ports/providers.js";
-import type { RateLimitDecision, RateLimiter } from "../ports/rate-limits.js";
-import { admitCaller, checkClient } from "./admission.js";
-import type { ClientPolicy } from "./client-policy.js";
+import type { TextUpstream } from "../ports/providers.js";
+import type { RateLimiter } from "../ports/rate-limits.js";
+import { admitCaller, type ClientPolicy, type PaidCaller } from "./admission.js";
 import { type CountTokensCall, countTokens } from "./count-tokens.js";
 import { answerUsage } from "./delivered-usage.js";
-import { holdPaidCall } from "./hold.js";
+import { type HeldCall, holdPaidCall } from "./hold.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
-import { outgoingBody, type PreparedCall, prepareCall } from "./prepare.js";
-import { headerValue, ProviderRequest, providerAnswered, readAnswer, sendMessages } from "./provider-call.js";
+import { type PreparedCall, prepareCall } from "./prepare.js";
+import {
+  type ProviderAnswer,
+  ProviderRequest,
+  providerAnswered,
+  readAnswer,
+  sendMessages,
+} from "./provider-call.js";
 import { relayStream } from "./relay.js";
-import { billedCall, type CallOutcome, settleAbandoned, settleAnswer, settleStream } from "./settlement.js";
+import {
+  type BilledCall,
+  type CallOutcome,
+  settleAbandoned,
+  settleAnswer,
+  settleStream,
+} from "./settlement.js";
 import type { MessageHead, MessagePart, TextCall, TokenCount } from "./text-call.js";
 import { StreamMeter } from "./usage.js";
 
@@ -72,8 +82,8 @@ export class TextInference {
    */
   async *createMessage(given: TextCall, signal: AbortSignal): AsyncGenerator<MessagePart> {
     const { deps } = this;
-    checkClient(deps.clientPolicy, given.userAgent);
-    const admitted = await admitCaller(deps, deps.messagesLimit, given);
+    const client = { policy: deps.clientPolicy, userAgent: given.userAgent };
+    const admitted = await admitCaller(deps, deps.messagesLimit, given, client);
     const prepared = prepareCall(deps, given.body);
     const paid = { spec: prepared.spec, route: X402_ROUTE, admitted };
     const held = await holdPaidCall(deps, deps.messagesLimit, given, paid);
@@ -84,8 +94,9 @@ export class TextInference {
     const outcome: CallOutcome = { settled: false };
     const sentAt = performance.now();
     try {
-      const response = await sendMessages(deps, outgoingBody(prepared, call.body), call, provider, signal);
-      yield { kind: "head", head: messageHead(held, prepared, response) };
+      const answer = await sendMessages(deps, prepared.outgoing, call, provider, signal);
+      const { response } = answer;
+      yield { kind: "head", head: messageHead(held, prepared, answer) };
       if (!prepared.stream) {
         const { text, message } = await readAnswer(deps, response, signal, call.requestId);
         providerAnswered(deps, call.requestId, sentAt);
@@ -96,10 +107,9 @@ export class TextInference {
         return;
       }
       providerAnswered(deps, call.requestId, sentAt);
-      yield* relayStream(deps, response, meter, signal, call.requestId);
+      yield* relayStream(deps, response, provider, meter, signal, call.requestId);
       // The caller left (the relay ends quietly): settled below, with nobody left to tell.
       if (signal.aborted) return;
-      provider.end();
       outcome.settled = true;
       const settled = await settleStream(deps, billed, meter);
       if (settled !== undefined && !signal.aborted) yield { kind: "settled", ...settled };
@@ -116,11 +126,7 @@ export class TextInference {
 }
 
 /** The head of an answer: what is known once the call is held and the provider answered 200. */
-function messageHead(
-  held: { call: TextCall; hold: HoldState; rateLimit: RateLimitDecision },
-  prepared: PreparedCall,
-  response: UpstreamResponse,
-): MessageHead {
+function messageHead(held: HeldCall<TextCall>, prepared: PreparedCall, answer: ProviderAnswer): MessageHead {
   return {
     requestId: held.call.requestId,
     billingChain: held.hold.hold.chain,
@@ -129,6 +135,18 @@ function messageHead(
     clampedFrom: prepared.clampedFrom,
     rateLimit: held.rateLimit,
     stream: prepared.stream,
-    upstreamRequestId: headerValue(response.headers["request-id"]),
+    upstreamRequestId: answer.upstreamRequestId,
+  };
+}
+
+/** A held text call as settlement needs it. */
+function billedCall(held: HeldCall<BilledCall["call"] & PaidCaller>, prepared: PreparedCall): BilledCall {
+  return {
+    placed: held.hold.hold,
+    call: held.call,
+    request: prepared.sent,
+    model: prepared.model,
+    payment: held.payment,
+    outputCap: prepared.outputCap,
   };
 }

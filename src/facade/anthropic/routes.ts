@@ -13,7 +13,6 @@ import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from ".
 import { toFacadeError } from "../http-status.js";
 import { limitOfHead, rateLimitHeaders } from "../rate-limit-headers.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
-import { recordCharge } from "../request-log.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
 import { encodeComment, encodeEvent } from "./sse.js";
@@ -86,7 +85,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
       for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
         const { part } = next.value as CreateMessageResponse;
         if (part.case !== "settled") continue;
-        recordCharge(request, part.value.charge);
+        request.charge = part.value.charge;
         if (part.value.receipt !== "") reply.header(RECEIPT_HEADER, part.value.receipt);
         if (part.value.paymentResponse !== "")
           reply.header(PAYMENT_RESPONSE_HEADER, part.value.paymentResponse);
@@ -151,7 +150,7 @@ async function relayEvents(
       if (part.case === "event") frame = encodeEvent(part.value.event, part.value.data);
       else if (part.case === "comment") frame = encodeComment(part.value);
       else {
-        if (part.case === "settled") recordCharge(request, part.value.charge);
+        if (part.case === "settled") request.charge = part.value.charge;
         continue;
       }
       if (raw.destroyed) break;

@@ -9,7 +9,6 @@ import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
 import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
-import { recordCharge } from "../request-log.js";
 import { openaiErrorHandler } from "./envelope.js";
 import { editFields, generationFields, imagesResponse } from "./images-request.js";
 import { busboyOptions, readEditUpload, type UploadLimits } from "./uploads.js";
@@ -157,7 +156,7 @@ function sendResult(
   if (result === undefined) throw new Error("the core answered without a result");
   const origin = publicUrl ?? `${request.protocol}://${request.host}`;
   reply.header("x-gateway-billing-chain", result.billingChain);
-  recordCharge(request, result.charge);
+  request.charge = result.charge;
   if (result.receipt !== "") reply.header(RECEIPT_HEADER, result.receipt);
   if (result.paymentResponse !== "") reply.header(PAYMENT_RESPONSE_HEADER, result.paymentResponse);
   if (result.replayed) reply.header("idempotent-replayed", "true");

@@ -20,6 +20,7 @@ import {
   eachWrite,
   LEDGER_WRITES,
   type LedgerWriteMethods,
+  type LedgerWriteOp,
   type LedgerWrites,
   type SyncLedgerWrites,
 } from "./ledger-writes.js";
@@ -56,7 +57,7 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
     purgeNonces: (now) => nonces.purge(now),
   };
   return {
-    ...eachWrite((op, args) =>
+    ...eachWrite((op, ...args) =>
       commits.run(() => (statements[op] as (...a: readonly unknown[]) => unknown)(...args)),
     ),
     // Everything queued so far is in the group this empty write joins.
@@ -64,31 +65,31 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
   };
 }
 
+/** The writes SqliteLedger wraps in its kept resolutions rather than forwarding as they are. */
+const KEPT_WRITES = ["settle", "void", "expireHolds"] as const satisfies readonly LedgerWriteOp[];
+type KeptWrites = (typeof KEPT_WRITES)[number];
+
 /**
- * Every listed write (LEDGER_WRITES) as a method that hands it to `writes`: SqliteLedger's
- * writes, but for the three it wraps in its kept resolutions (KeptWrites).
+ * Every listed write (LEDGER_WRITES) as `writes`' own, but for the three SqliteLedger wraps in
+ * its kept resolutions: a call goes straight to `writes` (to the writer thread), not through a
+ * forwarding method.
  */
 abstract class WritesThroughBase {
-  constructor(protected readonly writes: LedgerWrites) {}
-
-  static {
+  constructor(protected readonly writes: LedgerWrites) {
+    const kept: readonly string[] = KEPT_WRITES;
     for (const op of LEDGER_WRITES) {
-      Object.defineProperty(WritesThroughBase.prototype, op, {
-        value(this: WritesThroughBase, ...args: unknown[]) {
-          return (this.writes[op] as (...a: unknown[]) => unknown).apply(this.writes, args);
-        },
-        writable: true,
-        configurable: true,
-      });
+      if (!kept.includes(op))
+        Object.defineProperty(this, op, {
+          value: writes[op].bind(writes),
+          writable: true,
+          configurable: true,
+        });
     }
   }
 }
 const WritesThrough = WritesThroughBase as unknown as abstract new (
   writes: LedgerWrites,
 ) => WritesThroughBase & Omit<LedgerWriteMethods, KeptWrites>;
-
-/** The writes SqliteLedger wraps in its kept resolutions rather than forwarding as they are. */
-type KeptWrites = "settle" | "void" | "expireHolds";
 
 /**
  * The ledger, onchain and x402 ports over SQLite. Reads run on `db` in this thread (WAL readers

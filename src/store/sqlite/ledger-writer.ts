@@ -119,7 +119,7 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   };
   let closed: Promise<void> | undefined;
   return {
-    ...eachWrite((op, args) => call(op, args)),
+    ...eachWrite((op, ...args) => call(op, args)),
     close: () => {
       closed ??= (async () => {
         if (failure === undefined) await call("close", []);

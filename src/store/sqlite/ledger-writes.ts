@@ -49,11 +49,14 @@ export type SyncLedgerWrites = {
   ) => Awaited<ReturnType<WritablePorts[K]>>;
 };
 
-/** An object with every listed write, each handing its name and arguments to `write`. */
+/**
+ * An object with every listed write, each `write` bound to its name: a call enters `write` (in
+ * the file that gives it) directly, with the write's name and its arguments.
+ */
 export function eachWrite(
-  write: (op: LedgerWriteOp, args: readonly unknown[]) => Promise<unknown>,
+  write: (op: LedgerWriteOp, ...args: unknown[]) => Promise<unknown>,
 ): LedgerWriteMethods {
   return Object.fromEntries(
-    LEDGER_WRITES.map((op) => [op, (...args: unknown[]) => write(op, args)]),
+    LEDGER_WRITES.map((op) => [op, write.bind(undefined, op)]),
   ) as unknown as LedgerWriteMethods;
 }

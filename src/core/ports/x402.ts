@@ -259,6 +259,35 @@ export interface X402Gateway {
   paymentResponseHeader(settlement: X402Settlement): string;
 }
 
+/**
+ * What the chain says of a payment's authorisation, asked before a payment that may have been
+ * collected is closed without its collection on record:
+ * - `used`: a collection to the offer's `payTo` took it, by `transaction`, moving `collected`
+ *   (onchain units) there;
+ * - `unused`: nothing took it, and nothing can any more (its validity ended, its Solana blockhash
+ *   expired, or its payer cancelled it): safe to close as not collected;
+ * - `usable`: nothing took it yet, but a collection already sent could still land;
+ * - `unknown`: the chain's answer does not settle it (the authorisation is spent but no
+ *   collection of it to `payTo` was found, or the lookup is not possible for this payment):
+ *   left for the operator, never closed as not collected.
+ */
+export type X402OnchainState =
+  | { readonly kind: "used"; readonly transaction: string; readonly collected: bigint }
+  | { readonly kind: "unused"; readonly reason: string }
+  | { readonly kind: "usable" }
+  | { readonly kind: "unknown"; readonly reason: string };
+
+/** The chains' side of x402, in the core's terms: whether a payment was collected onchain. */
+export interface X402Onchain {
+  /**
+   * Whether `payment` (paying `offer`) was used onchain, looked up in the chain itself: its
+   * EIP-3009 authorisation state and `AuthorizationUsed` log, its Permit2 nonce and the transfer
+   * that spent it, or its Solana transaction's status. `since` (unix ms) is when the gateway
+   * took the payment: no collection of it is older. Throws when the chain cannot be asked.
+   */
+  collection(payment: X402PaymentPayload, offer: X402Offer, since: number): Promise<X402OnchainState>;
+}
+
 /** A chain a sign-in challenge offers: its network, family and asset. */
 export interface X402SignInNetwork {
   readonly network: string;

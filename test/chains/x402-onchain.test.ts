@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { generateKeyPairSigner } from "@solana/kit";
 import { x402Client } from "@x402/core/client";
-import { decodePaymentRequiredHeader } from "@x402/core/http";
-import type { Network } from "@x402/core/types";
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from "@x402/core/http";
+import type { Network, PaymentPayload } from "@x402/core/types";
 import { toClientEvmSigner } from "@x402/evm";
 import { ExactEvmScheme as ExactClient } from "@x402/evm/exact/client";
 import { UptoEvmScheme as UptoClient } from "@x402/evm/upto/client";
@@ -20,6 +20,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setUpX402, type X402Setup } from "../../src/chains/x402/facilitator.js";
 import { createX402Onchain } from "../../src/chains/x402/onchain.js";
+import { createPaymentSignatureCheck } from "../../src/chains/x402/payment-signature.js";
 import { chainRegistry } from "../../src/core/billing/chain-registry.js";
 import { silentLog } from "../../src/core/ports/log.js";
 import type { X402Offer, X402PaymentPayload } from "../../src/core/ports/x402.js";
@@ -32,7 +33,9 @@ import { solanaChainConfig } from "./solana/fixtures.js";
 // recovery pass asks before it ends a payment whose collection was begun but never recorded. Real
 // payments, signed by x402's clients and collected by the gateway's own facilitator on the dev
 // chains: used (with the collecting transaction and what it moved), still usable, or unused for
-// good (expired, cancelled, a blockhash gone), for EIP-3009, Permit2 and Solana.
+// good (expired, cancelled, a blockhash gone), for EIP-3009, Permit2 and Solana. And the local
+// check x402's door makes before it lets a keyless call send a large body: the payment is signed
+// by the payer it names (src/chains/x402/payment-signature.ts).
 
 const EVM = "eip155:8453";
 const SOLANA = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
@@ -256,3 +259,65 @@ const CANCEL_ABI = [
     outputs: [],
   },
 ] as const;
+
+describe("whether an x402 payment is signed by the payer it names, checked locally (no RPC)", () => {
+  const header = (payment: unknown) => encodePaymentSignatureHeader(payment as PaymentPayload);
+  const chains = () => [devChainConfig(evm, 1), { ...solanaChainConfig(svm, "confirmed"), id: "solana" }];
+
+  it("lifts nothing for junk, a tampered payment, another chain's or token's, or one past its validity; lifts a genuine one of each kind", async () => {
+    const signed = createPaymentSignatureCheck(chains());
+    const exact = await sign(evmClient(), await offer("exact", EVM, 39_000n));
+    const upto = await sign(evmClient(), await offer("upto", EVM, 500_000n));
+    const solanaPayer = await generateKeyPairSigner();
+    await svm.mintTo(solanaPayer.address, 1_000_000n);
+    const solana = await sign(
+      new x402Client()
+        .register(
+          SOLANA as Network,
+          new ExactSvmClient(toClientSvmSigner(solanaPayer), { rpcUrl: svm.rpcUrl }),
+        )
+        .setSpendControls({ allowedAssets: [{ network: SOLANA as Network, asset: svm.mint }] }),
+      await offer("exact", SOLANA, 39_000n),
+    );
+    for (const genuine of [exact, upto, solana]) expect(await signed(header(genuine))).toBe(true);
+
+    const junk = [
+      "",
+      "not base64 at all",
+      Buffer.from('{"x402Version":2,"payload":{}}').toString("base64"),
+      Buffer.from(JSON.stringify({ ...exact, x402Version: 1 })).toString("base64"),
+      Buffer.from("x".repeat(20_000)).toString("base64"),
+    ];
+    for (const value of junk) expect(await signed(value)).toBe(false);
+    const auth = (exact.payload as { authorization: Record<string, string> }).authorization;
+    const permit = (upto.payload as { permit2Authorization: Record<string, unknown> }).permit2Authorization;
+    const tampered = [
+      // More than was signed.
+      { ...exact, payload: { ...exact.payload, authorization: { ...auth, value: "39000000" } } },
+      // Another payer than the signer.
+      {
+        ...exact,
+        payload: { ...exact.payload, authorization: { ...auth, from: payer.address.replace(/.$/, "0") } },
+      },
+      { ...upto, payload: { ...upto.payload, permit2Authorization: { ...permit, nonce: "1" } } },
+      // Another chain, another token.
+      { ...exact, accepted: { ...exact.accepted, network: "eip155:1" } },
+      { ...exact, accepted: { ...exact.accepted, asset: "0x0000000000000000000000000000000000000001" } },
+    ];
+    for (const payment of tampered) expect(await signed(header(payment))).toBe(false);
+    // A Solana transaction whose payer's signature is gone, or belongs to another message.
+    const wire = Buffer.from((solana.payload as { transaction: string }).transaction, "base64");
+    const unsigned = Buffer.from(wire);
+    unsigned.fill(0, 1, 1 + 64 * wire[0]!);
+    const flipped = Buffer.from(wire);
+    flipped[flipped.length - 1]! ^= 1;
+    for (const transaction of [unsigned, flipped]) {
+      const payment = { ...solana, payload: { transaction: transaction.toString("base64") } };
+      expect(await signed(header(payment))).toBe(false);
+    }
+    // Past its validity (the offers here last a minute): a stale signed payment lifts nothing.
+    const later = createPaymentSignatureCheck(chains(), () => Date.now() + TIMEOUT_S * 2_000);
+    expect(await later(header(exact))).toBe(false);
+    expect(await later(header(upto))).toBe(false);
+  }, 60_000);
+});

@@ -1,7 +1,8 @@
 /**
  * The limits on billed calls made without a key (docs/reliability.md, "Anonymous work"): each is
  * admitted by the core per client address before its body is read, and one that carries no x402
- * payment yet — it can only get an offer — may send a small body only.
+ * payment signed by its payer — it can only get an offer, or a refusal — may send a small body
+ * only.
  */
 import { Transform, type TransformCallback } from "node:stream";
 import type { Client } from "@connectrpc/connect";
@@ -17,19 +18,29 @@ declare module "fastify" {
   interface FastifyRequest {
     /**
      * The most body bytes this request may send, when less than its route's limit: set for a
-     * keyless call without a payment. Undefined otherwise.
+     * keyless call without a payment its payer signed. Undefined otherwise.
      */
     unpaidBodyLimit: number | undefined;
+  }
+  interface FastifyInstance {
+    /**
+     * Whether an x402 payment header is signed by the payer it names, checked locally (no RPC):
+     * only such a payment lifts a keyless call's small body limit. Set by buildFacade; when x402
+     * is not wired it answers false, and every keyless call keeps the small limit.
+     */
+    x402PaymentSigned: (header: string) => Promise<boolean>;
   }
 }
 
 /**
  * An onRequest hook for the billed routes, installed after the authentication hook: a call
  * without a key (`request.caller === null`) is admitted by the core (AdmitAnonymous, counted
- * per client address) before anything else happens, and one without an x402 payment header is
- * held to `unpaidBodyBytes` (413 from its content-length at once; a chunked body is cut off by
- * {@link unpaidBodyLimitHook} as it arrives). Calls with a key pass untouched. A refusal reaches
- * the scope's own error handler (429 with retry-after, or 413, in that format's envelope).
+ * per client address) before anything else happens, and one whose body may exceed
+ * `unpaidBodyBytes` (declared so, or chunked) is held to it unless its x402 payment header is
+ * signed by the payer it names ({@link FastifyInstance.x402PaymentSigned}, checked only then: a
+ * junk header lifts nothing). Held: 413 from its content-length at once; a chunked body is cut
+ * off by {@link unpaidBodyLimitHook} as it arrives. Calls with a key pass untouched. A refusal
+ * reaches the scope's own error handler (429 with retry-after, or 413, in that format's envelope).
  */
 export function admitAnonymousHook(
   auth: Client<typeof AuthService>,
@@ -53,9 +64,16 @@ export function admitAnonymousHook(
       refused.remember(address, error);
       throw error;
     }
-    if (paymentHeader(request) !== "") return;
-    request.unpaidBodyLimit = unpaidBodyBytes;
     const declared = Number(request.headers["content-length"] ?? Number.NaN);
+    const payment = paymentHeader(request);
+    // A body within the small limit needs no check; a larger (or chunked) one, a signed payment.
+    if (
+      payment !== "" &&
+      (declared <= unpaidBodyBytes || (await request.server.x402PaymentSigned(payment)))
+    ) {
+      return;
+    }
+    request.unpaidBodyLimit = unpaidBodyBytes;
     if (declared > unpaidBodyBytes) throw unpaidTooLarge(unpaidBodyBytes);
   };
 }
@@ -87,7 +105,8 @@ export function unpaidTooLarge(limit: number): Error {
   return Object.assign(
     new Error(
       `A call without an API key may send at most ${formatBytes(limit)} until it carries an x402 ` +
-        "payment (PAYMENT-SIGNATURE or X-PAYMENT); send the payment with this body, or use an API key.",
+        "payment (PAYMENT-SIGNATURE or X-PAYMENT) signed by its payer; send a signed payment with this body, " +
+        "or use an API key.",
     ),
     { statusCode: 413 },
   );

@@ -64,6 +64,12 @@ export interface FacadeDeps {
    * bodies (messages, image generations) and image edits' uploads (the config defaults when absent).
    */
   readonly unpaidBodyBytes?: { readonly json: number; readonly upload: number } | undefined;
+  /**
+   * Whether an x402 payment header is signed by the payer it names, checked locally (no RPC):
+   * only such a payment lifts `unpaidBodyBytes` (src/chains/x402/payment-signature.ts, wired by
+   * the runtime). Absent, no payment lifts it.
+   */
+  readonly x402PaymentSigned?: ((header: string) => Promise<boolean>) | undefined;
 }
 
 /** The {@link FacadeDeps.coreLocation} of a core in this process, called through the in-process transport. */
@@ -98,6 +104,7 @@ export async function buildFacade({
   metrics,
   x402 = false,
   unpaidBodyBytes = DEFAULT_UNPAID_BODY_BYTES,
+  x402PaymentSigned = async () => false,
 }: FacadeDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...clientTimeoutOptions(clientTimeouts),
@@ -132,6 +139,7 @@ export async function buildFacade({
   app.decorateRequest("publicOrigin", "");
   app.decorateRequest("unpaidBodyLimit", undefined);
   app.decorateRequest("charge", null);
+  app.decorate("x402PaymentSigned", x402PaymentSigned);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     request.publicOrigin = publicUrl?.origin ?? `${request.protocol}://${request.host}`;

@@ -48,6 +48,11 @@ export async function openFacade(
   const { config, parts } = a;
   // Fastify and the facade's routes: loaded only by the runtimes that serve them.
   const { buildFacade } = await import("../facade/facade.js");
+  // x402's door lifts a keyless call's small body limit for a payment its payer signed, checked
+  // locally on the chains configured (a facade-only tier included: no secret is needed).
+  const x402PaymentSigned = x402
+    ? (await import("../chains/x402/payment-signature.js")).createPaymentSignatureCheck(config.chains.chains)
+    : undefined;
   const facade = await buildFacade({
     transport,
     coreLocation,
@@ -59,6 +64,7 @@ export async function openFacade(
     trustProxy: config.trustProxy,
     x402,
     unpaidBodyBytes: config.unpaidBodyBytes,
+    x402PaymentSigned,
   });
   parts.facade = facade;
   a.stack.defer(async ({ deadline, reason }) => {

@@ -65,6 +65,7 @@ async function openX402(
     accounts: stores.accounts,
     registry: config.chains,
     gateway: setup.gateway,
+    onchain: setup.onchain,
     chains: setup.chains,
     // A payment must outlive the longest call, with room to collect after it.
     maxTimeoutSeconds: Math.ceil(config.maxCallMs / 1000) + 300,

@@ -395,8 +395,11 @@ describe("the ledger audit of x402 payments", () => {
       migrate(db, migrations);
       expect(db.pragma("user_version", { simple: true })).toBe(migrations.at(-1)?.version);
       const after = payments();
-      expect(after.map(({ collected_at, cleared_at, ...kept }) => kept)).toEqual(before);
-      expect(after.map((p) => [p.collected_at, p.cleared_at])).toEqual(Array(4).fill([null, null]));
+      expect(after.map(({ collected_at, cleared_at, collecting_at, ...kept }) => kept)).toEqual(before);
+      // Migration 14's collecting_at too: no collection of a payment written before was begun since.
+      expect(after.map((p) => [p.collected_at, p.cleared_at, p.collecting_at])).toEqual(
+        Array(4).fill([null, null, null]),
+      );
       expect(indexes()).toEqual([
         { name: "sqlite_autoindex_x402_payments_1", sql: null },
         { name: "sqlite_autoindex_x402_payments_2", sql: null },

@@ -14,10 +14,23 @@ import { text } from "node:stream/consumers";
 import Anthropic from "@anthropic-ai/sdk";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { x402Client } from "@x402/core/client";
+import {
+  decodePaymentRequiredHeader,
+  decodePaymentResponseHeader,
+  encodePaymentSignatureHeader,
+} from "@x402/core/http";
+import { toClientEvmSigner } from "@x402/evm";
+import { ExactEvmScheme as ExactEvmClient } from "@x402/evm/exact/client";
 import { Redis } from "ioredis";
 import { Agent, fetch } from "undici";
+import { createPublicClient, http } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eip3009Abi } from "../../src/chains/evm/evm-adapter.js";
 import { errorInfo } from "../../src/core/errors.js";
+import { readDevChainsFile, requestFaucet } from "../../src/dev/chains/dev-chains-file.js";
+import { labelledPng } from "../../src/dev/provider/dev-png.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import { AnonymousWork, AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService, HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
@@ -25,7 +38,7 @@ import { REDIS_KEY_PREFIX } from "../../src/limits/redis.js";
 import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
-import { type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
+import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
@@ -339,64 +352,190 @@ describe("anonymous work on one gateway (tollgate dev, x402 on)", () => {
     );
   }, 300_000);
 
-  it("holds an unpaid keyless call to a small body (413 in the route's envelope, declared or chunked); one carrying a payment may send more", async () => {
+  it("holds a keyless call to a small body until it carries a payment its payer signed: no payment, a junk one or a forged one get 413 before the body is read, nothing forwarded or charged; a genuinely signed large edit is served", async () => {
     const agent = new Agent({ localAddress: "127.0.0.7" });
     try {
       const url = `${gateway.facadeUrl}${x402Path("/v1/messages")}`;
+      const forwarded = upstream.requests.length;
+      const paymentsBefore = x402PaymentCount();
       // Declared: refused from its content-length, before the body is read.
       const declared = await post(agent, url, messagesOf(2 * 1024 * 1024));
       expect(declared.status).toBe(413);
       expect(declared.body.type).toBe("error");
       expect(declared.body.error.type).toBe("request_too_large");
       expect(declared.body.error.message).toMatch(
-        /without an API key may send at most 1 MiB until it carries an x402 payment/,
+        /without an API key may send at most 1 MiB until it carries an x402 payment \(PAYMENT-SIGNATURE or X-PAYMENT\) signed by its payer/,
       );
       expect(declared.requestId).toMatch(/^req_/);
       // Chunked (no content-length): cut off as it arrives.
-      const body = Buffer.from(messagesOf(2 * 1024 * 1024));
-      const chunked = await fetch(url, {
-        method: "POST",
-        dispatcher: agent,
-        headers: { "content-type": "application/json" },
-        body: (async function* () {
-          for (let at = 0; at < body.length; at += 64 * 1024) yield body.subarray(at, at + 64 * 1024);
-        })(),
-        duplex: "half",
-      });
+      const chunkedPost = (headers: Record<string, string>) => {
+        const body = Buffer.from(messagesOf(2 * 1024 * 1024));
+        return fetch(url, {
+          method: "POST",
+          dispatcher: agent,
+          headers: { "content-type": "application/json", ...headers },
+          body: (async function* () {
+            for (let at = 0; at < body.length; at += 64 * 1024) yield body.subarray(at, at + 64 * 1024);
+          })(),
+          duplex: "half",
+        });
+      };
+      const chunked = await chunkedPost({});
       expect(chunked.status).toBe(413);
       expect(chunked.headers.get("x-request-id")).toMatch(/^req_/);
       expect(((await chunked.json()) as { error: { type: string } }).error.type).toBe("request_too_large");
       // Under the cap: an offer as ever.
       expect((await post(agent, url, messagesOf(512 * 1024))).status).toBe(402);
-      // With a payment header the route's own limit applies: the (junk) payment is what is refused.
-      const paid = await post(agent, url, messagesOf(2 * 1024 * 1024), {
-        "payment-signature": Buffer.from('{"x402Version":2,"payload":{}}').toString("base64"),
-      });
-      expect(paid.status).not.toBe(413);
-      expect(paid.status).toBeGreaterThanOrEqual(400);
-      expect(paid.status).toBeLessThan(500);
 
-      // An edit's upload without a payment: held to TOLLGATE_X402_UNPAID_UPLOAD_BYTES (4 MiB).
-      const form = new FormData();
-      form.set("model", "image-2");
-      form.set("prompt", "make it blue");
-      const png = Buffer.alloc(5 * 1024 * 1024);
-      Buffer.from("89504e470d0a1a0a", "hex").copy(png);
-      form.set("image", new Blob([png], { type: "image/png" }), "big.png");
-      const edit = await fetch(`${gateway.facadeUrl}${x402Path("/v1/images/edits")}`, {
-        method: "POST",
-        dispatcher: agent,
-        body: form,
-      });
+      // A junk payment header lifts nothing: 413 like no payment at all, declared or chunked, and
+      // from the headers alone (the body is never sent: the answer comes before it is read).
+      const junk = Buffer.from('{"x402Version":2,"payload":{}}').toString("base64");
+      const withJunk = await post(agent, url, messagesOf(2 * 1024 * 1024), { "payment-signature": junk });
+      expect(withJunk.status).toBe(413);
+      expect(withJunk.body.error.type).toBe("request_too_large");
+      expect((await chunkedPost({ "payment-signature": junk })).status).toBe(413);
+      expect(await statusBeforeBody("127.0.0.7", url, 30 * 1024 * 1024, { "payment-signature": junk })).toBe(
+        413,
+      );
+      expect(await statusBeforeBody("127.0.0.7", url, 30 * 1024 * 1024, { "x-payment": junk })).toBe(413);
+
+      // An image edit's upload: held to TOLLGATE_X402_UNPAID_UPLOAD_BYTES (4 MiB) without a payment.
+      const edits = `${gateway.facadeUrl}${x402Path("/v1/images/edits")}`;
+      const big = bigEdit();
+      const edit = await fetch(edits, { method: "POST", dispatcher: agent, body: big });
       expect(edit.status).toBe(413);
       expect(edit.headers.get("x-request-id")).toMatch(/^req_/);
       const editBody = (await edit.json()) as { error: { message: string; type: string } };
       expect(editBody.error.message).toMatch(/may send at most 4 MiB until it carries an x402 payment/);
+
+      // A payer signs the edit's offer (asked for with a small upload: the price is per image).
+      const offered = await fetch(edits, { method: "POST", dispatcher: agent, body: smallEdit() });
+      expect(offered.status).toBe(402);
+      const required = decodePaymentRequiredHeader(offered.headers.get("payment-required")!);
+      const dev = readDevChainsFile(dir.path)!;
+      const base = dev.registry.byId.get("base")!;
+      const payer = privateKeyToAccount(generatePrivateKey());
+      await requestFaucet(dev.faucetUrl, "base", payer.address, 1_000_000n);
+      const chain = createPublicClient({ transport: http(base.rpcUrl) });
+      await until("the payer's test funds", async () =>
+        (await chain.readContract({
+          address: base.asset.address as `0x${string}`,
+          abi: eip3009Abi,
+          functionName: "balanceOf",
+          args: [payer.address],
+        })) === 1_000_000n
+          ? true
+          : undefined,
+      );
+      const client = new x402Client()
+        .register("eip155:8453", new ExactEvmClient(toClientEvmSigner(payer, chain)))
+        .setSpendControls({ allowedAssets: [{ network: "eip155:8453", asset: base.asset.address }] });
+      const signed = await client.createPaymentPayload({
+        ...required,
+        accepts: required.accepts.filter((a) => a.network === "eip155:8453"),
+      });
+      // Forged: the same payment claiming more than its payer signed for. Held to the small body.
+      const auth = (signed.payload as { authorization: Record<string, string> }).authorization;
+      const forged = encodePaymentSignatureHeader({
+        ...signed,
+        payload: { ...signed.payload, authorization: { ...auth, value: `${BigInt(auth.value!) * 2n}` } },
+      });
+      const refused = await fetch(edits, {
+        method: "POST",
+        dispatcher: agent,
+        headers: { "payment-signature": forged },
+        body: bigEdit(),
+      });
+      expect(refused.status).toBe(413);
+      expect(
+        await statusBeforeBody("127.0.0.7", url, 30 * 1024 * 1024, { "payment-signature": forged }),
+      ).toBe(413);
+      // None of it reached the provider, nor wrote a payment.
+      expect(upstream.requests.length).toBe(forwarded);
+      expect(x402PaymentCount()).toBe(paymentsBefore);
+
+      // The genuine payment: its 5 MiB edit is read, served, and collected.
+      const served = await fetch(edits, {
+        method: "POST",
+        dispatcher: agent,
+        headers: { "payment-signature": encodePaymentSignatureHeader(signed) },
+        body: bigEdit(),
+      });
+      expect(served.status, await served.clone().text()).toBe(200);
+      expect(decodePaymentResponseHeader(served.headers.get("payment-response")!).success).toBe(true);
+      expect(x402PaymentCount()).toBe(paymentsBefore + 1);
     } finally {
       await agent.close();
     }
   }, 120_000);
+
+  /** The x402 payments the gateway wrote. */
+  function x402PaymentCount(): number {
+    const db = openDatabase(dir.path);
+    try {
+      return (db.prepare("SELECT COUNT(*) AS n FROM x402_payments").get() as { n: number }).n;
+    } finally {
+      db.close();
+    }
+  }
 });
+
+/** An image edit whose upload is a valid PNG of about 5 MiB (above the unpaid 4 MiB). */
+function bigEdit(): FormData {
+  return editOf(
+    labelledPng({
+      width: 64,
+      height: 48,
+      seed: Buffer.from("big"),
+      lines: ["BIG"],
+      text: { Comment: "x".repeat(5 * 1024 * 1024) },
+    }),
+  );
+}
+
+function smallEdit(): FormData {
+  return editOf(
+    labelledPng({ width: 64, height: 48, seed: Buffer.from("small"), lines: ["SMALL"], text: {} }),
+  );
+}
+
+function editOf(png: Buffer): FormData {
+  const form = new FormData();
+  form.set("model", "image-2");
+  form.set("prompt", "make it blue");
+  form.set("response_format", "b64_json");
+  form.set("image", new Blob([png], { type: "image/png" }), "a.png");
+  return form;
+}
+
+/**
+ * The status the gateway answers a POST of `url` that declares `length` body bytes and sends
+ * none of them: only an answer made before the body is read can arrive.
+ */
+async function statusBeforeBody(
+  address: string,
+  url: string,
+  length: number,
+  headers: Record<string, string>,
+): Promise<number> {
+  const { hostname, port, pathname } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port), localAddress: address });
+  try {
+    await once(socket, "connect");
+    const lines = [
+      `POST ${pathname} HTTP/1.1`,
+      `host: ${hostname}:${port}`,
+      "content-type: application/json",
+      `content-length: ${length}`,
+      ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+    ];
+    socket.write(`${lines.join("\r\n")}\r\n\r\n`);
+    const [first] = (await once(socket, "data")) as [Buffer];
+    return Number(/^HTTP\/1\.1 (\d{3})/.exec(first.toString("latin1"))?.[1]);
+  } finally {
+    socket.destroy();
+  }
+}
 
 /** A Connect client of the core's port over HTTP/2, its connection bound to `address`. */
 function coreAuthAt(coreUrl: string, address: string) {

@@ -5,12 +5,15 @@ export type BroadcastPhase = "before" | "after";
 
 /**
  * A pass-through JSON-RPC proxy between a gateway and its chain, for kill -9 tests. On a raw
- * transaction it asks `onSend("before")` before forwarding and `onSend("after")` once the chain
- * has answered; when either returns true the caller (killed meanwhile) never hears back.
+ * transaction (`method`: EVM's `eth_sendRawTransaction` unless told otherwise, Solana's
+ * `sendTransaction`) it asks `onSend("before")` before forwarding and `onSend("after", answer)`
+ * once the chain has answered (`answer`: the chain's JSON-RPC response as text); when either
+ * returns true the caller (killed meanwhile) never hears back.
  */
 export function rpcProxy(
   target: string,
-  onSend: (phase: BroadcastPhase) => Promise<boolean>,
+  onSend: (phase: BroadcastPhase, answer?: string) => Promise<boolean>,
+  method = "eth_sendRawTransaction",
 ): Promise<Server> {
   const server = createServer((req, res) => {
     let body = "";
@@ -20,7 +23,7 @@ export function rpcProxy(
     });
     req.on("end", async () => {
       try {
-        const sending = body.includes('"eth_sendRawTransaction"');
+        const sending = body.includes(`"${method}"`);
         if (sending && (await onSend("before"))) return void res.destroy();
         const upstream = await fetch(target, {
           method: "POST",
@@ -28,7 +31,7 @@ export function rpcProxy(
           body,
         });
         const text = await upstream.text();
-        if (sending && (await onSend("after"))) return void res.destroy();
+        if (sending && (await onSend("after", text))) return void res.destroy();
         res.writeHead(upstream.status, { "content-type": "application/json" }).end(text);
       } catch {
         res.destroy();

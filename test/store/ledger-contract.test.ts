@@ -1501,6 +1501,55 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         debitsPosted: 1000n,
       });
     }));
+
+  it("x402: a collection begun is marked on an authorised payment only, moving no money; expireHolds leaves its hold pending until the payment ends", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_x");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_m", "h_m", 500n, 1))).toBe("authorised");
+      expect(await s.ledger.authoriseX402(x402Payment("pay_u", "h_u", 500n, 1))).toBe("authorised");
+      expect((await s.ledger.placeHold(newHold("h_m", "acct_x", 400n, 2))).kind).toBe("placed");
+      expect((await s.ledger.placeHold(newHold("h_u", "acct_x", 400n, 3))).kind).toBe("placed");
+      const before = await s.ledger.balance("acct_x", CHAIN);
+      expect(await s.ledger.markX402Collecting("pay_m", 4)).toBe("marked");
+      expect(await s.ledger.markX402Collecting("pay_missing", 4)).toBe("not-found");
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual(before);
+      expect(await s.ledger.x402Payment("pay_m")).toMatchObject({ status: "authorised", collectingAt: 4 });
+      expect(await s.ledger.x402Payment("pay_u")).toMatchObject({ collectingAt: undefined });
+      // A later collection of the same payment (a stream's, retried) marks it again.
+      expect(await s.ledger.markX402Collecting("pay_m", 5)).toBe("marked");
+      expect((await s.ledger.openX402Payments(100, 10)).map((p) => [p.id, p.collectingAt])).toEqual([
+        ["pay_m", 5],
+        ["pay_u", undefined],
+      ]);
+      // Both holds are due: the chain may have taken pay_m's collection, so its hold stays.
+      expect(await s.ledger.expireHolds(100, 100, 10)).toBe(1);
+      expect((await s.ledger.getHold("h_u"))?.resolution).toMatchObject({ status: "expired" });
+      expect((await s.ledger.getHold("h_m"))?.resolution).toBeUndefined();
+      expect(await s.ledger.expireHolds(100, 101, 10)).toBe(0);
+      // Still so once its collection is recorded; the recovery pass settles it and closes it.
+      expect(
+        await s.ledger.recordX402Collection({ id: "pay_m", collected: 300n, txHash: "0xm", now: 102 }),
+      ).toBe("recorded");
+      expect(await s.ledger.markX402Collecting("pay_m", 103)).toBe("not-authorised");
+      expect(await s.ledger.expireHolds(100, 103, 10)).toBe(0);
+      expect((await s.ledger.settle("h_m", 300n, USAGE, 104, "")).kind).toBe("resolved");
+      for (const [id, settled, txHash, returned] of [
+        ["pay_m", 300n, "0xm", 200n],
+        ["pay_u", 0n, "", 500n],
+      ] as const) {
+        const status = settled > 0n ? "settled" : "unused";
+        expect(await s.ledger.closeX402({ id, status, settled, txHash, error: "", returned, now: 105 })).toBe(
+          "closed",
+        );
+      }
+      expect(await s.ledger.markX402Collecting("pay_u", 106)).toBe("not-authorised");
+      expect(await s.ledger.x402Payment("pay_m")).toMatchObject({ status: "settled", collectingAt: 5 });
+      expect(await s.ledger.balance("acct_x", CHAIN)).toEqual({
+        ...zeroBalance("acct_x"),
+        creditsPosted: 1000n,
+        debitsPosted: 1000n,
+      });
+    }));
 });
 
 describe("the SQLite ledger's writer thread", () => {

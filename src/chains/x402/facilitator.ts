@@ -23,11 +23,12 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { ChainConfig, ChainRegistry } from "../../core/billing/chain-registry.js";
 import type { X402Chain } from "../../core/billing/x402.js";
 import type { Log } from "../../core/ports/log.js";
-import type { X402Gateway } from "../../core/ports/x402.js";
+import type { X402Gateway, X402Onchain } from "../../core/ports/x402.js";
 import { eip3009Abi } from "../evm/evm-adapter.js";
 import { treasurySeed, x402FacilitatorSeed } from "../keys.js";
 import { solanaTreasuryKeypair } from "../solana/keys.js";
 import { createX402Gateway } from "./gateway.js";
+import { createX402Onchain } from "./onchain.js";
 
 /**
  * The x402 facilitator of the gateway's own chains (docs/x402.md): `@x402/core`'s
@@ -43,6 +44,8 @@ export interface X402Setup {
   /** The wire format and the facilitator, with each offered chain's schemes registered. */
   readonly gateway: X402Gateway;
   readonly chains: readonly X402Chain[];
+  /** Whether a payment was collected, read from the chains (the recovery pass asks it). */
+  readonly onchain: X402Onchain;
   /** The local facilitator's signer per chain (it pays the collections' gas); none for a remote one. */
   readonly signers: ReadonlyMap<string, string>;
 }
@@ -94,13 +97,14 @@ export async function setUpX402(
       chains.push({ chain: chain.id, payTo: solanaTreasury, extra: {}, schemes: ["exact"] });
     }
   }
-  const networks = running
-    .filter((c) => chains.some((offered) => offered.chain === c.id))
-    .map((c) => ({ network: c.network, family: c.family }));
+  const offeredChains = running.filter((c) => chains.some((offered) => offered.chain === c.id));
+  const networks = offeredChains.map((c) => ({ network: c.network, family: c.family }));
   if (options.facilitatorUrl !== undefined) {
     return {
       gateway: createX402Gateway(new HTTPFacilitatorClient({ url: options.facilitatorUrl }), networks),
       chains,
+      // A remote facilitator's Solana fee payer signs with a key that is not here.
+      onchain: createX402Onchain({ chains: offeredChains }),
       signers: new Map(),
     };
   }
@@ -141,6 +145,7 @@ export async function setUpX402(
   return {
     gateway: createX402Gateway(client, networks),
     chains,
+    onchain: createX402Onchain({ chains: offeredChains, svmFeePayer: svmSigner }),
     signers,
   };
 }

@@ -7,6 +7,8 @@ import { type Metrics, NO_METRICS } from "../ports/metrics.js";
 import type {
   X402Gateway,
   X402Offer,
+  X402Onchain,
+  X402OnchainState,
   X402PaymentPayload,
   X402PaymentRow,
   X402Scheme,
@@ -55,7 +57,7 @@ export interface X402Deps {
    * The holds payments paid for: the recovery pass reads how each call ended, and settles the
    * hold of a payment collected before a crash kept its call from settling.
    */
-  readonly ledger: Pick<LedgerStore, "getHold" | "settle">;
+  readonly ledger: Pick<LedgerStore, "getHold" | "settle" | "void">;
   readonly accounts: AccountStore;
   readonly registry: ChainRegistry;
   /**
@@ -63,6 +65,11 @@ export interface X402Deps {
    * the treasury's chains, or a remote one), with each offered chain's schemes registered.
    */
   readonly gateway: X402Gateway;
+  /**
+   * Whether a payment was collected, read from the chain: asked before a payment whose
+   * collection was begun is ended without that collection on record.
+   */
+  readonly onchain: X402Onchain;
   readonly chains: readonly X402Chain[];
   /** How long a payment must stay valid: the longest call, with room to collect after it. */
   readonly maxTimeoutSeconds: number;
@@ -99,6 +106,8 @@ export interface X402Authorisation {
   readonly payer: string;
   /** Ledger units credited to the payer's account. */
   readonly authorised: bigint;
+  /** When the gateway took the payment (unix ms): no collection of it is older. */
+  readonly createdAt: number;
   readonly payload: X402PaymentPayload;
   readonly requirements: X402Offer;
 }
@@ -314,6 +323,7 @@ export class X402Payments {
     if (identity.payer === undefined) await this.#refuseOwing(input, payer);
     const accountId = await this.#payerAccount(payer);
     const id = identity.id;
+    const createdAt = this.deps.now();
     const written = await this.deps.store.authoriseX402({
       id,
       holdId: holdIdFor(accountId, input.requestId),
@@ -323,10 +333,10 @@ export class X402Payments {
       payer,
       authorised,
       payload: JSON.stringify(payload),
-      createdAt: this.deps.now(),
+      createdAt,
     });
     if (written === "replayed") throw this.#replayed(input);
-    return { id, accountId, chain, scheme, payer, authorised, payload, requirements };
+    return { id, accountId, chain, scheme, payer, authorised, createdAt, payload, requirements };
   }
 
   /**
@@ -344,7 +354,7 @@ export class X402Payments {
     } catch (error) {
       return {
         success: false,
-        errorReason: "settle_failed",
+        errorReason: SETTLE_THREW,
         errorMessage: error instanceof Error ? error.message : String(error),
         transaction: "",
         network: payment.requirements.network,
@@ -353,20 +363,47 @@ export class X402Payments {
   }
 
   /**
-   * Collects `charge` before the answer is handed over (a non-streaming text answer, an image),
-   * and records the collection durably before anything else is written for the call: a crash
-   * after this leaves a `collected` payment whose hold is never swept, and the recovery pass
-   * settles it. A collection the chain refuses releases the call's hold (`releaseHold`), closes
-   * the payment (nothing charged, the whole authorisation returned) and throws 402
-   * X402_PAYMENT_NOT_COLLECTED: the caller then delivers nothing. Either way the hold is no
-   * longer the caller's to release.
+   * Collects `charge` before the answer is handed over (a non-streaming text answer, an image).
+   * The collection is marked begun, durably, before the facilitator is asked: from then on the
+   * payment may have been collected whatever this process hears, so its hold is never swept and
+   * it is never closed unused without asking the chain. The collection is then recorded
+   * (`collected`) before anything else is written for the call: a crash after that leaves a
+   * payment the recovery pass settles; a crash before it, one the recovery pass finds onchain.
+   *
+   * A collection the facilitator does not confirm is looked up onchain: taken after all, it is
+   * recorded as any other. One the chain shows can no longer be taken, or that the facilitator
+   * refused before sending anything, releases the call's hold (`releaseHold`), closes the
+   * payment (nothing charged, the whole authorisation returned) and throws 402
+   * X402_PAYMENT_NOT_COLLECTED: the caller then delivers nothing. One that was sent and could
+   * still land is left open for the recovery pass (its hold pending), and the caller delivers
+   * nothing either. Whatever happens, the hold is no longer the caller's to release.
    */
   async collectBeforeDelivery(
     payment: X402Authorisation,
     charge: bigint,
     releaseHold: () => Promise<unknown>,
   ): Promise<X402Settlement> {
-    const settled = await this.settleOnchain(payment, charge);
+    await this.#beginCollection(payment);
+    let settled = await this.settleOnchain(payment, charge);
+    if (!settled.success) {
+      const onchain = await this.#lookUp(payment, payment.createdAt);
+      const taken = this.#takenAs(payment, charge, onchain);
+      if (taken !== undefined) {
+        settled = taken;
+      } else if (onchain.kind !== "unused" && maySend(settled)) {
+        this.deps.log.error(
+          {
+            payment: payment.id,
+            chain: payment.chain.id,
+            reason: settled.errorReason,
+            err: settled.errorMessage,
+            onchain: onchain.kind,
+          },
+          "an x402 collection was sent but not confirmed: nothing delivered; the payment is left to the recovery pass",
+        );
+        throw paymentNotCollected(settled, this.responseHeader(settled), true);
+      }
+    }
     if (!settled.success) {
       this.#metrics.x402Collected("refused");
       this.deps.log.warn(
@@ -389,7 +426,7 @@ export class X402Payments {
         returned: payment.authorised,
         now: this.deps.now(),
       });
-      throw paymentNotCollected(settled, this.responseHeader(settled));
+      throw paymentNotCollected(settled, this.responseHeader(settled), false);
     }
     this.#metrics.x402Collected("settled");
     await this.deps.store.recordX402Collection({
@@ -403,17 +440,41 @@ export class X402Payments {
 
   /**
    * Ends a payment whose call was charged `charge` and delivered (a stream): collected onchain
-   * (nothing when 0), then closed with the rest of the authorisation returned. A collection the
-   * chain refused is logged, counted and recorded as `failed` (the charge stands as owed, and
-   * the payer's further x402 calls are refused until an operator clears it). Answers the
-   * settlement, undefined when nothing was collected.
+   * (nothing when 0), then closed with the rest of the authorisation returned. The collection is
+   * marked begun before the facilitator is asked, and one it does not confirm is looked up
+   * onchain: taken after all (a collection retried after a crash, its permit spent by the one
+   * before), it closes `settled` with that transaction; sent and still able to land, it is left
+   * open for the recovery pass. A collection the chain refused is logged, counted and recorded
+   * as `failed` (the charge stands as owed, and the payer's further x402 calls are refused until
+   * an operator clears it). Answers the settlement, undefined when nothing was collected (or it
+   * was left open).
    */
   async collect(payment: X402Authorisation, charge: bigint): Promise<X402Settlement | undefined> {
     if (charge === 0n) {
       await this.close(payment, 0n, undefined);
       return undefined;
     }
-    const settled = await this.settleOnchain(payment, charge);
+    await this.#beginCollection(payment);
+    let settled = await this.settleOnchain(payment, charge);
+    if (!settled.success) {
+      const onchain = await this.#lookUp(payment, payment.createdAt);
+      const taken = this.#takenAs(payment, charge, onchain);
+      if (taken !== undefined) {
+        settled = taken;
+      } else if (onchain.kind !== "unused" && maySend(settled)) {
+        this.deps.log.error(
+          {
+            payment: payment.id,
+            chain: payment.chain.id,
+            reason: settled.errorReason,
+            err: settled.errorMessage,
+            onchain: onchain.kind,
+          },
+          "an x402 collection was sent but not confirmed: the payment is left to the recovery pass",
+        );
+        return undefined;
+      }
+    }
     this.#metrics.x402Collected(settled.success ? "settled" : "failed");
     await this.close(payment, charge, settled);
     return settled;
@@ -484,56 +545,128 @@ export class X402Payments {
    * - `collected` (its charge was collected onchain before the crash): its hold — never swept
    *   while the payment is collected — is settled at the collected amount if still pending, and
    *   the payment closed `settled` with its transaction;
+   * - `authorised` with a collection begun (`collectingAt`, older than the longest call: not one
+   *   still running), which the chain may have taken while nobody was there to record it: the
+   *   chain is asked. Taken, the collection is recorded (its transaction, what it moved) and the
+   *   payment ends as a collected one: charged once, closed `settled`. Not taken and no longer
+   *   able to be, it ends as below (its hold, which the sweeper left, expired first). Not taken
+   *   yet but still able to be, it waits (a stream's charge is collected now instead); when the
+   *   chain's answer settles nothing, it is left for the operator;
    * - `authorised`, its call over: a call that charged nothing, or never held, returns the whole
    *   authorisation; an `upto` call that charged (a stream, settled before its collection) is
-   *   collected now (a chain that refuses — the collection may have landed before the crash —
-   *   records it `failed` with the chain's reason, for the operator to reconcile). A call still
-   *   held waits for the sweeper.
-   * Resolves with how many payments it ended.
+   *   collected now (one the chain refuses because an earlier collection spent its permit is
+   *   found onchain and closed `settled`; one it refuses otherwise is `failed`, the charge owed).
+   *   A call still held waits for the sweeper.
+   * One payment's failure is logged and leaves the others to end. Resolves with how many
+   * payments it ended.
    */
   async recover(): Promise<number> {
-    const open = await this.deps.store.openX402Payments(this.deps.now() - this.deps.maxCallMs, 100);
+    const now = this.deps.now();
+    const open = await this.deps.store.openX402Payments(now - this.deps.maxCallMs, 100);
     let ended = 0;
     for (const row of open) {
-      const state = await this.deps.ledger.getHold(row.holdId);
-      const entry = this.#chains.get(row.chain);
-      const template = this.#templates.get(`${row.chain}/${row.scheme}`);
-      if (entry === undefined || template === undefined) {
-        this.deps.log.warn(
-          { payment: row.id, chain: row.chain, scheme: row.scheme },
-          "an open x402 payment on a chain x402 no longer runs on: left open",
+      try {
+        if (await this.#recoverOne(row, now)) {
+          this.deps.log.info(
+            { payment: row.id, chain: row.chain, status: row.status },
+            "ended an x402 payment a crash left open",
+          );
+          ended++;
+        }
+      } catch (error) {
+        this.deps.log.error(
+          { err: error, payment: row.id },
+          "ending an open x402 payment failed: retried next pass",
         );
-        continue;
       }
-      const payload = JSON.parse(row.payload) as X402PaymentPayload;
-      const payment: X402Authorisation = {
-        id: row.id,
-        accountId: row.accountId,
-        chain: entry.config,
-        scheme: row.scheme,
-        payer: row.payer,
-        authorised: row.authorised,
-        payload,
-        requirements: { ...template, amount: payload.accepted.amount },
-      };
-      if (row.status === "collected") {
-        if (!(await this.#settleCollected(row, state))) continue;
-        await this.close(payment, row.settled, {
-          success: true,
-          transaction: row.txHash,
-          network: template.network,
-        });
-      } else {
-        if (state !== undefined && state.resolution === undefined) continue;
-        await this.collect(payment, state?.resolution?.amount ?? 0n);
-      }
-      this.deps.log.info(
-        { payment: row.id, chain: row.chain, status: row.status },
-        "ended an x402 payment a crash left open",
-      );
-      ended++;
     }
     return ended;
+  }
+
+  /** Ends one open payment ({@link recover}); false when it is left open. */
+  async #recoverOne(row: X402PaymentRow, now: number): Promise<boolean> {
+    let state = await this.deps.ledger.getHold(row.holdId);
+    const entry = this.#chains.get(row.chain);
+    const template = this.#templates.get(`${row.chain}/${row.scheme}`);
+    if (entry === undefined || template === undefined) {
+      this.deps.log.warn(
+        { payment: row.id, chain: row.chain, scheme: row.scheme },
+        "an open x402 payment on a chain x402 no longer runs on: left open",
+      );
+      return false;
+    }
+    const payload = JSON.parse(row.payload) as X402PaymentPayload;
+    const payment: X402Authorisation = {
+      id: row.id,
+      accountId: row.accountId,
+      chain: entry.config,
+      scheme: row.scheme,
+      payer: row.payer,
+      authorised: row.authorised,
+      createdAt: row.createdAt,
+      payload,
+      requirements: { ...template, amount: payload.accepted.amount },
+    };
+    if (row.status === "authorised" && row.collectingAt !== undefined) {
+      // A collection begun less than the longest call ago may still be running here.
+      if (row.collectingAt > now - this.deps.maxCallMs) return false;
+      const onchain = await this.#lookUp(payment, payment.createdAt);
+      switch (onchain.kind) {
+        case "used": {
+          const collected = onchainToLedger(onchain.collected, payment.chain.asset.decimals).ledger;
+          const recorded = await this.deps.store.recordX402Collection({
+            id: row.id,
+            collected,
+            txHash: onchain.transaction,
+            now: this.deps.now(),
+          });
+          if (recorded !== "recorded") return false;
+          this.#metrics.x402Collected("settled");
+          this.deps.log.warn(
+            {
+              payment: row.id,
+              chain: row.chain,
+              transaction: onchain.transaction,
+              collected: `${collected}`,
+            },
+            "an x402 collection the gateway never recorded was found onchain: recorded",
+          );
+          row = { ...row, status: "collected", settled: collected, txHash: onchain.transaction };
+          break;
+        }
+        case "unknown":
+          this.deps.log.error(
+            { payment: row.id, chain: row.chain, reason: onchain.reason },
+            "an x402 payment whose collection was begun cannot be told collected or not: left for the operator",
+          );
+          return false;
+        case "usable":
+          // Nothing took it yet, but a collection already sent still could. A stream's charge is
+          // collected now (a second collection of one permit cannot both land); anything else
+          // waits until the authorisation can no longer be used.
+          if (state?.resolution?.status !== "settled" || state.resolution.amount === 0n) return false;
+          break;
+        case "unused":
+          // The sweeper leaves the hold of a payment whose collection was begun: ended here.
+          if (state !== undefined && state.resolution === undefined) {
+            const voided = await this.deps.ledger.void(row.holdId, "expired", this.deps.now());
+            state = voided.kind === "not-found" ? undefined : voided.state;
+          }
+          break;
+      }
+    }
+    if (row.status === "collected") {
+      if (!(await this.#settleCollected(row, state))) return false;
+      await this.close(payment, row.settled, {
+        success: true,
+        transaction: row.txHash,
+        network: template.network,
+      });
+      return true;
+    }
+    if (state !== undefined && state.resolution === undefined) return false;
+    await this.collect(payment, state?.resolution?.amount ?? 0n);
+    return true;
   }
 
   /**
@@ -564,6 +697,60 @@ export class X402Payments {
       "a collected x402 payment's hold ended otherwise than at its collection: left for the operator",
     );
     return false;
+  }
+
+  /**
+   * Marks the payment's collection begun, durably, before the facilitator is asked for it; a
+   * payment that cannot be marked (closed, or collected, meanwhile) is not collected.
+   */
+  async #beginCollection(payment: X402Authorisation): Promise<void> {
+    const marked = await this.deps.store.markX402Collecting(payment.id, this.deps.now());
+    if (marked !== "marked") {
+      throw new Error(`x402 payment ${payment.id}: its collection cannot begin (${marked})`);
+    }
+  }
+
+  /** What the chain says of the payment since `since`; a chain that cannot be asked settles nothing. */
+  async #lookUp(payment: X402Authorisation, since: number): Promise<X402OnchainState> {
+    try {
+      return await this.deps.onchain.collection(payment.payload, payment.requirements, since);
+    } catch (error) {
+      return {
+        kind: "unknown",
+        reason: `the chain could not be asked: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+  }
+
+  /**
+   * The settlement of a collection the facilitator did not confirm but the chain shows taken for
+   * `charge`; undefined when it is not (or for another amount: left for the recovery pass and the
+   * operator, never recorded as this call's).
+   */
+  #takenAs(
+    payment: X402Authorisation,
+    charge: bigint,
+    onchain: X402OnchainState,
+  ): X402Settlement | undefined {
+    if (onchain.kind !== "used") return undefined;
+    const collected = onchainToLedger(onchain.collected, payment.chain.asset.decimals).ledger;
+    if (collected !== charge) {
+      this.deps.log.error(
+        {
+          payment: payment.id,
+          transaction: onchain.transaction,
+          collected: `${collected}`,
+          charge: `${charge}`,
+        },
+        "an x402 collection found onchain moved another amount than the call's charge",
+      );
+      return undefined;
+    }
+    this.deps.log.warn(
+      { payment: payment.id, chain: payment.chain.id, transaction: onchain.transaction },
+      "an x402 collection the facilitator did not confirm was found onchain",
+    );
+    return { success: true, transaction: onchain.transaction, network: payment.requirements.network };
   }
 
   /** Runs {@link recover} now and every `intervalMs` (an unref'd timer) until {@link stopRecovery}. */
@@ -761,13 +948,41 @@ export class X402Payments {
   }
 }
 
-/** A payment the chain refused to collect before delivery: 402, and the answer is not handed over. */
-function paymentNotCollected(settled: X402Settlement, responseHeader: string): ConnectError {
+/**
+ * A payment not collected before delivery: 402, and the answer is not handed over. `pending`: the
+ * collection was sent and not confirmed, so it may yet land (the recovery pass then records it).
+ */
+function paymentNotCollected(
+  settled: X402Settlement,
+  responseHeader: string,
+  pending: boolean,
+): ConnectError {
+  const why = settled.errorMessage ?? settled.errorReason ?? "refused";
   return reasonError(
     Code.FailedPrecondition,
     "X402_PAYMENT_NOT_COLLECTED",
-    `The payment could not be collected onchain (${settled.errorMessage ?? settled.errorReason ?? "refused"}): ` +
-      "nothing was charged and the answer was not delivered.",
+    pending
+      ? `The payment's collection was sent but not confirmed (${why}): the answer was not delivered. ` +
+          "Should the collection land, the call's receipt says so."
+      : `The payment could not be collected onchain (${why}): nothing was charged and the answer was not delivered.`,
     { [PAYMENT_RESPONSE_METADATA]: responseHeader },
+  );
+}
+
+/** How {@link X402Payments.settleOnchain} answers a facilitator that threw (it may have sent). */
+const SETTLE_THREW = "settle_failed";
+
+/**
+ * Whether a collection the facilitator did not confirm may have been sent: it names a
+ * transaction, says one is pending, failed while sending, or could not be heard. x402's
+ * facilitators answer a refusal before sending (a failed check or simulation) with a reason
+ * alone; anything else may have reached the chain.
+ */
+function maySend(settled: X402Settlement): boolean {
+  return (
+    settled.transaction !== "" ||
+    settled.errorMessage !== undefined ||
+    settled.errorReason === SETTLE_THREW ||
+    /settlement_pending|transaction_failed/.test(settled.errorReason ?? "")
   );
 }

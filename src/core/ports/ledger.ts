@@ -191,7 +191,9 @@ export interface LedgerStore {
   /**
    * Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many.
    * A hold whose x402 payment is `collected` (ports/x402.ts) is never expired: its charge was
-   * collected onchain, and the x402 recovery pass settles it.
+   * collected onchain, and the x402 recovery pass settles it. Nor is one whose payment is still
+   * `authorised` with a collection begun (`collectingAt`): the chain may have taken it, and the
+   * recovery pass asks the chain before the hold ends.
    */
   expireHolds(cutoff: number, now: number, limit: number): Promise<number>;
   /** Posts a credit from a system account; an entry id seen before answers as the first credit did. */

@@ -53,6 +53,14 @@ export interface X402PaymentRow {
   readonly createdAt: number;
   /** When its collection was recorded; undefined until it is `collected` (kept once closed). */
   readonly collectedAt: number | undefined;
+  /**
+   * When a collection of it was last begun: written, durably, before the facilitator is asked to
+   * collect, so from then on the payment may have been collected whatever the gateway heard. A
+   * payment marked so is never closed `unused` or `failed` without asking the chain, and while
+   * it is `authorised` its hold is never swept (the recovery pass asks the chain and ends it).
+   * Undefined until a collection is begun (kept once closed).
+   */
+  readonly collectingAt: number | undefined;
   /** When it was closed; undefined while `authorised` or `collected`. */
   readonly closedAt: number | undefined;
   /**
@@ -65,7 +73,7 @@ export interface X402PaymentRow {
 /** A payment to record as it is authorised. */
 export type NewX402Payment = Omit<
   X402PaymentRow,
-  "status" | "settled" | "txHash" | "error" | "collectedAt" | "closedAt" | "clearedAt"
+  "status" | "settled" | "txHash" | "error" | "collectedAt" | "collectingAt" | "closedAt" | "clearedAt"
 >;
 
 /** A collection to record: what was collected onchain for an authorised payment, and by which transaction. */
@@ -110,6 +118,14 @@ export interface X402Store {
    * nothing) for a payment in any other status.
    */
   recordX402Collection(collection: X402Collection): Promise<"recorded" | "not-authorised" | "not-found">;
+  /**
+   * Marks, durably, that a collection of an `authorised` payment is about to be asked of the
+   * facilitator (`collecting_at` = `now`; a later collection marks it again). No money moves.
+   * While the payment stays `authorised` so marked, the sweeper never expires its hold (see
+   * LedgerStore.expireHolds): the chain may have taken it. Answers `not-authorised` (writing
+   * nothing) for a payment in any other status.
+   */
+  markX402Collecting(id: string, now: number): Promise<"marked" | "not-authorised" | "not-found">;
   /**
    * Closes an authorised or collected payment and posts `returned` (when > 0) from its account
    * back to {@link SYSTEM_X402} (entry `x402ret_<id>`), in one transaction. Throws if `returned`
@@ -241,6 +257,35 @@ export interface X402Gateway {
   settle(payment: X402PaymentPayload, offer: X402Offer, amount: bigint | undefined): Promise<X402Settlement>;
   /** The `PAYMENT-RESPONSE` header value of a collection. */
   paymentResponseHeader(settlement: X402Settlement): string;
+}
+
+/**
+ * What the chain says of a payment's authorisation, asked before a payment that may have been
+ * collected is closed without its collection on record:
+ * - `used`: a collection to the offer's `payTo` took it, by `transaction`, moving `collected`
+ *   (onchain units) there;
+ * - `unused`: nothing took it, and nothing can any more (its validity ended, its Solana blockhash
+ *   expired, or its payer cancelled it): safe to close as not collected;
+ * - `usable`: nothing took it yet, but a collection already sent could still land;
+ * - `unknown`: the chain's answer does not settle it (the authorisation is spent but no
+ *   collection of it to `payTo` was found, or the lookup is not possible for this payment):
+ *   left for the operator, never closed as not collected.
+ */
+export type X402OnchainState =
+  | { readonly kind: "used"; readonly transaction: string; readonly collected: bigint }
+  | { readonly kind: "unused"; readonly reason: string }
+  | { readonly kind: "usable" }
+  | { readonly kind: "unknown"; readonly reason: string };
+
+/** The chains' side of x402, in the core's terms: whether a payment was collected onchain. */
+export interface X402Onchain {
+  /**
+   * Whether `payment` (paying `offer`) was used onchain, looked up in the chain itself: its
+   * EIP-3009 authorisation state and `AuthorizationUsed` log, its Permit2 nonce and the transfer
+   * that spent it, or its Solana transaction's status. `since` (unix ms) is when the gateway
+   * took the payment: no collection of it is older. Throws when the chain cannot be asked.
+   */
+  collection(payment: X402PaymentPayload, offer: X402Offer, since: number): Promise<X402OnchainState>;
 }
 
 /** A chain a sign-in challenge offers: its network, family and asset. */

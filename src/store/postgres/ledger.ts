@@ -208,8 +208,12 @@ const RESOLVE = `
   )
   SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now FROM hold`;
 
-/** A hold's x402 payment is collected: its hold is never expired (see LedgerStore.expireHolds). */
-const COLLECTED = `EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')`;
+/**
+ * A hold's x402 payment is collected, or its collection begun: its hold is never expired (see
+ * LedgerStore.expireHolds).
+ */
+const COLLECTED = `EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id
+                     AND (p.status = 'collected' OR (p.status = 'authorised' AND p.collecting_at IS NOT NULL)))`;
 
 /**
  * The sweeper's first step: the oldest open holds before the cutoff whose x402 payment (if any)

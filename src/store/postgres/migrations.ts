@@ -504,4 +504,16 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         WHERE status = 'failed' AND cleared_at IS NULL;
     `,
   },
+  {
+    version: 13,
+    name: "x402 collections begun",
+    sql: `
+      -- When a collection of an x402 payment was begun (core/ports/x402.ts, markX402Collecting):
+      -- written before the facilitator is asked, so a payment the chain may have taken while the
+      -- gateway died, or could not record, is known. While such a payment is 'authorised' its
+      -- hold is not swept, and the recovery pass asks the chain before ending it. A nullable
+      -- column without a default: no row is rewritten.
+      ALTER TABLE x402_payments ADD COLUMN collecting_at BIGINT;
+    `,
+  },
 ];

@@ -228,6 +228,22 @@ export class PgX402 extends PgOnchain implements X402Store {
     );
   }
 
+  /**
+   * One statement. The sweeper's claim (ledger.ts, CLAIM_EXPIRED) reads the mark afresh once it
+   * holds the hold's row, so a mark committed before that is seen and the hold skipped.
+   */
+  async markX402Collecting(id: string, now: number): Promise<"marked" | "not-authorised" | "not-found"> {
+    const marked = await retrying(() =>
+      this.pool.query(
+        `UPDATE x402_payments SET collecting_at = $2::bigint WHERE id = $1::text AND status = 'authorised'`,
+        [id, now],
+      ),
+    );
+    if (marked.rowCount === 1) return "marked";
+    const seen = await this.pool.query("SELECT 1 FROM x402_payments WHERE id = $1", [id]);
+    return seen.rowCount === 1 ? "not-authorised" : "not-found";
+  }
+
   async failedX402Payments(payer: string, limit: number): Promise<X402PaymentRow[]> {
     // Written out as the partial index x402_payments_failed states it (see openX402Payments).
     const rows = await exactRows(

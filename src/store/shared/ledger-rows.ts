@@ -157,6 +157,7 @@ export function toX402Payment(row: Raw): X402PaymentRow {
     error: row.error as string,
     createdAt: Number(row.created_at),
     collectedAt: row.collected_at === null ? undefined : Number(row.collected_at),
+    collectingAt: row.collecting_at == null ? undefined : Number(row.collecting_at),
     closedAt: row.closed_at === null ? undefined : Number(row.closed_at),
     clearedAt: row.cleared_at === null ? undefined : Number(row.cleared_at),
   };

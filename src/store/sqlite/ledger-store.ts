@@ -51,6 +51,7 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
     withdraw: (withdrawal) => onchain.withdraw(withdrawal),
     authoriseX402: (payment) => x402.authorise(payment),
     recordX402Collection: (collection) => x402.collect(collection),
+    markX402Collecting: (id, now) => x402.markCollecting(id, now),
     closeX402: (closing) => x402.close(closing),
     clearFailedX402: (payer, now) => x402.clearFailed(payer, now),
     insertNonce: (nonce, expiresAt) => nonces.insert(nonce, expiresAt),

@@ -19,6 +19,7 @@ export const LEDGER_WRITES = [
   "withdraw",
   "authoriseX402",
   "recordX402Collection",
+  "markX402Collecting",
   "closeX402",
   "clearFailedX402",
   "insertNonce",

@@ -157,10 +157,12 @@ export class LedgerRepository {
       sweep: db.transaction((cutoff: number, now: number, limit: number) => {
         // A hold whose x402 payment is collected stays: its charge was taken onchain, and the
         // x402 recovery pass settles it (one lookup per hold, on x402_payments' unique hold_id).
+        // So does one whose payment's collection was begun: the chain may have taken it.
         expiredHolds ??= db.prepare(
           `SELECT o.hold_id FROM open_holds o
             WHERE o.created_at < ?
-              AND NOT EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id AND p.status = 'collected')
+              AND NOT EXISTS (SELECT 1 FROM x402_payments p WHERE p.hold_id = o.hold_id
+                                AND (p.status = 'collected' OR (p.status = 'authorised' AND p.collecting_at IS NOT NULL)))
             ORDER BY o.created_at LIMIT ?`,
         );
         const ids = expiredHolds.all(cutoff, limit).map((r) => r.hold_id);
@@ -237,7 +239,7 @@ export class LedgerRepository {
 
   /**
    * Expires up to `limit` holds placed before `cutoff`, in one transaction; returns how many.
-   * A hold whose x402 payment is `collected` is never expired.
+   * A hold whose x402 payment is `collected`, or `authorised` with a collection begun, is never expired.
    */
   expireHolds(cutoff: number, now: number, limit: number): number {
     return this.tx.sweep.immediate(cutoff, now, limit);

@@ -55,6 +55,9 @@ export class X402Repository {
         `UPDATE x402_payments SET status = 'collected', settled = ?, tx_hash = ?, collected_at = ?
           WHERE id = ? AND status = 'authorised'`,
       ),
+      markCollecting: db.prepare<[number, string]>(
+        "UPDATE x402_payments SET collecting_at = ? WHERE id = ? AND status = 'authorised'",
+      ),
       insert: db.prepare<[string, string, string, string, string, string, bigint, string, number]>(
         `INSERT INTO x402_payments (id, hold_id, account_id, chain, scheme, payer, authorised, payload, status,
                                     created_at)
@@ -68,6 +71,7 @@ export class X402Repository {
     this.tx = {
       authorise: db.transaction((payment: NewX402Payment) => this.authoriseTx(payment)),
       collect: db.transaction((collection: X402Collection) => this.collectTx(collection)),
+      markCollecting: db.transaction((id: string, now: number) => this.markCollectingTx(id, now)),
       close: db.transaction((closing: X402Closing) => this.closeTx(closing)),
       clearFailed: db.transaction((payer: string, now: number) => this.s.clearFailed.run(now, payer).changes),
     };
@@ -84,6 +88,11 @@ export class X402Repository {
   /** Records an authorised payment's collection onchain, in one transaction; no money moves. */
   collect(collection: X402Collection): "recorded" | "not-authorised" | "not-found" {
     return this.tx.collect.immediate(collection);
+  }
+
+  /** Marks that a collection of an authorised payment is begun, in one transaction; no money moves. */
+  markCollecting(id: string, now: number): "marked" | "not-authorised" | "not-found" {
+    return this.tx.markCollecting.immediate(id, now);
   }
 
   /** Closes an authorised or collected payment and posts its return (when > 0), in one transaction. */
@@ -157,6 +166,11 @@ export class X402Repository {
     if (refusal !== undefined) throw refusal;
     this.s.collect.run(c.collected, c.txHash, c.now, c.id);
     return "recorded";
+  }
+
+  private markCollectingTx(id: string, now: number): "marked" | "not-authorised" | "not-found" {
+    if (this.s.markCollecting.run(now, id).changes === 1) return "marked";
+    return this.s.byId.get(id) === undefined ? "not-found" : "not-authorised";
   }
 
   private closeTx(c: X402Closing): "closed" | "already-closed" | "not-found" {

@@ -5,6 +5,7 @@ import {
   type BalanceRow,
   type HoldRow,
   type HoldState,
+  heldOf,
   type LedgerStore,
   type ResolveResult,
   SYSTEM_MANUAL_CREDIT,
@@ -421,7 +422,7 @@ export class Billing implements CallBilling {
     return this.priced(placed, usage, true).charge;
   }
 
-  /** The charge of `usage` on `hold`, capped at the hold when `cap`. */
+  /** The charge of `usage` on `hold`, capped at what the hold holds (raises included) when `cap`. */
   private priced(hold: HoldRow, usage: DeliveredUsage, cap: boolean) {
     // The charge depends on what was delivered, not on the request's features: only the model
     // (and an image call's size) comes from the hold.
@@ -432,8 +433,9 @@ export class Billing implements CallBilling {
     const chain = configuredChain(this.deps.chains, hold.chain);
     const priced = priceUsage(this.deps.catalog, priceCall(this.deps.catalog, call), usage);
     const full = picoToUnits(priced.pico, ledgerDecimals(chain.asset.decimals));
-    const capped = cap && full > hold.amount;
-    return { chain, priced, capped, charge: capped ? hold.amount : full };
+    const held = heldOf(hold);
+    const capped = cap && full > held;
+    return { chain, priced, capped, charge: capped ? held : full };
   }
 
   private async requireAccount(accountId: string): Promise<void> {
@@ -449,7 +451,7 @@ export class Billing implements CallBilling {
       case "already-resolved":
         throw holdAlreadyResolved(holdId, result.state.resolution!.status, result.state.hold.chain);
       case "exceeds":
-        throw settleExceedsHold(holdId, result.state.hold.chain, charge, result.state.hold.amount);
+        throw settleExceedsHold(holdId, result.state.hold.chain, charge, heldOf(result.state.hold));
     }
   }
 }

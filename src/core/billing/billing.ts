@@ -7,6 +7,7 @@ import {
   type HoldState,
   heldOf,
   type LedgerStore,
+  type RaiseRow,
   type ResolveResult,
   SYSTEM_MANUAL_CREDIT,
 } from "../ports/ledger.js";
@@ -17,11 +18,12 @@ import {
   holdNotFound,
   idConflict,
   insufficientFunds,
+  raiseConflict,
   requestIdReused,
   settleExceedsHold,
   spendCapReached,
 } from "./billing-errors.js";
-import type { CallBilling, HoldInput, NewCallHold } from "./call-billing.js";
+import type { CallBilling, HoldInput, HoldRaise, NewCallHold } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { encodeCharges } from "./charge-record.js";
@@ -83,6 +85,12 @@ const NO_TOKENS = {
 } as const;
 const MAX_REQUEST_ID = 200;
 const MAX_REASON = 500;
+/**
+ * The most passes a raise may name: far above any call's (the provider's iteration limit, 10 by
+ * default, plus its advisor calls and fallback hops); a bound on what a caller can ask the ledger to
+ * record, not a rule of the provider's.
+ */
+const MAX_PASS = 10_000;
 /** Holds expired per sweeper transaction: keeps each write-lock hold short. */
 const SWEEP_BATCH = 500;
 
@@ -128,6 +136,51 @@ export class Billing implements CallBilling {
     const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
     return amount;
+  }
+
+  /**
+   * Raises the hold `placed` of a running call by `amount` (ledger units) for its pass `pass`
+   * (≥ 2: pass 1 is the hold itself), atomically with the funds check and the spend caps.
+   * Answers `raised` with the hold as it stands now (settle with its `hold`: a charge may reach
+   * the raised total), or `declined` with the INSUFFICIENT_FUNDS or SPEND_CAP_REACHED refusal
+   * when the raise does not fit, having written nothing. The same pass raised again by the same
+   * amount holds nothing more (a retry) and answers `raised`; by another amount, RAISE_CONFLICT.
+   * A hold that has resolved fails HOLD_ALREADY_RESOLVED; an unknown one HOLD_NOT_FOUND.
+   */
+  async raise(placed: HoldRow, pass: number, amount: bigint): Promise<HoldRaise> {
+    if (!Number.isInteger(pass) || pass < 2 || pass > MAX_PASS) {
+      throw invalidField("pass", `pass must be a whole number between 2 and ${MAX_PASS}.`);
+    }
+    if (amount <= 0n || amount > INT64_MAX) {
+      throw invalidField("amount", "amount must be a positive whole number of the chain's ledger units.");
+    }
+    const chain = configuredChain(this.deps.chains, placed.chain);
+    const result = await this.deps.ledger.raiseHold({
+      holdId: placed.id,
+      pass,
+      amount,
+      createdAt: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "raised":
+      case "existing":
+        return { kind: "raised", state: result.state };
+      case "insufficient":
+        return { kind: "declined", refusal: insufficientFunds(chain, amount, result.available) };
+      case "capped":
+        return { kind: "declined", refusal: spendCapReached(chain, amount, result.refusal) };
+      case "not-found":
+        throw holdNotFound(placed.id);
+      case "not-open":
+        throw holdAlreadyResolved(placed.id, result.state.resolution!.status, chain.id);
+      case "conflict":
+        throw raiseConflict(placed.id, pass);
+    }
+  }
+
+  /** A hold's raises, by pass: the hold's history as the call ran. */
+  raises(holdId: string): Promise<RaiseRow[]> {
+    return this.deps.ledger.holdRaises(holdId);
   }
 
   /**

@@ -1,7 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Billing } from "../../src/core/billing/billing.js";
-import { NO_USAGE } from "../../src/core/billing/pricing.js";
+import { defaultPriceCatalog } from "../../src/core/billing/default-catalog.js";
+import { picoToUnits } from "../../src/core/billing/money.js";
+import { firstPassPico, nextPassPico, type PricedTextCall } from "../../src/core/billing/pass-pricing.js";
+import { NO_USAGE, priceCall, type TextCallSpec } from "../../src/core/billing/pricing.js";
 import { errorInfo } from "../../src/core/errors.js";
 import { type HoldRow, heldOf } from "../../src/core/ports/ledger.js";
 import {
@@ -160,5 +163,35 @@ describe("Billing.raise", () => {
     const settled = await billing.settleDelivered(hold, { ...NO_USAGE, outputTokens: 3_000n });
     expect(settled.capped).toBe(true);
     expect(settled.state.resolution?.amount).toBe(8_000n);
+  });
+});
+
+describe("Billing's pass-by-pass quotes", () => {
+  const catalog = defaultPriceCatalog();
+  const search: TextCallSpec = {
+    kind: "text",
+    model: "model-sonnet-4-6",
+    inputTokens: 20_000n,
+    maxTokens: 32_000n,
+    serverToolLoop: true,
+    webSearchMaxUses: 8n,
+  };
+
+  it("are the pure functions' worst cases in the chain's ledger units, rounded up", () => {
+    const chain = billing.chainConfig("base")!;
+    const priced = priceCall(catalog, search) as PricedTextCall;
+    expect(billing.firstPassQuoteOn(chain, search)).toBe(picoToUnits(firstPassPico(catalog, priced), 6));
+    const boundary = { kind: "tool", attempt: 0, contextTokens: 60_000n, resultTokens: 30_000n } as const;
+    expect(billing.nextPassQuoteOn(chain, search, boundary)).toBe(
+      picoToUnits(nextPassPico(catalog, priced, boundary), 6),
+    );
+    // ((20,000 × $6) + 32,000 × $15) / 1M × 1.1 + 8 × $0.01 = $0.74; the whole loop: $64.89.
+    expect(billing.firstPassQuoteOn(chain, search)).toBe(740_000n);
+    expect(billing.quoteOn(chain, search)).toBe(64_892_000n);
+  });
+
+  it("refuse a call the catalog refuses, as quoteOn does", () => {
+    const chain = billing.chainConfig("base")!;
+    expect(() => billing.firstPassQuoteOn(chain, { ...search, model: "nope" })).toThrow(/Unknown model/);
   });
 });

@@ -29,6 +29,7 @@ import { configuredChain, enabledChain, selectChain } from "./chain-selection.js
 import { encodeCharges } from "./charge-record.js";
 import { creditIdFor, holdIdFor } from "./hold-ids.js";
 import { INT64_MAX, ledgerDecimals, picoToUnits } from "./money.js";
+import { firstPassPico, nextPassPico, type PassBoundary, type PricedTextCall } from "./pass-pricing.js";
 import type { PriceCatalog } from "./price-catalog.js";
 import {
   type CallSpec,
@@ -136,6 +137,22 @@ export class Billing implements CallBilling {
     const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
     return amount;
+  }
+
+  /**
+   * The worst case of a multi-pass text call's first pass on `chain`, in the chain's ledger
+   * units (`firstPassPico`); reads nothing.
+   */
+  firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint {
+    return this.units(chain, firstPassPico(this.deps.catalog, this.pricedText(call)));
+  }
+
+  /**
+   * The worst case of the stretch a pass boundary starts, on `chain`, in the chain's ledger
+   * units (`nextPassPico`): what to raise the hold by; reads nothing.
+   */
+  nextPassQuoteOn(chain: ChainConfig, call: TextCallSpec, boundary: PassBoundary): bigint {
+    return this.units(chain, nextPassPico(this.deps.catalog, this.pricedText(call), boundary));
   }
 
   /**
@@ -473,6 +490,18 @@ export class Billing implements CallBilling {
   chargeFor(placed: HoldRow, usage: DeliveredUsage): bigint {
     checkUsage(usage);
     return this.priced(placed, usage, true).charge;
+  }
+
+  /** A text call validated against the catalog. */
+  private pricedText(call: TextCallSpec): PricedTextCall {
+    return priceCall(this.deps.catalog, call) as PricedTextCall;
+  }
+
+  /** Pico-dollars as the chain's ledger units, rounded up; InvalidArgument past int64. */
+  private units(chain: ChainConfig, pico: bigint): bigint {
+    const amount = picoToUnits(pico, ledgerDecimals(chain.asset.decimals));
+    if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
+    return amount;
   }
 
   /** The charge of `usage` on `hold`, capped at what the hold holds (raises included) when `cap`. */

@@ -1,7 +1,8 @@
 import type { ConnectError } from "@connectrpc/connect";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { ChainConfig } from "./chain-registry.js";
-import type { CallSpec, DeliveredUsage, PricedUsage } from "./pricing.js";
+import type { PassBoundary } from "./pass-pricing.js";
+import type { CallSpec, DeliveredUsage, PricedUsage, TextCallSpec } from "./pricing.js";
 
 /** A call to reserve funds for. */
 export interface HoldInput {
@@ -60,6 +61,10 @@ export interface CallBilling {
   holdNewCall(input: HoldInput): Promise<HoldState>;
   /** Like {@link holdNewCall}, except that a wallet that cannot cover the call is an answer, not a throw. */
   holdOrFit(input: HoldInput): Promise<NewCallHold>;
+  /** A multi-pass text call's first pass on a given chain (see pass-pricing.ts); reads nothing. */
+  firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint;
+  /** The stretch a pass boundary starts, on a given chain (see pass-pricing.ts); reads nothing. */
+  nextPassQuoteOn(chain: ChainConfig, call: TextCallSpec, boundary: PassBoundary): bigint;
   /**
    * Raises the hold of a running call by `amount` for its pass `pass` (≥ 2), atomically with the
    * funds and spend caps; a retry of the same pass holds nothing more.

@@ -133,6 +133,7 @@ export class Billing implements CallBilling {
 
   /** The worst-case price of a call on a given chain, in the chain's ledger units; reads nothing. */
   quoteOn(chain: ChainConfig, call: CallSpec): bigint {
+    if (call.kind === "text" && call.passByPass === true) return this.firstPassQuoteOn(chain, call);
     const priced = priceCall(this.deps.catalog, call);
     const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
@@ -145,6 +146,11 @@ export class Billing implements CallBilling {
    */
   firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint {
     return this.units(chain, firstPassPico(this.deps.catalog, this.pricedText(call)));
+  }
+
+  /** {@link nextPassQuoteOn} on the chain of the hold `placed` (a running call's). */
+  nextPassQuote(placed: HoldRow, call: TextCallSpec, boundary: PassBoundary): bigint {
+    return this.nextPassQuoteOn(configuredChain(this.deps.chains, placed.chain), call, boundary);
   }
 
   /**

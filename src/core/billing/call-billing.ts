@@ -63,6 +63,8 @@ export interface CallBilling {
   holdOrFit(input: HoldInput): Promise<NewCallHold>;
   /** A multi-pass text call's first pass on a given chain (see pass-pricing.ts); reads nothing. */
   firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint;
+  /** The stretch a pass boundary starts, on the chain of the hold `placed`; reads nothing. */
+  nextPassQuote(placed: HoldRow, call: TextCallSpec, boundary: PassBoundary): bigint;
   /** The stretch a pass boundary starts, on a given chain (see pass-pricing.ts); reads nothing. */
   nextPassQuoteOn(chain: ChainConfig, call: TextCallSpec, boundary: PassBoundary): bigint;
   /**

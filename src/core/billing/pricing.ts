@@ -56,6 +56,11 @@ export interface TextCallSpec {
   readonly fallbacks?: readonly FallbackSpec[];
   /** `fallbacks: "default"`: the provider picks one fallback model. */
   readonly defaultFallback?: boolean;
+  /**
+   * Held pass by pass: the call's hold quotes its first pass only (`firstPassPico`), and the
+   * hold is raised at each pass boundary (docs/billing.md, "Holding pass by pass").
+   */
+  readonly passByPass?: boolean;
 }
 
 /** A call to price. */

@@ -21,6 +21,7 @@ const state = {
     keyId: "key_bench",
     chain: "base",
     amount: 2_500n,
+    raised: 0n,
     callKind: "text" as const,
     model: "model-haiku-4-5",
     inputTokens: 12n,

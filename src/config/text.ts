@@ -34,6 +34,11 @@ export interface TextConfig {
   readonly streamPingMs: number;
   /** The `max_uses` a web search tool without one is sent with (it bounds the call's hold). */
   readonly webSearchMaxUses: number;
+  /**
+   * The tokens a server tool's result is held for before it arrives, in a call held pass by pass
+   * (a larger result is topped up when it arrives: docs/billing.md, "Holding pass by pass").
+   */
+  readonly toolResultTokens: number;
   /** Most connections open to the text provider at once; 0 for no limit (one per call in flight). */
   readonly upstreamConnections: number;
 }
@@ -46,6 +51,7 @@ export function textConfig(env: Env, maxCallMs: number): TextConfig {
     clientPolicy: oneOf(env, "TOLLGATE_CLIENT_POLICY", CLIENT_POLICIES, "any"),
     streamPingMs: integer(env, "TOLLGATE_STREAM_PING_MS", 10_000, 10, 290_000),
     webSearchMaxUses: integer(env, "TOLLGATE_WEB_SEARCH_MAX_USES", 5, 1, 100),
+    toolResultTokens: integer(env, "TOLLGATE_TOOL_RESULT_TOKENS", 50_000, 1_000, 10_000_000),
     upstreamConnections: integer(env, "TOLLGATE_UPSTREAM_CONNECTIONS", 0, 0, 1_000_000),
   };
 }

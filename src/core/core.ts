@@ -90,6 +90,8 @@ export interface CoreDeps {
   readonly catalog?: PriceCatalog | undefined;
   /** The `max_uses` sent for a web search tool that has none; 5 when absent. */
   readonly webSearchMaxUses?: number | undefined;
+  /** A server tool's result as held for before it arrives (pass by pass), in tokens; 50,000 when absent. */
+  readonly toolResultTokens?: number | undefined;
   /** The longest a call may run (hold expiry); 15 minutes when absent. */
   readonly maxCallMs?: number | undefined;
   /** How often the hold sweeper runs once started; a minute when absent. */
@@ -264,6 +266,7 @@ export function createCore(deps: CoreDeps): Core {
           clientPolicy: deps.inference.clientPolicy,
           streamPingMs: deps.inference.streamPingMs,
           webSearchMaxUses,
+          toolResultTokens: BigInt(deps.toolResultTokens ?? 50_000),
           counters,
           metrics,
           now,

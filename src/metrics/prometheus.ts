@@ -24,6 +24,10 @@ const ANOMALY_METRICS: Readonly<Record<BillingAnomaly, { name: string; help: str
     name: "tollgate_missing_usage_calls_total",
     help: "Answers without believable usage, charged by the gateway's own count instead.",
   },
+  paused_turn: {
+    name: "tollgate_paused_turns_total",
+    help: "Calls held pass by pass that the gateway ended paused at a pass boundary: the raise of the hold was declined.",
+  },
 };
 
 /**

@@ -77,6 +77,7 @@ export function coreDeps(config: Config, mode: RuntimeMode, opened: OpenedForCor
     holdSweepIntervalMs: config.holdSweepIntervalMs,
     healthIntervalMs: config.healthIntervalMs,
     webSearchMaxUses: config.webSearchMaxUses,
+    toolResultTokens: config.toolResultTokens,
     inference:
       textUpstream === undefined
         ? undefined

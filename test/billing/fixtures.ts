@@ -61,6 +61,7 @@ export function ledgerCounts(db: Db): Record<string, number> {
     "holds",
     "hold_resolutions",
     "open_holds",
+    "hold_raises",
     "ledger_balances",
     "billing_accounts",
   ];

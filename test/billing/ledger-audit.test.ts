@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
-import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
+import { heldOf, SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import type { NewX402Payment, X402Closing } from "../../src/core/ports/x402.js";
 import { AuthRepository } from "../../src/store/sqlite/accounts.js";
 import { auditLedger } from "../../src/store/sqlite/audit.js";
@@ -36,6 +36,10 @@ beforeEach(async () => {
 });
 
 afterEach(() => f.db.close());
+
+/** Raises a hold in the store itself (the audit's concern is what the store wrote). */
+const raise = (holdId: string, pass: number, amount: bigint) =>
+  new LedgerRepository(f.db).raiseHold({ holdId, pass, amount, createdAt: 2 });
 
 describe("the ledger audit", () => {
   it("passes a sound ledger", () => {
@@ -79,6 +83,88 @@ describe("the ledger audit", () => {
     expect(auditLedger(f.db)).toContainEqual(
       expect.stringMatching(/spend_days says nothing, its holds \d+$/),
     );
+  });
+
+  it("passes raised holds, open and resolved, and catches a raise without its entry, an entry that differs, an open total that disagrees, a charge above the raised hold", async () => {
+    const open = (await f.billing.call(account, "p"))!.hold;
+    expect(raise(open.id, 2, 1000n).kind).toBe("raised");
+    expect(raise(open.id, 3, 500n).kind).toBe("raised");
+    const { hold } = await f.billing.hold({
+      accountId: account,
+      requestId: "q",
+      keyId: "",
+      chain: "base",
+      call: SMALL_TEXT_CALL,
+    });
+    expect(raise(hold.id, 2, 700n).kind).toBe("raised");
+    await f.billing.settle(hold.id, { ...NO_USAGE, outputTokens: 10n });
+    expect(auditLedger(f.db)).toEqual([]);
+
+    // The open list's total drifts from the raises.
+    f.db.prepare("UPDATE open_holds SET raised = raised + 1 WHERE hold_id = ?").run(open.id);
+    expect(auditLedger(f.db)).toContainEqual(`hold ${open.id}: open list says raised 1501, its raises 1500`);
+    f.db.prepare("UPDATE open_holds SET raised = raised - 1 WHERE hold_id = ?").run(open.id);
+    // A raise recorded without its pending entry (written by hand, triggers aside).
+    f.db
+      .prepare("INSERT INTO hold_raises (hold_id, pass, amount, created_at) VALUES (?, 4, 9, 0)")
+      .run(open.id);
+    f.db.prepare("UPDATE open_holds SET raised = raised + 9 WHERE hold_id = ?").run(open.id);
+    expect(auditLedger(f.db)).toEqual(
+      expect.arrayContaining([
+        `hold ${open.id} raise 4: no pending entry`,
+        expect.stringMatching(
+          new RegExp(`^hold ${open.id}: pending entries \\d+ ≠ its hold \\d+ \\+ raises 1509$`),
+        ),
+      ]),
+    );
+    // Its entry, to the wrong account: the raise's check says so, the balances' replay too.
+    f.db
+      .prepare(
+        `INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, created_at)
+         VALUES (?, 'base', ?, 'system:manual-credit', 9, 1, 'hold', ?, 0)`,
+      )
+      .run(`${open.id}/raise/4`, account, open.id);
+    expect(auditLedger(f.db)).toContainEqual(
+      expect.stringMatching(
+        new RegExp(`^hold ${open.id} raise 4: its entry moves 9 from ${account} to system:manual-credit`),
+      ),
+    );
+  });
+
+  it("catches a charge above a hold's amount and its raises", async () => {
+    const open = (await f.billing.call(account, "p"))!.hold;
+    raise(open.id, 2, 100n);
+    f.db.exec("DROP TRIGGER hold_resolutions_no_update");
+    const settled = (await f.billing.call(account, "r"))!;
+    f.db
+      .prepare("UPDATE hold_resolutions SET amount = ? WHERE hold_id = ?")
+      .run(heldOf(settled.hold) + 1n, settled.hold.id);
+    expect(auditLedger(f.db)).toContainEqual(
+      `hold ${settled.hold.id}: charged ${heldOf(settled.hold) + 1n} above its hold ${heldOf(settled.hold)}`,
+    );
+  });
+
+  it("migration 15 adds hold_raises and the open holds' raised total, keeping every open hold; a hold open before it is raised after", async () => {
+    const openHolds = () => f.db.prepare("SELECT hold_id, created_at FROM open_holds ORDER BY hold_id").all();
+    const before = openHolds();
+    expect(before).toHaveLength(1);
+    // The ledger as version 14 left it.
+    f.db.exec(`DROP TABLE hold_raises;
+               ALTER TABLE open_holds DROP COLUMN raised;
+               PRAGMA user_version = 14;`);
+    migrate(f.db, migrations);
+    expect(f.db.pragma("user_version", { simple: true })).toBe(15);
+    expect(openHolds()).toEqual(before);
+    expect(f.db.prepare("SELECT raised FROM open_holds").all()).toEqual([{ raised: 0 }]);
+    expect(auditLedger(f.db)).toEqual([]);
+    const open = (await f.billing.call(account, "p"))!.hold;
+    expect(raise(open.id, 2, 300n)).toMatchObject({
+      kind: "raised",
+      state: { hold: { raised: 300n } },
+    });
+    expect(() => f.db.exec("UPDATE hold_raises SET amount = 1")).toThrow(/append-only/);
+    expect(() => f.db.exec("DELETE FROM hold_raises")).toThrow(/append-only/);
+    expect(auditLedger(f.db)).toEqual([]);
   });
 
   it("migration 10 fills spend_days from the holds a version-9 ledger has", () => {
@@ -208,38 +294,27 @@ describe("the ledger audit of x402 payments", () => {
         memo: "m",
         createdAt: 1,
       });
-      const hold = (id: string, amount: bigint) => ({
-        id,
-        accountId: "acct_m",
-        requestId: id,
-        keyId: "",
-        chain: "base",
-        amount,
-        callKind: "text" as const,
-        model: "m",
-        inputTokens: 1n,
-        maxTokens: 1n,
-        imageSize: "",
-        imageCount: 0,
-        createdAt: 2,
-      });
-      expect(ledger.placeHold(hold("h1", 300n)).kind).toBe("placed");
-      expect(
-        ledger.settle(
-          "h1",
-          120n,
-          {
-            inputTokens: 0n,
-            outputTokens: 0n,
-            cacheWrite5mTokens: 0n,
-            cacheWrite1hTokens: 0n,
-            cacheReadTokens: 0n,
-            images: 0,
-          },
-          3,
-        ).kind,
-      ).toBe("resolved");
-      expect(ledger.placeHold(hold("h2", 200n)).kind).toBe("placed");
+      // Holds as version 10 wrote them, by hand (LedgerRepository reads holds with their raises,
+      // which migration 15 adds): h1 held 300 and settled for 120 (off-chain: operator credit
+      // backs it), h2 held 200 and open.
+      db.exec(`INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                                  max_tokens, created_at)
+                 VALUES ('h1', 'acct_m', 'h1', '', 'base', 300, 'text', 'm', 1, 1, 2),
+                        ('h2', 'acct_m', 'h2', '', 'base', 200, 'text', 'm', 1, 1, 2);
+               INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id,
+                                           created_at)
+                 VALUES ('h1/hold', 'base', 'acct_m', 'system:revenue', 300, 1, 'hold', 'h1', 2),
+                        ('h1/charge', 'base', 'acct_m', 'system:revenue', 120, 0, 'charge', 'h1', 3),
+                        ('h2/hold', 'base', 'acct_m', 'system:revenue', 200, 1, 'hold', 'h2', 2);
+               INSERT INTO hold_resolutions (hold_id, status, amount, resolved_at) VALUES ('h1', 'settled', 120, 3);
+               INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount,
+                                               created_at)
+                 VALUES ('h1', 'acct_m', 'base', 120, 0, 120, 3);
+               INSERT INTO open_holds (hold_id, created_at) VALUES ('h2', 2);
+               UPDATE ledger_balances SET debits_pending = 200, debits_posted = 120 WHERE account = 'acct_m';
+               INSERT INTO ledger_balances (account, chain, may_overdraw, credits_pending, credits_posted)
+                 VALUES ('system:revenue', 'base', 1, 200, 120);
+               INSERT INTO spend_days (account_id, key_id, chain, day, spent) VALUES ('acct_m', '', 'base', 0, 320);`);
       const entries = () => db.prepare("SELECT * FROM ledger_entries ORDER BY seq").safeIntegers(true).all();
       // The table's index and triggers, as SQLite keeps their definitions.
       const objects = () =>
@@ -351,24 +426,23 @@ describe("the ledger audit of x402 payments", () => {
       pay("pay_failed", "h_failed", 20n, "failed", "0, '', 'reverted', 2, 4");
       returned("pay_failed", 20n);
       pay("pay_settled", "h_settled", 50n, "settled", "10, '0xs', '', 2, 5");
-      expect(
-        ledger.placeHold({
-          id: "h_settled",
-          accountId: "acct_m",
-          requestId: "h_settled",
-          keyId: "",
-          chain: "base",
-          amount: 50n,
-          callKind: "text",
-          model: "m",
-          inputTokens: 1n,
-          maxTokens: 1n,
-          imageSize: "",
-          imageCount: 0,
-          createdAt: 3,
-        }).kind,
-      ).toBe("placed");
-      expect(ledger.settle("h_settled", 10n, NO_USAGE, 4).kind).toBe("resolved");
+      // The settled payment's call as version 12 wrote it, by hand (LedgerRepository reads holds
+      // with their raises, which migration 15 adds): held 50, charged 10, off-chain.
+      db.exec(`INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                                  max_tokens, created_at)
+                 VALUES ('h_settled', 'acct_m', 'h_settled', '', 'base', 50, 'text', 'm', 1, 1, 3);
+               INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id,
+                                           created_at)
+                 VALUES ('h_settled/hold', 'base', 'acct_m', 'system:revenue', 50, 1, 'hold', 'h_settled', 3),
+                        ('h_settled/charge', 'base', 'acct_m', 'system:revenue', 10, 0, 'charge', 'h_settled', 4);
+               INSERT INTO hold_resolutions (hold_id, status, amount, resolved_at) VALUES ('h_settled', 'settled', 10, 4);
+               INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount,
+                                               created_at)
+                 VALUES ('h_settled', 'acct_m', 'base', 10, 0, 10, 4);
+               UPDATE ledger_balances SET debits_posted = debits_posted + 10 WHERE account = 'acct_m';
+               INSERT INTO ledger_balances (account, chain, may_overdraw, credits_posted)
+                 VALUES ('system:revenue', 'base', 1, 10);
+               INSERT INTO spend_days (account_id, key_id, chain, day, spent) VALUES ('acct_m', '', 'base', 0, 10);`);
       returned("pay_settled", 40n);
       const payments = () =>
         db.prepare("SELECT * FROM x402_payments ORDER BY id").safeIntegers(true).all() as Record<

@@ -412,7 +412,9 @@ describe("a misbehaving text provider", () => {
         ...REQUEST,
         tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 1 }],
       };
-      provider(jsonReply(message({ input_tokens: INPUT, output_tokens: 900_000_000 })));
+      // Held pass by pass, the call goes to the provider as a stream (its boundaries show only
+      // there): the provider answers in the format it was asked for.
+      provider(streamReply(whole(undefined, { input_tokens: INPUT, output_tokens: 900_000_000 })));
       const response = await post(body);
       expect(response.status).toBe(200);
       const row = await resolvedRow();

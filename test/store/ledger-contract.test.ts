@@ -9,9 +9,11 @@ import {
   availableOf,
   type DepositToCredit,
   type HoldState,
+  heldOf,
   type LedgerStore,
   type NewCredit,
   type NewHold,
+  type NewRaise,
   type OnchainStore,
   SYSTEM_DEPOSITS,
   SYSTEM_MANUAL_CREDIT,
@@ -123,6 +125,25 @@ function newHold(id: string, accountId: string, amount: bigint, createdAt = 1, c
   };
 }
 
+function newRaise(holdId: string, pass: number, amount: bigint, createdAt: number): NewRaise {
+  return { holdId, pass, amount, createdAt };
+}
+
+/**
+ * Every row of the ledger's money tables, read through the port: equal before and after means a
+ * refused write wrote nothing (balances, the revenue side's too, holds and their raises).
+ */
+async function ledgerRows(s: Stores): Promise<unknown> {
+  const accounts = ["acct_a", "acct_b", SYSTEM_REVENUE];
+  return {
+    balances: await Promise.all(accounts.map((a) => s.ledger.balances(a))),
+    holds: await Promise.all(accounts.map((a) => s.ledger.listHolds(a, FIRST_PAGE, 1000))),
+    raises: await Promise.all(
+      (await s.ledger.listHolds("acct_a", FIRST_PAGE, 1000)).map((h) => s.ledger.holdRaises(h.hold.id)),
+    ),
+  };
+}
+
 function manualCredit(entryId: string, accountId: string, amount: bigint, chain = CHAIN): NewCredit {
   return { entryId, accountId, chain, amount, from: SYSTEM_MANUAL_CREDIT, memo: "operator", createdAt: 1 };
 }
@@ -218,7 +239,7 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect(placed).toEqual({
         kind: "placed",
         state: {
-          hold: { ...newHold("h1", "acct_a", 300n, 10), seq: expect.any(Number) },
+          hold: { ...newHold("h1", "acct_a", 300n, 10), raised: 0n, seq: expect.any(Number) },
           resolution: undefined,
         },
       });
@@ -1550,9 +1571,236 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
         debitsPosted: 1000n,
       });
     }));
+
+  it("raises: raised by pass, a retry holds nothing more, another amount conflicts, short funds write nothing, unknown is not-found", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10));
+      const raised = await s.ledger.raiseHold(newRaise("h1", 2, 200n, 11));
+      expect(raised).toEqual({
+        kind: "raised",
+        state: {
+          hold: { ...newHold("h1", "acct_a", 300n, 10), raised: 200n, seq: expect.any(Number) },
+          resolution: undefined,
+        },
+      });
+      const state = (raised as { state: HoldState }).state;
+      expect(heldOf(state.hold)).toBe(500n);
+      expect(await s.ledger.getHold("h1")).toEqual(state);
+      // The same pass again: the first raise, nothing more held; another amount for it: conflict.
+      expect(await s.ledger.raiseHold(newRaise("h1", 2, 200n, 12))).toEqual({ kind: "existing", state });
+      expect(await s.ledger.raiseHold(newRaise("h1", 2, 201n, 12))).toEqual({ kind: "conflict" });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPending: 500n,
+        creditsPosted: 1000n,
+      });
+
+      // 500 left: a raise of 501 is refused with nothing written.
+      const before = await ledgerRows(s);
+      expect(await s.ledger.raiseHold(newRaise("h1", 3, 501n, 13))).toEqual({
+        kind: "insufficient",
+        available: 500n,
+      });
+      expect(await ledgerRows(s)).toEqual(before);
+      expect((await s.ledger.raiseHold(newRaise("h1", 3, 500n, 13))).kind).toBe("raised");
+      expect(await s.ledger.raiseHold(newRaise("h1", 4, 1n, 14))).toEqual({
+        kind: "insufficient",
+        available: 0n,
+      });
+      expect((await s.ledger.getHold("h1"))?.hold.raised).toBe(700n);
+      expect(await s.ledger.holdRaises("h1")).toEqual([
+        { holdId: "h1", pass: 2, amount: 200n, createdAt: 11 },
+        { holdId: "h1", pass: 3, amount: 500n, createdAt: 13 },
+      ]);
+      expect((await s.ledger.listHolds("acct_a", FIRST_PAGE, 10)).map((h) => h.hold.raised)).toEqual([700n]);
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPending: 1000n,
+      });
+      expect(await s.ledger.raiseHold(newRaise("missing", 2, 1n, 15))).toEqual({ kind: "not-found" });
+      expect(await s.ledger.holdRaises("missing")).toEqual([]);
+    }));
+
+  it("raises: settle charges up to the hold and its raises and releases the rest; a resolved hold is not open; void and a zero hold raised", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a", "acct_b");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await s.ledger.placeHold(newHold("h1", "acct_a", 300n, 10));
+      await s.ledger.raiseHold(newRaise("h1", 2, 200n, 11));
+      await s.ledger.raiseHold(newRaise("h1", 3, 100n, 12));
+      const open = (await s.ledger.getHold("h1"))!;
+      // Above the hold and its raises (600): refused; up to it, even past the hold alone: charged.
+      expect(await s.ledger.settle("h1", 601n, USAGE, 20, "")).toEqual({ kind: "exceeds", state: open });
+      const settled = await s.ledger.settle("h1", 550n, USAGE, 20, "");
+      expect(settled).toMatchObject({
+        kind: "resolved",
+        state: { hold: { raised: 300n }, resolution: { status: "settled", amount: 550n } },
+      });
+      expect(await s.ledger.getHold("h1")).toEqual((settled as { state: HoldState }).state);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPosted: 550n,
+        creditsPosted: 1000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: 550n,
+      });
+      expect((await s.ledger.settlements(["h1"])).get("h1")).toMatchObject({ offchainAmount: 550n });
+      // Resolved: no raise is open to it, and nothing is written; a retried raise is still `existing`.
+      const resolved = (await s.ledger.getHold("h1"))!;
+      const before = await ledgerRows(s);
+      expect(await s.ledger.raiseHold(newRaise("h1", 4, 10n, 21))).toEqual({
+        kind: "not-open",
+        state: resolved,
+      });
+      expect(await ledgerRows(s)).toEqual(before);
+      expect(await s.ledger.raiseHold(newRaise("h1", 3, 100n, 21))).toEqual({
+        kind: "existing",
+        state: resolved,
+      });
+
+      // A voided hold releases its raises with it.
+      await s.ledger.placeHold(newHold("h2", "acct_a", 50n, 30));
+      await s.ledger.raiseHold(newRaise("h2", 2, 40n, 31));
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 90n });
+      expect(await s.ledger.void("h2", "released", 32)).toMatchObject({
+        kind: "resolved",
+        state: { hold: { raised: 40n }, resolution: { status: "released", amount: 0n } },
+      });
+      expect(await s.ledger.raiseHold(newRaise("h2", 3, 1n, 33))).toMatchObject({ kind: "not-open" });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 0n,
+        debitsPosted: 550n,
+      });
+
+      // A hold placed for nothing (no balance row of its own on the revenue side) raised, then settled.
+      await s.ledger.credit(manualCredit("c2", "acct_b", 100n));
+      await s.ledger.placeHold(newHold("z1", "acct_b", 0n, 40));
+      expect(await s.ledger.raiseHold(newRaise("z1", 2, 100n, 41))).toMatchObject({
+        kind: "raised",
+        state: { hold: { amount: 0n, raised: 100n } },
+      });
+      expect(await s.ledger.settle("z1", 60n, USAGE, 42, "")).toMatchObject({ kind: "resolved" });
+      expect(await s.ledger.balance("acct_b", CHAIN)).toEqual({
+        ...zeroBalance("acct_b"),
+        debitsPosted: 60n,
+        creditsPosted: 100n,
+      });
+      // A settle for all of it: nothing released, nothing left pending.
+      await s.ledger.placeHold(newHold("z2", "acct_b", 10n, 43));
+      await s.ledger.raiseHold(newRaise("z2", 2, 30n, 44));
+      expect(await s.ledger.settle("z2", 40n, USAGE, 45, "")).toMatchObject({ kind: "resolved" });
+      expect(await s.ledger.balance("acct_b", CHAIN)).toMatchObject({
+        debitsPending: 0n,
+        debitsPosted: 100n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: 650n,
+      });
+    }));
+
+  it("raises: the sweeper expires a raised hold and releases it with its raises, each hold once", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await s.ledger.placeHold(newHold("e1", "acct_a", 100n, 10));
+      await s.ledger.raiseHold(newRaise("e1", 2, 50n, 11));
+      await s.ledger.raiseHold(newRaise("e1", 3, 25n, 12));
+      await s.ledger.placeHold(newHold("e2", "acct_a", 0n, 20));
+      await s.ledger.raiseHold(newRaise("e2", 2, 30n, 21));
+      await s.ledger.placeHold(newHold("e3", "acct_a", 100n, 50));
+      await s.ledger.raiseHold(newRaise("e3", 2, 10n, 51));
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 315n });
+      // Three sweepers at once over the two holds due (e3 is not): each expires once, raises and all.
+      const counts = await Promise.all([
+        s.ledger.expireHolds(30, 100, 10),
+        s.ledger.expireHolds(30, 100, 10),
+        s.ledger.expireHolds(30, 100, 10),
+      ]);
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(2);
+      for (const id of ["e1", "e2"]) {
+        expect((await s.ledger.getHold(id))?.resolution).toMatchObject({ status: "expired", amount: 0n });
+        expect(await s.ledger.raiseHold(newRaise(id, 9, 1n, 101))).toMatchObject({ kind: "not-open" });
+      }
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 110n,
+        debitsPosted: 0n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({ creditsPending: 110n });
+      expect(await s.ledger.expireHolds(1000, 200, 10)).toBe(1);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual(zeroBalance(SYSTEM_REVENUE));
+    }));
+
+  it("raises: 16 raisers racing on one balance never overdraw it; each raise granted or refused, holds and raises within the credit", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      for (let i = 0; i < 16; i++) await s.ledger.placeHold(newHold(`r${i}`, "acct_a", 10n, i));
+      // 840 left; each raiser raises its hold by 100 a pass until a raise is refused.
+      const raiser = async (i: number) => {
+        const outcomes: string[] = [];
+        for (let pass = 2; pass <= 20; pass++) {
+          const result = await s.ledger.raiseHold(newRaise(`r${i}`, pass, 100n, 100 + pass));
+          outcomes.push(result.kind);
+          if (result.kind !== "raised") break;
+        }
+        return outcomes;
+      };
+      const outcomes = (await Promise.all(Array.from({ length: 16 }, (_, i) => raiser(i)))).flat();
+      for (const kind of outcomes) expect(["raised", "insufficient"]).toContain(kind);
+      expect(outcomes.filter((k) => k === "raised")).toHaveLength(8);
+      expect(outcomes.filter((k) => k === "insufficient")).toHaveLength(16);
+      const balance = await s.ledger.balance("acct_a", CHAIN);
+      expect(balance).toEqual({ ...zeroBalance("acct_a"), debitsPending: 960n, creditsPosted: 1000n });
+      expect(availableOf(balance)).toBe(40n);
+      const holds = await s.ledger.listHolds("acct_a", FIRST_PAGE, 100);
+      expect(holds.reduce((sum, h) => sum + heldOf(h.hold), 0n)).toBe(960n);
+      // Settled at once, each for what it holds or less: every raise released or charged once.
+      const settled = await Promise.all(
+        holds.map((h, i) => s.ledger.settle(h.hold.id, heldOf(h.hold) - BigInt(i % 3), USAGE, 200, "")),
+      );
+      expect(settled.every((r) => r.kind === "resolved")).toBe(true);
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({ creditsPending: 0n });
+    }));
 });
 
 describe("the SQLite ledger's writer thread", () => {
+  it("carries raises across: bigints in and out, a refusal as an answer, the hold's total back", async () => {
+    const dir = tempDir();
+    const db = openDatabase(dir.path);
+    const ledger = await openSqliteLedger(db, dir.path, { thread: true });
+    try {
+      await new AuthRepository(db).insertAccount("acct_a", "", 1);
+      await ledger.credit(manualCredit("c1", "acct_a", 2n ** 61n));
+      expect((await ledger.placeHold(newHold("h1", "acct_a", 2n ** 59n, 2))).kind).toBe("placed");
+      const raised = await ledger.raiseHold(newRaise("h1", 2, 2n ** 60n, 3));
+      expect(raised).toMatchObject({
+        kind: "raised",
+        state: { hold: { amount: 2n ** 59n, raised: 2n ** 60n } },
+      });
+      expect(await ledger.raiseHold(newRaise("h1", 2, 2n ** 60n, 4))).toMatchObject({ kind: "existing" });
+      expect(await ledger.raiseHold(newRaise("h1", 3, 2n ** 60n, 4))).toEqual({
+        kind: "insufficient",
+        available: 2n ** 61n - 2n ** 59n - 2n ** 60n,
+      });
+      expect(await ledger.holdRaises("h1")).toEqual([
+        { holdId: "h1", pass: 2, amount: 2n ** 60n, createdAt: 3 },
+      ]);
+      expect((await ledger.settle("h1", 2n ** 60n + 1n, USAGE, 5, "")).kind).toBe("resolved");
+      expect(auditLedger(db)).toEqual([]);
+    } finally {
+      await ledger.close();
+      db.close();
+      dir.cleanup();
+    }
+  });
+
   it("carries the x402 writes across: bigints in and out, a refused return or collection as an error, nothing of it written; collections and clearings too", async () => {
     const dir = tempDir();
     const db = openDatabase(dir.path);
@@ -1932,6 +2180,173 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
         debitsPending: 0n,
         debitsPosted: 40n * BigInt(resolvedBySettle),
       });
+    }));
+
+  it("raises racing with settles, voids and sweepers over the same holds: each hold resolves once, releasing exactly what it held", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 100_000n));
+      const n = 40;
+      for (let i = 0; i < n; i++) await s.ledger.placeHold(newHold(`h${i}`, "acct_a", 100n, i));
+      // Each hold: two raises, a settle for more than the hold alone (it fits only once a raise
+      // landed), a void and two sweepers, all at once; whoever deletes the open-list row first wins,
+      // and a resolution that waited on a raise releases the raised total.
+      const [raises, settles, voids, swept] = await Promise.all([
+        Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            Promise.all([
+              s.ledger.raiseHold(newRaise(`h${i}`, 2, 50n, 100)),
+              s.ledger.raiseHold(newRaise(`h${i}`, 3, 25n, 100)),
+            ]),
+          ),
+        ),
+        Promise.all(Array.from({ length: n }, (_, i) => s.ledger.settle(`h${i}`, 120n, USAGE, 100, ""))),
+        Promise.all(Array.from({ length: n }, (_, i) => s.ledger.void(`h${i}`, "released", 100))),
+        Promise.all([s.ledger.expireHolds(1000, 100, n), s.ledger.expireHolds(1000, 100, n)]),
+      ]);
+      for (const r of raises.flat()) expect(["raised", "not-open"]).toContain(r.kind);
+      for (const r of settles) expect(["resolved", "already-resolved", "exceeds"]).toContain(r.kind);
+      for (const r of voids) expect(["resolved", "already-resolved"]).toContain(r.kind);
+      const resolved =
+        settles.filter((r) => r.kind === "resolved").length +
+        voids.filter((r) => r.kind === "resolved").length +
+        swept[0] +
+        swept[1];
+      expect(resolved).toBe(n);
+      let charged = 0n;
+      for (let i = 0; i < n; i++) {
+        const state = (await s.ledger.getHold(`h${i}`))!;
+        expect(state.resolution).toBeDefined();
+        // What the hold holds is what its granted raises added, and the store answered each so.
+        const granted = raises[i]!.reduce(
+          (sum, r, pass) => sum + (r.kind === "raised" ? [50n, 25n][pass]! : 0n),
+          0n,
+        );
+        expect(state.hold.raised).toBe(granted);
+        expect((await s.ledger.holdRaises(`h${i}`)).reduce((sum, r) => sum + r.amount, 0n)).toBe(granted);
+        if (settles[i]!.kind === "resolved") expect(state.resolution).toMatchObject({ amount: 120n });
+        charged += state.resolution!.amount;
+      }
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPosted: charged,
+        creditsPosted: 100_000n,
+      });
+      expect(await s.ledger.balance(SYSTEM_REVENUE, CHAIN)).toEqual({
+        ...zeroBalance(SYSTEM_REVENUE),
+        creditsPosted: charged,
+      });
+    }));
+
+  it("a settle waiting on a raise releases what the raise added; a raise waiting on a settle writes nothing; the sweeper passes a hold being raised", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 10_000n));
+      for (const id of ["h1", "h2", "h3", "h4"]) await s.ledger.placeHold(newHold(id, "acct_a", 100n, 1));
+      // Raises, then resolutions, made slow by a trigger that sleeps once their locks are held, so
+      // that the other side starts its statement (and takes its snapshot) while they run.
+      await s.pool.query(`CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+                            BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+                          CREATE TRIGGER slow BEFORE INSERT ON hold_raises FOR EACH ROW EXECUTE FUNCTION slow()`);
+      // h1: settled for 80 while a raise of 50 runs: the settle's snapshot has no raise, yet it
+      // waits for the raise and releases 150.
+      let raising = s.ledger.raiseHold(newRaise("h1", 2, 50n, 2));
+      await sleep(100);
+      expect(await s.ledger.settle("h1", 80n, USAGE, 3, "")).toMatchObject({
+        kind: "resolved",
+        state: { hold: { raised: 50n }, resolution: { amount: 80n } },
+      });
+      expect(await raising).toMatchObject({ kind: "raised" });
+      // h2: settled for 120 while a raise of 50 runs: asked before the raise committed, it does
+      // not fit the hold it found (nothing written); once the raise has answered, it does.
+      raising = s.ledger.raiseHold(newRaise("h2", 2, 50n, 2));
+      await sleep(100);
+      expect(await s.ledger.settle("h2", 120n, USAGE, 3, "")).toMatchObject({ kind: "exceeds" });
+      expect(await raising).toMatchObject({ kind: "raised" });
+      expect(await s.ledger.settle("h2", 120n, USAGE, 3, "")).toMatchObject({
+        kind: "resolved",
+        state: { hold: { raised: 50n }, resolution: { amount: 120n } },
+      });
+      // h3: the sweeper runs while h3 is being raised: it passes the locked hold, and expires it,
+      // raise and all, on its next run.
+      raising = s.ledger.raiseHold(newRaise("h3", 2, 50n, 2));
+      await sleep(100);
+      const swept = await s.ledger.expireHolds(10, 4, 10);
+      expect(await raising).toMatchObject({ kind: "raised" });
+      expect(swept).toBe(1); // h4
+      expect(await s.ledger.expireHolds(10, 5, 10)).toBe(1);
+      expect((await s.ledger.getHold("h3"))?.resolution).toMatchObject({ status: "expired" });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toEqual({
+        ...zeroBalance("acct_a"),
+        debitsPosted: 200n,
+        creditsPosted: 10_000n,
+      });
+      await s.pool.query("DROP TRIGGER slow ON hold_raises");
+
+      // A raise waiting on a settle finds the hold resolved, and writes nothing.
+      await s.ledger.placeHold(newHold("h5", "acct_a", 100n, 6));
+      await s.pool.query(
+        "CREATE TRIGGER slow BEFORE INSERT ON hold_resolutions FOR EACH ROW EXECUTE FUNCTION slow()",
+      );
+      const settling = s.ledger.settle("h5", 60n, USAGE, 7, "");
+      await sleep(100);
+      expect(await s.ledger.raiseHold(newRaise("h5", 2, 50n, 7))).toMatchObject({
+        kind: "not-open",
+        state: { hold: { raised: 0n }, resolution: { status: "settled", amount: 60n } },
+      });
+      expect((await settling).kind).toBe("resolved");
+      expect(await s.ledger.holdRaises("h5")).toEqual([]);
+      await s.pool.query("DROP TRIGGER slow ON hold_resolutions; DROP FUNCTION slow()");
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 0n,
+        debitsPosted: 260n,
+      });
+    }));
+
+  it("raises with a cap racing on one key: 16 at once against what a daily cap leaves for 7, exactly 7 raised", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 100_000n));
+      await s.ledger.setSpendCap(
+        { accountId: "acct_a", keyId: "key_1", chain: CHAIN, period: "day", amount: 1000n },
+        1,
+      );
+      for (let i = 0; i < 16; i++) await s.ledger.placeHold(newHold(`h${i}`, "acct_a", 10n, 1000 + i));
+      const results = await Promise.all(
+        Array.from({ length: 16 }, (_, i) => s.ledger.raiseHold(newRaise(`h${i}`, 2, 120n, 2000))),
+      );
+      expect(results.filter((r) => r.kind === "raised")).toHaveLength(7);
+      expect(results.filter((r) => r.kind === "capped")).toHaveLength(9);
+      expect((await s.ledger.balance("acct_a", CHAIN)).debitsPending).toBe(160n + 7n * 120n);
+    }));
+
+  it("migration 14 adds hold_raises and the open holds' raised total, keeping every open hold", () =>
+    withPg(async (s) => {
+      await s.accounts.insertAccount("acct_a", "", 1);
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await call(s, "m1", "acct_a", 40n, 5, 100n);
+      await s.ledger.placeHold(newHold("m2", "acct_a", 70n, 6));
+      await s.ledger.placeHold(newHold("m3", "acct_a", 80n, 7));
+      const open = async () =>
+        (await s.pool.query("SELECT hold_id, created_at::text FROM open_holds ORDER BY hold_id")).rows;
+      const written = await open();
+      expect(written).toHaveLength(2);
+      // The ledger as version 13 left it, then migrated again.
+      await s.pool.query(`DROP TABLE hold_raises;
+                          ALTER TABLE open_holds DROP COLUMN raised;
+                          DELETE FROM schema_migrations WHERE version = 14`);
+      await expect(s.ledger.raiseHold(newRaise("m2", 2, 10n, 8))).rejects.toThrow(/hold_raises|raised/);
+      await migratePostgres(s.pool);
+      expect(await open()).toEqual(written);
+      expect(
+        (await s.pool.query("SELECT raised::text FROM open_holds ORDER BY hold_id")).rows.map(
+          (r) => r.raised,
+        ),
+      ).toEqual(["0", "0"]);
+      // The ledger carries on: an open hold is raised and settled above its own amount.
+      expect((await s.ledger.raiseHold(newRaise("m2", 2, 30n, 8))).kind).toBe("raised");
+      expect((await s.ledger.settle("m2", 90n, USAGE, 9, "")).kind).toBe("resolved");
+      await expect(s.pool.query("UPDATE hold_raises SET amount = 1")).rejects.toThrow(/append-only/);
     }));
 
   it("one credit id sent from many connections at once credits once; withdrawals at once never overdraw the backing, fees included", () =>

@@ -161,6 +161,16 @@ async function populate(at: string): Promise<{ alice: string; bob: string; walle
     ...Array.from({ length: 20 }, (_, i) => ledger.placeHold(hold(i, bob, "solana"))),
   ]);
   expect(placed.every((p) => p.kind === "placed")).toBe(true);
+  // Raised holds (one pass or two) among those settled, released, left pending and expired.
+  const raised = await Promise.all(
+    [0, 1, 500, 600, 601, 602, 603, 650, 651].flatMap((i) => [
+      ledger.raiseHold({ holdId: `hold_base_${i}`, pass: 2, amount: 100n + BigInt(i), createdAt: NOW + 25 }),
+      ...(i % 2 === 0
+        ? [ledger.raiseHold({ holdId: `hold_base_${i}`, pass: 3, amount: 7n, createdAt: NOW + 26 })]
+        : []),
+    ]),
+  );
+  expect(raised.every((r) => r.kind === "raised")).toBe(true);
   const charges = JSON.stringify({ lines: [{ kind: "input", amount: "300" }] });
   await Promise.all([
     ...Array.from({ length: 500 }, (_, i) =>
@@ -380,13 +390,12 @@ describe("tollgate migrate-store", () => {
         // SQLite has no seq column).
         expect(await postgresRows(target.pool, table), table).toEqual(sqliteRows(db, table));
       }
-      // The 50 open holds' pending credits sit on system:revenue's shard seq % 16, as PgLedger
-      // places them; everything else on shard 0.
+      // The 50 open holds' pending credits (their raises' with them) sit on system:revenue's shard
+      // seq % 16, as PgLedger places them; everything else on shard 0.
       const shards = await target.pool.query(
         `SELECT b.shard, b.credits_pending::text AS pending,
-                (SELECT COALESCE(SUM(h.amount), 0)::text FROM holds h
-                  WHERE h.chain = 'base' AND h.seq % 16 = b.shard
-                    AND EXISTS (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id)) AS open
+                (SELECT COALESCE(SUM(h.amount + o.raised), 0)::text FROM holds h JOIN open_holds o ON o.hold_id = h.id
+                  WHERE h.chain = 'base' AND h.seq % 16 = b.shard) AS open
            FROM ledger_balances b WHERE b.account = 'system:revenue' AND b.chain = 'base' AND b.shard > 0`,
       );
       expect(shards.rows.length).toBeGreaterThan(10);
@@ -440,7 +449,14 @@ describe("tollgate migrate-store", () => {
     // from there when the hold resolves: the copy must have put it there.
     const { pool } = target;
     const ledger = new PgLedger(pool);
-    const settled = await ledger.settle("hold_base_600", 400n, USAGE, NOW + 2_000, "");
+    // hold_base_600 holds 1,600 + its raises of 700 and 7: settled above its own amount.
+    expect(
+      await ledger.raiseHold({ holdId: "hold_base_600", pass: 4, amount: 50n, createdAt: NOW + 1_999 }),
+    ).toMatchObject({
+      kind: "raised",
+      state: { hold: { raised: 757n } },
+    });
+    const settled = await ledger.settle("hold_base_600", 2_000n, USAGE, NOW + 2_000, "");
     expect(settled.kind).toBe("resolved");
     expect((await ledger.void("hold_base_601", "released", NOW + 2_000)).kind).toBe("resolved");
     expect(await ledger.expireHolds(NOW + 1, NOW + 2_000, 100)).toBe(48);

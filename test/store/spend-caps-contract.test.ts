@@ -1,7 +1,13 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SpendCap } from "../../src/core/billing/spend-caps.js";
-import type { LedgerStore, NewHold, PlaceHoldResult, UsageCounts } from "../../src/core/ports/ledger.js";
+import type {
+  LedgerStore,
+  NewHold,
+  NewRaise,
+  PlaceHoldResult,
+  UsageCounts,
+} from "../../src/core/ports/ledger.js";
 import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
@@ -99,6 +105,10 @@ function newHold(id: string, amount: bigint, createdAt: number, keyId = "key_1")
   };
 }
 
+function raise(holdId: string, pass: number, amount: bigint, createdAt: number): NewRaise {
+  return { holdId, pass, amount, createdAt };
+}
+
 function cap(period: SpendCap["period"], amount: bigint, keyId = "key_1"): SpendCap {
   return { accountId: "acct_a", keyId, chain: CHAIN, period, amount };
 }
@@ -191,6 +201,58 @@ describe.each(Object.keys(stores))("spend caps on %s", (name) => {
       });
       expect((await s.ledger.placeHold(newHold("e", 300n, MIDNIGHT + DAY))).kind).toBe("capped");
       expect((await s.ledger.placeHold(newHold("f", 200n, MIDNIGHT + DAY))).kind).toBe("placed");
+    }));
+
+  it("raises count like holds: a raise past what a cap leaves is capped with nothing written; settling revises the hold's day", () =>
+    withStores(async (s) => {
+      await s.ledger.setSpendCap(cap("day", 500n), NOON);
+      expect((await s.ledger.placeHold(newHold("a", 300n, NOON))).kind).toBe("placed");
+      expect((await s.ledger.raiseHold(raise("a", 2, 150n, NOON + 1))).kind).toBe("raised");
+      expect(await s.ledger.capSpent(cap("day", 500n), NOON - (NOON % DAY))).toBe(450n);
+      expect(await s.ledger.raiseHold(raise("a", 3, 51n, NOON + 2))).toEqual({
+        kind: "capped",
+        refusal: { cap: cap("day", 500n), remaining: 50n, resetsAt: MIDNIGHT },
+      });
+      expect((await s.ledger.balance("acct_a", CHAIN)).debitsPending).toBe(450n);
+      expect(await s.ledger.holdRaises("a")).toHaveLength(1);
+      expect((await s.ledger.raiseHold(raise("a", 3, 50n, NOON + 2))).kind).toBe("raised");
+      expect((await s.ledger.placeHold(newHold("b", 1n, NOON))).kind).toBe("capped");
+      // Settled for 120 of its 500: the day has spent 120, and room for 380 more.
+      expect((await s.ledger.settle("a", 120n, USAGE, NOON + 3, "")).kind).toBe("resolved");
+      expect(await s.ledger.capSpent(cap("day", 500n), NOON - (NOON % DAY))).toBe(120n);
+      expect((await s.ledger.placeHold(newHold("c", 380n, NOON + 4))).kind).toBe("placed");
+      // A retried raise is never refused by its own amount.
+      expect((await s.ledger.raiseHold(raise("a", 3, 50n, NOON + 5))).kind).toBe("existing");
+    }));
+
+  it("a raise counts on its hold's day, against the caps' periods as of the hold", () =>
+    withStores(async (s) => {
+      await s.ledger.setSpendCap(cap("day", 300n, ""), NOON);
+      expect((await s.ledger.placeHold(newHold("late", 200n, MIDNIGHT - 1, "key_2"))).kind).toBe("placed");
+      // Raised after midnight: spent on 31 March, the hold's day, which it fills.
+      expect((await s.ledger.raiseHold(raise("late", 2, 100n, MIDNIGHT + 5))).kind).toBe("raised");
+      expect(await s.ledger.raiseHold(raise("late", 3, 1n, MIDNIGHT + 6))).toEqual({
+        kind: "capped",
+        refusal: { cap: cap("day", 300n, ""), remaining: 0n, resetsAt: MIDNIGHT },
+      });
+      // 1 April has spent nothing.
+      expect((await s.ledger.placeHold(newHold("next", 300n, MIDNIGHT + 7))).kind).toBe("placed");
+      expect(await s.ledger.capSpent(cap("day", 300n, ""), MIDNIGHT)).toBe(300n);
+      expect(await s.ledger.capSpent(cap("day", 300n, ""), MIDNIGHT - DAY)).toBe(600n);
+    }));
+
+  it("16 concurrent raises against what a key's daily cap leaves for 7 of them: exactly 7 raised", () =>
+    withStores(async (s) => {
+      await s.ledger.setSpendCap(cap("day", 1000n), NOON);
+      for (let i = 0; i < 16; i++) await s.ledger.placeHold(newHold(`h${i}`, 10n, NOON + i));
+      const results = await Promise.all(
+        Array.from({ length: 16 }, (_, i) => s.ledger.raiseHold(raise(`h${i}`, 2, 120n, NOON + 100))),
+      );
+      expect(results.map((r) => r.kind).sort()).toEqual([
+        ...Array(9).fill("capped"),
+        ...Array(7).fill("raised"),
+      ]);
+      expect((await s.ledger.balance("acct_a", CHAIN)).debitsPending).toBe(160n + 7n * 120n);
     }));
 
   it("caps are set, replaced, listed and cleared", () =>

@@ -13,7 +13,11 @@ import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
 
 type Usage = Record<string, unknown>;
 
-/** The provider's answer carrying `usage` (top-level `model` as given), as JSON or as a stream. */
+/**
+ * The provider's answer carrying `usage` (top-level `model` as given), as JSON or as a stream.
+ * The format is the one the request asked for: the gateway asks for a stream for a call held
+ * pass by pass whatever its client asked (docs/billing.md, "Holding pass by pass").
+ */
 function answer(usage: Usage, stream: boolean, model = "claude-opus-4-8"): ScriptedReply {
   const message = {
     id: "msg_priced",
@@ -57,6 +61,11 @@ function answer(usage: Usage, stream: boolean, model = "claude-opus-4-8"): Scrip
   };
 }
 
+/** Whether a request to the provider asks for a stream. */
+function asksStream(request: RecordedRequest): boolean {
+  return (request.body as { stream?: unknown }).stream === true;
+}
+
 /** Long enough that the prompt's input bound covers the input-side tokens the answers report. */
 const LONG_SYSTEM = "context for the hold bound ".repeat(800);
 
@@ -84,7 +93,7 @@ describe.each([false, true])("billable usage through the SDK (stream: %s)", (str
     model?: string,
     headers: Record<string, string> = {},
   ): Promise<{ row: UsageRow; sent: RecordedRequest }> {
-    t.script(() => answer(usage, stream, model));
+    t.script((request) => answer(usage, asksStream(request), model));
     const body = {
       model: "model-opus-4-8",
       max_tokens: 4000,
@@ -175,8 +184,11 @@ describe.each([false, true])("billable usage through the SDK (stream: %s)", (str
   });
 
   it("a web search tool without max_uses is sent with the default cap, listed as repaired", async () => {
-    t.script(() =>
-      answer({ input_tokens: 10, output_tokens: 10, server_tool_use: { web_search_requests: 1 } }, stream),
+    t.script((request) =>
+      answer(
+        { input_tokens: 10, output_tokens: 10, server_tool_use: { web_search_requests: 1 } },
+        asksStream(request),
+      ),
     );
     const body = {
       model: "model-opus-4-8",

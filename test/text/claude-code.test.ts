@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HoldStatus } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
+import { accountWithKey } from "../helpers/app.js";
 import { runClaude } from "../helpers/claude-code.js";
 import type { CliResult } from "../helpers/process.js";
 import { startTextGateway, type TextGateway } from "../helpers/text-gateway.js";
@@ -114,6 +115,41 @@ describe("the Claude Code CLI through the gateway", () => {
       expect(row.status).toBe(HoldStatus.SETTLED);
       expect(row.amount).toBeLessThanOrEqual(row.heldAmount);
     }
+    expect(t.gateway.app.counters?.count("capped_charge")).toBe(0);
+  });
+
+  it("runs its WebSearch tool on a $5 wallet: the search is held pass by pass and charged its priced usage", async () => {
+    // Before pass-by-pass holds the search call alone held its loop's worst case (tens of dollars).
+    const { accountId, secret } = await accountWithKey(t.gateway.operator, "five-dollars");
+    await t.credit(5_000_000n, "base", accountId);
+    // Haiku 4.5: on Opus 4.8 each pass may write Claude Code's max_tokens 64000 at $25/M ($1.60),
+    // so a $5 wallet holds a pass or two of a search there and the turn pauses (docs/billing.md).
+    const run = await claude(t.baseUrl, secret, "search the web for tollgate pricing", 90_000, [
+      "--allowedTools",
+      "WebSearch",
+      "--model",
+      "claude-haiku-4-5",
+    ]);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const rows = await t.usage(accountId);
+    expect(rows.length).toBe(3); // the main call, the search, the follow-up with the results
+    const searched = rows.filter((row) => row.charges.some((c) => c.kind === "web_search"));
+    expect(searched).toHaveLength(1);
+    const search = searched[0]!;
+    // Held pass by pass: the first pass and a raise per search, far below the whole loop.
+    expect(search.heldAmount).toBeLessThan(5_000_000n);
+    expect(search.charges.find((c) => c.kind === "web_search")).toMatchObject({ quantity: 3n });
+    // Charged exactly its priced usage: the sum of its charge lines, no cap.
+    const pico = search.charges.reduce((sum, c) => sum + c.amountPico, 0n);
+    expect(search.amount).toBe((pico + 999_999n) / 1_000_000n); // µ$ on base, rounded up once
+    let spent = 0n;
+    for (const row of rows) {
+      expect(row.status).toBe(HoldStatus.SETTLED);
+      expect(row.amount).toBeLessThanOrEqual(row.heldAmount);
+      spent += row.amount;
+    }
+    expect(await t.available("base", accountId)).toBe(5_000_000n - spent);
     expect(t.gateway.app.counters?.count("capped_charge")).toBe(0);
   });
 });

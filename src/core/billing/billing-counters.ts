@@ -5,7 +5,12 @@ export type BillingAnomaly =
   /** A charge above its hold was capped: the provider went beyond its documented limits. */
   | "capped_charge"
   /** A 200 answer without usage: the charge was measured by the gateway instead. */
-  | "missing_usage";
+  | "missing_usage"
+  /**
+   * A call held pass by pass ended paused at a pass boundary: the raise its next pass needed was
+   * declined (the provider may still bill the pass it was in, within the hold that covered it).
+   */
+  | "paused_turn";
 
 /**
  * Counts of billing anomalies since start. Each is also logged with its request id where it
@@ -30,6 +35,7 @@ export class BillingCounters {
       unpriced_usage: this.count("unpriced_usage"),
       capped_charge: this.count("capped_charge"),
       missing_usage: this.count("missing_usage"),
+      paused_turn: this.count("paused_turn"),
     };
   }
 }

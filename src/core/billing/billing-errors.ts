@@ -119,6 +119,15 @@ export const settleExceedsHold = (
     { hold_id: holdId, chain, charge: charge.toString(), held: held.toString() },
   );
 
+/** A pass of a hold raised before by another amount: a raise's id is (hold, pass). */
+export const raiseConflict = (holdId: string, pass: number): ConnectError =>
+  reasonError(
+    Code.AlreadyExists,
+    "RAISE_CONFLICT",
+    `Hold ${holdId} was already raised for pass ${pass} by another amount; each pass is raised once.`,
+    { hold_id: holdId, pass: `${pass}` },
+  );
+
 /** A request id (or credit id) reused for a different call. */
 export const idConflict = (id: string): ConnectError =>
   reasonError(

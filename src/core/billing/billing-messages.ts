@@ -20,7 +20,7 @@ import {
 } from "../../gen/tollgate/billing/v1/billing_pb.js";
 import { invalidField } from "../errors.js";
 import type { SettlementView, SettlementStatus as StoredSettlementStatus } from "../ports/ledger.js";
-import { availableOf, type HoldState } from "../ports/ledger.js";
+import { availableOf, type HoldState, heldOf } from "../ports/ledger.js";
 import type { ChainBalance } from "./billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { decodeCharges } from "./charge-record.js";
@@ -126,7 +126,7 @@ export function toHold({ hold, resolution }: HoldState): Hold {
     accountId: hold.accountId,
     requestId: hold.requestId,
     chain: hold.chain,
-    amount: hold.amount,
+    amount: heldOf(hold),
     status: resolution === undefined ? HoldStatus.PENDING : STATUS[resolution.status],
     settledAmount: resolution?.amount ?? 0n,
     model: hold.model,
@@ -146,7 +146,7 @@ export function toUsageRow({ hold, resolution }: HoldState, settlement?: Settlem
     imageSize: hold.imageSize,
     chain: hold.chain,
     status: resolution === undefined ? HoldStatus.PENDING : STATUS[resolution.status],
-    heldAmount: hold.amount,
+    heldAmount: heldOf(hold),
     amount: resolution?.amount ?? 0n,
     usage: {
       inputTokens: usage.inputTokens,

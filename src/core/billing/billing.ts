@@ -5,7 +5,9 @@ import {
   type BalanceRow,
   type HoldRow,
   type HoldState,
+  heldOf,
   type LedgerStore,
+  type RaiseRow,
   type ResolveResult,
   SYSTEM_MANUAL_CREDIT,
 } from "../ports/ledger.js";
@@ -16,16 +18,18 @@ import {
   holdNotFound,
   idConflict,
   insufficientFunds,
+  raiseConflict,
   requestIdReused,
   settleExceedsHold,
   spendCapReached,
 } from "./billing-errors.js";
-import type { CallBilling, HoldInput, NewCallHold } from "./call-billing.js";
+import type { CallBilling, HoldInput, HoldRaise, NewCallHold } from "./call-billing.js";
 import type { ChainConfig, ChainRegistry } from "./chain-registry.js";
 import { configuredChain, enabledChain, selectChain } from "./chain-selection.js";
 import { encodeCharges } from "./charge-record.js";
 import { creditIdFor, holdIdFor } from "./hold-ids.js";
 import { INT64_MAX, ledgerDecimals, picoToUnits } from "./money.js";
+import { firstPassPico, nextPassPico, type PassBoundary, type PricedTextCall } from "./pass-pricing.js";
 import type { PriceCatalog } from "./price-catalog.js";
 import {
   type CallSpec,
@@ -82,6 +86,12 @@ const NO_TOKENS = {
 } as const;
 const MAX_REQUEST_ID = 200;
 const MAX_REASON = 500;
+/**
+ * The most passes a raise may name: far above any call's (the provider's iteration limit, 10 by
+ * default, plus its advisor calls and fallback hops); a bound on what a caller can ask the ledger to
+ * record, not a rule of the provider's.
+ */
+const MAX_PASS = 10_000;
 /** Holds expired per sweeper transaction: keeps each write-lock hold short. */
 const SWEEP_BATCH = 500;
 
@@ -123,10 +133,77 @@ export class Billing implements CallBilling {
 
   /** The worst-case price of a call on a given chain, in the chain's ledger units; reads nothing. */
   quoteOn(chain: ChainConfig, call: CallSpec): bigint {
+    if (call.kind === "text" && call.passByPass === true) return this.firstPassQuoteOn(chain, call);
     const priced = priceCall(this.deps.catalog, call);
     const amount = picoToUnits(quotePico(this.deps.catalog, priced), ledgerDecimals(chain.asset.decimals));
     if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
     return amount;
+  }
+
+  /**
+   * The worst case of a multi-pass text call's first pass on `chain`, in the chain's ledger
+   * units (`firstPassPico`); reads nothing.
+   */
+  firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint {
+    return this.units(chain, firstPassPico(this.deps.catalog, this.pricedText(call)));
+  }
+
+  /** {@link nextPassQuoteOn} on the chain of the hold `placed` (a running call's). */
+  nextPassQuote(placed: HoldRow, call: TextCallSpec, boundary: PassBoundary): bigint {
+    return this.nextPassQuoteOn(configuredChain(this.deps.chains, placed.chain), call, boundary);
+  }
+
+  /**
+   * The worst case of the stretch a pass boundary starts, on `chain`, in the chain's ledger
+   * units (`nextPassPico`): what to raise the hold by; reads nothing.
+   */
+  nextPassQuoteOn(chain: ChainConfig, call: TextCallSpec, boundary: PassBoundary): bigint {
+    return this.units(chain, nextPassPico(this.deps.catalog, this.pricedText(call), boundary));
+  }
+
+  /**
+   * Raises the hold `placed` of a running call by `amount` (ledger units) for its pass `pass`
+   * (≥ 2: pass 1 is the hold itself), atomically with the funds check and the spend caps.
+   * Answers `raised` with the hold as it stands now (settle with its `hold`: a charge may reach
+   * the raised total), or `declined` with the INSUFFICIENT_FUNDS or SPEND_CAP_REACHED refusal
+   * when the raise does not fit, having written nothing. The same pass raised again by the same
+   * amount holds nothing more (a retry) and answers `raised`; by another amount, RAISE_CONFLICT.
+   * A hold that has resolved fails HOLD_ALREADY_RESOLVED; an unknown one HOLD_NOT_FOUND.
+   */
+  async raise(placed: HoldRow, pass: number, amount: bigint): Promise<HoldRaise> {
+    if (!Number.isInteger(pass) || pass < 2 || pass > MAX_PASS) {
+      throw invalidField("pass", `pass must be a whole number between 2 and ${MAX_PASS}.`);
+    }
+    if (amount <= 0n || amount > INT64_MAX) {
+      throw invalidField("amount", "amount must be a positive whole number of the chain's ledger units.");
+    }
+    const chain = configuredChain(this.deps.chains, placed.chain);
+    const result = await this.deps.ledger.raiseHold({
+      holdId: placed.id,
+      pass,
+      amount,
+      createdAt: this.deps.now(),
+    });
+    switch (result.kind) {
+      case "raised":
+      case "existing":
+        return { kind: "raised", state: result.state };
+      case "insufficient":
+        return { kind: "declined", refusal: insufficientFunds(chain, amount, result.available) };
+      case "capped":
+        return { kind: "declined", refusal: spendCapReached(chain, amount, result.refusal) };
+      case "not-found":
+        throw holdNotFound(placed.id);
+      case "not-open":
+        throw holdAlreadyResolved(placed.id, result.state.resolution!.status, chain.id);
+      case "conflict":
+        throw raiseConflict(placed.id, pass);
+    }
+  }
+
+  /** A hold's raises, by pass: the hold's history as the call ran. */
+  raises(holdId: string): Promise<RaiseRow[]> {
+    return this.deps.ledger.holdRaises(holdId);
   }
 
   /**
@@ -421,7 +498,19 @@ export class Billing implements CallBilling {
     return this.priced(placed, usage, true).charge;
   }
 
-  /** The charge of `usage` on `hold`, capped at the hold when `cap`. */
+  /** A text call validated against the catalog. */
+  private pricedText(call: TextCallSpec): PricedTextCall {
+    return priceCall(this.deps.catalog, call) as PricedTextCall;
+  }
+
+  /** Pico-dollars as the chain's ledger units, rounded up; InvalidArgument past int64. */
+  private units(chain: ChainConfig, pico: bigint): bigint {
+    const amount = picoToUnits(pico, ledgerDecimals(chain.asset.decimals));
+    if (amount > INT64_MAX) throw invalidField("call", "The call's worst-case price is out of range.");
+    return amount;
+  }
+
+  /** The charge of `usage` on `hold`, capped at what the hold holds (raises included) when `cap`. */
   private priced(hold: HoldRow, usage: DeliveredUsage, cap: boolean) {
     // The charge depends on what was delivered, not on the request's features: only the model
     // (and an image call's size) comes from the hold.
@@ -432,8 +521,9 @@ export class Billing implements CallBilling {
     const chain = configuredChain(this.deps.chains, hold.chain);
     const priced = priceUsage(this.deps.catalog, priceCall(this.deps.catalog, call), usage);
     const full = picoToUnits(priced.pico, ledgerDecimals(chain.asset.decimals));
-    const capped = cap && full > hold.amount;
-    return { chain, priced, capped, charge: capped ? hold.amount : full };
+    const held = heldOf(hold);
+    const capped = cap && full > held;
+    return { chain, priced, capped, charge: capped ? held : full };
   }
 
   private async requireAccount(accountId: string): Promise<void> {
@@ -449,7 +539,7 @@ export class Billing implements CallBilling {
       case "already-resolved":
         throw holdAlreadyResolved(holdId, result.state.resolution!.status, result.state.hold.chain);
       case "exceeds":
-        throw settleExceedsHold(holdId, result.state.hold.chain, charge, result.state.hold.amount);
+        throw settleExceedsHold(holdId, result.state.hold.chain, charge, heldOf(result.state.hold));
     }
   }
 }

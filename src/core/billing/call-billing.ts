@@ -1,7 +1,8 @@
 import type { ConnectError } from "@connectrpc/connect";
 import type { HoldRow, HoldState } from "../ports/ledger.js";
 import type { ChainConfig } from "./chain-registry.js";
-import type { CallSpec, DeliveredUsage, PricedUsage } from "./pricing.js";
+import type { PassBoundary } from "./pass-pricing.js";
+import type { CallSpec, DeliveredUsage, PricedUsage, TextCallSpec } from "./pricing.js";
 
 /** A call to reserve funds for. */
 export interface HoldInput {
@@ -33,6 +34,16 @@ export type NewCallHold =
     };
 
 /**
+ * What raising a running call's hold answered: `raised`, with the hold as it stands now (its
+ * `raised` the new total: the hold to settle with), or `declined` when the wallet or a spend cap
+ * does not cover the raise (nothing written), with the refusal a call would have got
+ * (INSUFFICIENT_FUNDS, SPEND_CAP_REACHED) for the caller to end the turn with.
+ */
+export type HoldRaise =
+  | { readonly kind: "raised"; readonly state: HoldState }
+  | { readonly kind: "declined"; readonly refusal: ConnectError };
+
+/**
  * The billing a model call needs on its hot path: hold before the provider call, settle or
  * release after it. Each write is answered once it is durable; the ledger group-commits the
  * writes of the calls in flight (one fsync for many calls), off the request loop.
@@ -50,6 +61,17 @@ export interface CallBilling {
   holdNewCall(input: HoldInput): Promise<HoldState>;
   /** Like {@link holdNewCall}, except that a wallet that cannot cover the call is an answer, not a throw. */
   holdOrFit(input: HoldInput): Promise<NewCallHold>;
+  /** A multi-pass text call's first pass on a given chain (see pass-pricing.ts); reads nothing. */
+  firstPassQuoteOn(chain: ChainConfig, call: TextCallSpec): bigint;
+  /** The stretch a pass boundary starts, on the chain of the hold `placed`; reads nothing. */
+  nextPassQuote(placed: HoldRow, call: TextCallSpec, boundary: PassBoundary): bigint;
+  /** The stretch a pass boundary starts, on a given chain (see pass-pricing.ts); reads nothing. */
+  nextPassQuoteOn(chain: ChainConfig, call: TextCallSpec, boundary: PassBoundary): bigint;
+  /**
+   * Raises the hold of a running call by `amount` for its pass `pass` (≥ 2), atomically with the
+   * funds and spend caps; a retry of the same pass holds nothing more.
+   */
+  raise(placed: HoldRow, pass: number, amount: bigint): Promise<HoldRaise>;
   /** Charges what was delivered (capped at the hold) and releases the rest of the hold it placed. */
   settleDelivered(
     placed: HoldRow,

@@ -56,6 +56,11 @@ export interface TextCallSpec {
   readonly fallbacks?: readonly FallbackSpec[];
   /** `fallbacks: "default"`: the provider picks one fallback model. */
   readonly defaultFallback?: boolean;
+  /**
+   * Held pass by pass: the call's hold quotes its first pass only (`firstPassPico`), and the
+   * hold is raised at each pass boundary (docs/billing.md, "Holding pass by pass").
+   */
+  readonly passByPass?: boolean;
 }
 
 /** A call to price. */
@@ -159,7 +164,7 @@ export const MAX_TOOL_USES = 1_000n;
 export const MAX_FALLBACKS = 3;
 const BP = BigInt(BP_ONE);
 /** Pico-dollars × 10,000 per micro-dollar. */
-const SCALED_PER_MICRO = PICO_PER_MICRO * BP;
+export const SCALED_PER_MICRO = PICO_PER_MICRO * BP;
 
 /** Validates a call against the catalog; fails InvalidArgument naming the field at fault. */
 export function priceCall(catalog: PriceCatalog, call: CallSpec): PricedCall {
@@ -442,16 +447,18 @@ function residencyBp(price: TextPrice, geo: string | undefined, unpriced: string
 }
 
 /** The multiplier a hold assumes: the named geo's, else the dearest the model offers. */
-function geoBp(price: TextPrice, geo: string | undefined): bigint {
+export function geoBp(price: TextPrice, geo: string | undefined): bigint {
   if (geo === undefined || geo === "") return BigInt(Math.max(BP_ONE, ...price.residency.values()));
   return BigInt(price.residency.get(geo) ?? BP_ONE);
 }
 
-function ratesAt(price: TextPrice, speed: Speed): TokenRates {
+/** A model's rates at a speed (standard when the model has no fast rates). */
+export function ratesAt(price: TextPrice, speed: Speed): TokenRates {
   return speed === "fast" && price.fast !== undefined ? price.fast : price;
 }
 
-function dearestInput(r: TokenRates): bigint {
+/** The dearest input-side rate (input, cache read, either cache write): what a hold reads at. */
+export function dearestInput(r: TokenRates): bigint {
   return max(max(r.input, r.cacheRead), max(r.cacheWrite5m, r.cacheWrite1h));
 }
 
@@ -504,7 +511,8 @@ function unknownModel(model: string, known: string[], field: string) {
   });
 }
 
-function ceilDiv(a: bigint, b: bigint): bigint {
+/** a / b rounded up (a ≥ 0, b > 0). */
+export function ceilDiv(a: bigint, b: bigint): bigint {
   return (a + b - 1n) / b;
 }
 

@@ -15,6 +15,7 @@ const HOLD = {
   keyId: "key_1",
   chain: "solana",
   amount: 2_500n,
+  raised: 0n,
   callKind: "text" as const,
   model: "model-haiku-4-5",
   inputTokens: 12n,

@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, createPublicKey, hkdfSync, type KeyObject, sign } from "node:crypto";
-import type { HoldState, ResolutionRow, SettlementView } from "../ports/ledger.js";
+import { type HoldState, heldOf, type ResolutionRow, type SettlementView } from "../ports/ledger.js";
 import type { X402PaymentRow } from "../ports/x402.js";
 import { receiptNotFound, receiptPending } from "./billing-errors.js";
 import type { ChainConfig } from "./chain-registry.js";
@@ -81,7 +81,7 @@ export interface ReceiptPayload {
     readonly decimal: string;
     readonly asset: { readonly symbol: string; readonly address: string; readonly decimals: number };
   };
-  /** The worst case that was held before the call, in the same units. */
+  /** What was held for the call (its worst case before it ran, plus any raises as it ran), in the same units. */
   readonly held: string;
   /** The delivered usage the charge was priced from. */
   readonly usage: Readonly<Record<string, string>>;
@@ -152,7 +152,7 @@ export function receiptPayload(
       decimal: formatUnits(resolution.amount, ledgerDecimals(chain.asset.decimals)),
       asset: { ...chain.asset },
     },
-    held: `${hold.amount}`,
+    held: `${heldOf(hold)}`,
     usage: {
       inputTokens: `${usage.inputTokens}`,
       outputTokens: `${usage.outputTokens}`,

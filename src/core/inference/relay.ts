@@ -1,4 +1,5 @@
 import { Code } from "@connectrpc/connect";
+import type { BillingCounters } from "../billing/billing-counters.js";
 import type { Log } from "../ports/log.js";
 import {
   type SseFrame,
@@ -7,12 +8,15 @@ import {
   type UpstreamResponse,
 } from "../ports/providers.js";
 import { withKeepAlive } from "./keep-alive.js";
+import { type PassRaiser, passBoundary, pausedTurnEnding } from "./passes.js";
 import { type ProviderDeps, type ProviderRequest, providerFailure } from "./provider-call.js";
 import type { MessagePart } from "./text-call.js";
 import type { StreamMeter } from "./usage.js";
 
 /** What relaying a stream needs. */
 export interface RelayDeps extends ProviderDeps {
+  /** Where a turn paused at a pass boundary is counted. */
+  readonly counters: BillingCounters;
   readonly upstream: TextUpstream;
   /** Silence from a streaming provider after which the gateway sends its own `ping`. */
   readonly streamPingMs: number;
@@ -26,7 +30,9 @@ const GATEWAY_PING = JSON.stringify({ type: "ping" });
  * checked to be the format's before it goes out ({@link StreamShape}); `message_stop` or `error`
  * ends the relay (whatever follows is read and dropped). A stream that turns to garbage, breaks,
  * stalls past the idle timeout, runs past the response timeout or ends before `message_stop`
- * ends with the gateway's own `error` event instead.
+ * ends with the gateway's own `error` event instead. With `raise` (a call held pass by pass),
+ * each boundary between sampling passes ({@link passBoundary}) is held for before it is relayed;
+ * a raise declined ends the turn there, paused ({@link pausedTurnEnding}).
  */
 export async function* relayStream(
   deps: RelayDeps,
@@ -35,6 +41,7 @@ export async function* relayStream(
   meter: StreamMeter,
   signal: AbortSignal,
   requestId: string,
+  raise?: PassRaiser,
 ): AsyncGenerator<MessagePart> {
   const frames = withKeepAlive<SseFrame, "ping">(
     deps.upstream.frames(response.body),
@@ -58,6 +65,15 @@ export async function* relayStream(
       } else if (frame.kind === "comment") {
         yield { kind: "comment", text: frame.text };
       } else {
+        const boundary = raise === undefined ? undefined : passBoundary(frame.event, frame.data);
+        if (boundary !== undefined && !(await raise!(boundary))) {
+          // Paused: nothing of the next pass goes out, and the provider is read no further.
+          meter.paused = true;
+          deps.counters.add("paused_turn");
+          deps.log.info({ requestId, boundary }, "a raise of the hold was declined: the turn ends paused");
+          for (const end of pausedTurnEnding(meter.outputEstimate())) yield { kind: "event", ...end };
+          return;
+        }
         shape.check(frame.event, frame.data);
         yield { kind: "event", event: frame.event, data: frame.data };
         // Reached only once the consumer asked for more: this event was delivered.

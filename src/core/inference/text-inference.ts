@@ -1,15 +1,22 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { BillingCounters } from "../billing/billing-counters.js";
 import type { CallBilling } from "../billing/call-billing.js";
+import type { DeliveredUsage } from "../billing/pricing.js";
 import type { X402Payments } from "../billing/x402.js";
 import type { Log } from "../ports/log.js";
 import type { Metrics } from "../ports/metrics.js";
-import type { TextUpstream } from "../ports/providers.js";
+import type { TextUpstream, UpstreamResponse } from "../ports/providers.js";
 import type { RateLimiter } from "../ports/rate-limits.js";
 import { admitCaller, type ClientPolicy, type PaidCaller } from "./admission.js";
 import { type CountTokensCall, countTokens } from "./count-tokens.js";
-import { answerUsage } from "./delivered-usage.js";
+import { answerUsage, streamUsage } from "./delivered-usage.js";
 import { type HeldCall, holdPaidCall } from "./hold.js";
+import { upstreamError, upstreamOverloaded, upstreamRejected } from "./inference-errors.js";
+import { MessageAssembly } from "./message-assembly.js";
+import { messagesBody } from "./messages-request.js";
 import type { ModelCatalog, TextModel } from "./model-catalog.js";
+import { passRaiser } from "./pass-holds.js";
+import { type PassRaiser, runsSeveralPasses } from "./passes.js";
 import { type PreparedCall, prepareCall } from "./prepare.js";
 import {
   type ProviderAnswer,
@@ -46,6 +53,8 @@ export interface TextInferenceDeps {
   readonly streamPingMs: number;
   /** The `max_uses` a web search tool without one is sent with. */
   readonly webSearchMaxUses: number;
+  /** The tokens a server tool's result is held for before it arrives (see pass-holds.ts). */
+  readonly toolResultTokens: bigint;
   /** Where billing anomalies are counted (unpriced or missing usage, capped charges). */
   readonly counters: BillingCounters;
   /** Told how long the provider took to answer each call. */
@@ -85,29 +94,39 @@ export class TextInference {
     const client = { policy: deps.clientPolicy, userAgent: given.userAgent };
     const admitted = await admitCaller(deps, deps.messagesLimit, given, client);
     const prepared = prepareCall(deps, given.body);
-    const paid = { spec: prepared.spec, route: X402_ROUTE, admitted };
-    const held = await holdPaidCall(deps, deps.messagesLimit, given, paid);
+    // A keyed call that may run several passes holds its first and raises at each boundary; an
+    // x402 payment cannot be raised, so a keyless call holds (and is authorised for) them all.
+    const byPass = given.accountId !== "" && runsSeveralPasses(prepared.spec);
+    const spec = byPass ? { ...prepared.spec, passByPass: true } : prepared.spec;
+    const held = await holdPaidCall(deps, deps.messagesLimit, given, { spec, route: X402_ROUTE, admitted });
     const { call } = held;
-    const billed = billedCall(held, prepared);
+    let billed = billedCall(held, prepared);
     const provider = new ProviderRequest(signal);
     const meter = new StreamMeter();
     const outcome: CallOutcome = { settled: false };
     const sentAt = performance.now();
     try {
-      const answer = await sendMessages(deps, prepared.outgoing, call, provider, signal);
+      const body = byPass && !prepared.stream ? streamedBody(prepared) : prepared.outgoing;
+      const answer = await sendMessages(deps, body, call, provider, signal);
       const { response } = answer;
       yield { kind: "head", head: messageHead(held, prepared, answer) };
+      providerAnswered(deps, call.requestId, sentAt);
+      const raise = byPass
+        ? passRaiser(deps, billed.placed, prepared.spec, (hold) => {
+            billed = { ...billed, placed: hold };
+          })
+        : undefined;
       if (!prepared.stream) {
-        const { text, message } = await readAnswer(deps, response, signal, call.requestId);
-        providerAnswered(deps, call.requestId, sentAt);
-        const usage = await answerUsage(deps, billed, message);
+        const { text, usage } =
+          raise === undefined
+            ? await wholeAnswer(deps, billed, response, signal)
+            : await assembledAnswer(deps, billed, response, provider, signal, raise);
         const settled = await settleAnswer(deps, billed, usage, outcome);
         yield { kind: "message", body: Buffer.from(text) };
         yield { kind: "settled", ...settled };
         return;
       }
-      providerAnswered(deps, call.requestId, sentAt);
-      yield* relayStream(deps, response, provider, meter, signal, call.requestId);
+      yield* relayStream(deps, response, provider, meter, signal, call.requestId, raise);
       // The caller left (the relay ends quietly): settled below, with nobody left to tell.
       if (signal.aborted) return;
       outcome.settled = true;
@@ -149,4 +168,57 @@ function billedCall(held: HeldCall<BilledCall["call"] & PaidCaller>, prepared: P
     payment: held.payment,
     outputCap: prepared.outputCap,
   };
+}
+
+/** A non-streaming answer as the provider sent it whole, and what it delivered. */
+async function wholeAnswer(
+  deps: TextInferenceDeps,
+  billed: BilledCall,
+  response: UpstreamResponse,
+  signal: AbortSignal,
+): Promise<{ text: string; usage: DeliveredUsage }> {
+  const { text, message } = await readAnswer(deps, response, signal, billed.call.requestId);
+  return { text, usage: await answerUsage(deps, billed, message) };
+}
+
+/**
+ * A non-streaming answer to a call held pass by pass: the provider was asked for a stream (the
+ * boundaries show only there), relayed through the raises to a message put together from its
+ * events. A turn paused at a declined raise is a message with `stop_reason: "pause_turn"`; the
+ * provider failing is the error a non-streaming call gets (nothing delivered, nothing charged).
+ */
+async function assembledAnswer(
+  deps: TextInferenceDeps,
+  billed: BilledCall,
+  response: UpstreamResponse,
+  provider: ProviderRequest,
+  signal: AbortSignal,
+  raise: PassRaiser,
+): Promise<{ text: string; usage: DeliveredUsage }> {
+  const { requestId } = billed.call;
+  const meter = new StreamMeter();
+  const assembly = new MessageAssembly();
+  for await (const part of relayStream(deps, response, provider, meter, signal, requestId, raise)) {
+    if (part.kind !== "event") continue;
+    if (part.event === "error") throw streamError(part.data);
+    assembly.add(part.event, part.data);
+  }
+  if (signal.aborted) throw new ConnectError("The client cancelled the call.", Code.Canceled);
+  const usage = await streamUsage(deps, billed, meter);
+  if (usage === undefined) throw upstreamError("the response carried no message");
+  return { text: assembly.text(), usage };
+}
+
+/** The error a non-streaming caller gets for a provider's `error` event (its data as sent). */
+function streamError(data: string): ConnectError {
+  const type = (JSON.parse(data) as { error?: { type?: unknown } }).error?.type;
+  if (type === "overloaded_error") return upstreamOverloaded();
+  if (type === "rate_limit_error") return upstreamRejected(429, data, undefined);
+  if (type === "invalid_request_error") return upstreamRejected(400, data, undefined);
+  return upstreamError(`the provider's stream failed (${String(type)})`);
+}
+
+/** The call as it goes to the provider, asked for as a stream. */
+function streamedBody(prepared: PreparedCall): string {
+  return JSON.stringify({ ...messagesBody(prepared.sent), stream: true });
 }

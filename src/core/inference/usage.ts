@@ -215,6 +215,11 @@ export class StreamMeter {
   finished = false;
   /** The provider sent an `error` event. */
   failed = false;
+  /**
+   * The gateway ended the turn at a pass boundary it could not hold for: the provider's final
+   * usage never came, so the delivered output is counted (as for a cut stream).
+   */
+  paused = false;
 
   /** Records one delivered event (`data` as the provider sent it). */
   delivered(event: string, data: string): void {
@@ -253,6 +258,12 @@ export class StreamMeter {
         this.failed = true;
         return;
     }
+  }
+
+  /** The output delivered so far, estimated (a token per four characters, rounded up). */
+  outputEstimate(): bigint {
+    const chars = this.deliveredBlocks().reduce((n, text) => n + text.length, 0);
+    return BigInt(Math.ceil(chars / 4));
   }
 
   /** Whether any content (text, thinking, tool input) reached the client. */

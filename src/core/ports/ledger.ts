@@ -43,7 +43,10 @@ export interface UsageCounts {
   readonly images: number;
 }
 
-/** A hold as placed: what was reserved, and the call it was reserved for. */
+/**
+ * A hold: what was reserved, and the call it was reserved for. What it holds is `amount` (as
+ * placed) plus `raised` (the sum of its raises): see {@link heldOf}.
+ */
 export interface HoldRow {
   readonly seq: number;
   readonly id: string;
@@ -51,7 +54,10 @@ export interface HoldRow {
   readonly requestId: string;
   readonly keyId: string;
   readonly chain: string;
+  /** What the hold reserved when it was placed; never changes. */
   readonly amount: bigint;
+  /** The sum of the hold's raises (0n when never raised); see {@link LedgerStore.raiseHold}. */
+  readonly raised: bigint;
   readonly callKind: "text" | "image";
   readonly model: string;
   readonly inputTokens: bigint;
@@ -82,7 +88,48 @@ export interface HoldState {
 }
 
 /** A hold to place; `amount` is the worst case in the chain's ledger units. */
-export type NewHold = Omit<HoldRow, "seq">;
+export type NewHold = Omit<HoldRow, "seq" | "raised">;
+
+/**
+ * What a hold holds: its amount as placed plus its raises. A charge never exceeds it; settling
+ * or voiding the hold releases all of it but the charge.
+ */
+export function heldOf(hold: HoldRow): bigint {
+  return hold.amount + hold.raised;
+}
+
+/**
+ * A raise of an open hold, recorded (append-only) with the hold's history: `amount` more held
+ * for pass `pass` of the call. The raise's id is (hold id, pass): a raise retried with the same
+ * pass finds the first one. Pass 1 is the hold itself, so raises start at pass 2.
+ */
+export interface RaiseRow {
+  readonly holdId: string;
+  readonly pass: number;
+  /** Ledger units, > 0. */
+  readonly amount: bigint;
+  readonly createdAt: number;
+}
+
+/** A raise to record. */
+export type NewRaise = RaiseRow;
+
+/** The outcome of {@link LedgerStore.raiseHold}. */
+export type RaiseResult =
+  /**
+   * Raised now, or raised before by the same amount (a retry: nothing more held); `state` is the
+   * hold as it stands, its `raised` the new total.
+   */
+  | { readonly kind: "raised" | "existing"; readonly state: HoldState }
+  | { readonly kind: "not-found" }
+  /** This pass of the hold was raised before by another amount. */
+  | { readonly kind: "conflict" }
+  /** The hold has resolved (settled, released or expired): it can no longer be raised. */
+  | { readonly kind: "not-open"; readonly state: HoldState }
+  /** The account's available funds on the hold's chain do not cover the raise; nothing written. */
+  | { readonly kind: "insufficient"; readonly available: bigint }
+  /** A spend cap of the account or key leaves less than the raise (checked with the funds). */
+  | { readonly kind: "capped"; readonly refusal: CapRefusal };
 
 /** The outcome of {@link LedgerStore.placeHold}. */
 export type PlaceHoldResult =
@@ -93,7 +140,7 @@ export type PlaceHoldResult =
   /** A spend cap of the account or key leaves less than the hold (checked with the funds). */
   | { readonly kind: "capped"; readonly refusal: CapRefusal };
 
-/** The outcome of settling or voiding a hold. */
+/** The outcome of settling or voiding a hold (`exceeds`: the charge is above what it holds). */
 export type ResolveResult =
   | { readonly kind: "resolved"; readonly state: HoldState }
   | { readonly kind: "not-found" }
@@ -166,6 +213,16 @@ export interface LedgerStore {
    * written when funds are short.
    */
   placeHold(hold: NewHold): Promise<PlaceHoldResult>;
+  /**
+   * Raises an open hold by `raise.amount` atomically with the funds check (available funds on
+   * the hold's chain) and the spend caps (the raise counts on the hold's day, against the caps'
+   * periods as of the hold): one more pending entry from the account, recorded in the hold's
+   * raises. A pass raised before answers `existing` for the same amount (nothing more held),
+   * `conflict` for another; a resolved hold is `not-open`. Nothing is written unless `raised`.
+   */
+  raiseHold(raise: NewRaise): Promise<RaiseResult>;
+  /** A hold's raises, by pass. */
+  holdRaises(holdId: string): Promise<RaiseRow[]>;
   /** Sets a spend cap (replacing the one for the same account, key, chain and period). */
   setSpendCap(cap: SpendCap, now: number): Promise<void>;
   /** Removes a spend cap; whether there was one. */
@@ -175,7 +232,7 @@ export interface LedgerStore {
   /** What `cap`'s holds placed at or after `since` have spent (as the hold-time check counts it). */
   capSpent(cap: SpendCap, since: number): Promise<bigint>;
   /**
-   * Posts `charge` (≤ the hold) and voids the rest of a pending hold, recording the usage, the
+   * Posts `charge` (≤ what the hold holds, raises included) and voids the rest of a pending hold, recording the usage, the
    * charge breakdown and the settlement intent in the same transaction. Changes nothing unless
    * the hold is pending.
    */

@@ -8,7 +8,8 @@
  *   and is a 400 elsewhere. `inference_geo` (`"us"` or `"global"`, default global) is a 400 on
  *   Claude models older than 4.6.
  * - Server tools (by `type`, as the real API names them): `web_search_*` does
- *   `min(max_uses ?? 3, 3)` searches, `web_fetch_*` one fetch (none with `max_uses: 0`),
+ *   `min(max_uses ?? 3, 3)` searches (or `min(max_uses, N)` when the last user text says
+ *   {@link SEARCHES_MARKER} `[searches:N]`, for tests of a longer loop), `web_fetch_*` one fetch (none with `max_uses: 0`),
  *   `advisor_*` one advisor call (none with `max_uses: 0`). Results point at `example.invalid`
  *   and say they are generated. The advisor reads the executor's transcript up to its call
  *   (uncached) and answers a labelled sentence of about 20 words cut at the tool's `max_tokens`
@@ -41,6 +42,9 @@ const MAX_FALLBACKS = 3;
 /** The word in the last user text that makes the primary model decline (when fallbacks are set). */
 export const DECLINE_MARKER = "[decline]";
 
+/** `[searches:N]` in the last user text: the executor searches N times (at most max_uses). */
+export const SEARCHES_MARKER = /\[searches:(\d+)\]/;
+
 const DEFAULT_COMPACTION_TRIGGER = 150_000;
 /** Searches a web_search tool does at most (and without `max_uses`). */
 const MAX_SEARCHES = 3;
@@ -71,6 +75,8 @@ export interface DevFeatures {
   readonly inferenceGeo: string;
   /** Searches to do (0 without a web_search tool). */
   readonly webSearches: number;
+  /** The web search tool's max_uses (0 without one; unlimited as a large number). */
+  readonly webSearchMaxUses: number;
   /** Fetches to do (0 or 1). */
   readonly webFetches: number;
   /** Whether the request carries a web search or fetch tool, so usage reports `server_tool_use`. */
@@ -94,6 +100,7 @@ export function readDevFeatures(body: Record<string, unknown>): DevFeatures {
     speed: servedSpeed(model, body.speed, "speed"),
     inferenceGeo: geo,
     webSearches: runs(search, "web_search", MAX_SEARCHES),
+    webSearchMaxUses: search === undefined ? 0 : (maxUses(search, "web_search") ?? Number.MAX_SAFE_INTEGER),
     webFetches: runs(fetch, "web_fetch", 1),
     webTools: search !== undefined || fetch !== undefined,
     advisor: readAdvisor(tools.find((tool) => /^advisor_\d{8}$/.test(String(tool.type)))),
@@ -252,7 +259,10 @@ export interface ServerToolCall {
 export function plannedToolCalls(features: DevFeatures, userText: string): ServerToolCall[] {
   const calls: ServerToolCall[] = [];
   const query = searchQuery(userText);
-  for (let round = 1; round <= features.webSearches; round++) {
+  const asked = SEARCHES_MARKER.exec(userText);
+  const searches =
+    asked === null ? features.webSearches : Math.min(Number(asked[1]), features.webSearchMaxUses);
+  for (let round = 1; round <= searches; round++) {
     // Later rounds refine the query, as a model does when the first results fall short.
     calls.push({ name: "web_search", input: { query: round === 1 ? query : `${query} (refined ${round})` } });
   }

@@ -10,11 +10,15 @@ import {
   type BalanceRow,
   type CreditResult,
   type HoldState,
+  heldOf,
   type LedgerStore,
   type NewCredit,
   type NewHold,
+  type NewRaise,
   type OnchainStore,
   type PlaceHoldResult,
+  type RaiseResult,
+  type RaiseRow,
   type ResolutionStatus,
   type ResolveResult,
   type SettlementView,
@@ -23,11 +27,20 @@ import {
 } from "../../core/ports/ledger.js";
 import type { X402Store } from "../../core/ports/x402.js";
 import { KeptResolutions } from "../shared/kept-resolutions.js";
-import { sameCall, toBalance, toHoldState, toSettlementView, toSpendCap } from "../shared/ledger-rows.js";
+import {
+  raiseEntryId,
+  sameCall,
+  toBalance,
+  toHoldState,
+  toRaise,
+  toSettlementView,
+  toSpendCap,
+} from "../shared/ledger-rows.js";
 import { inTransaction } from "./database.js";
 
 import {
   BALANCE,
+  CHECK_VIOLATION,
   exactRows,
   type Queryable,
   type Raw,
@@ -43,6 +56,7 @@ const INT64_MAX_SQL = "9223372036854775807";
 
 const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
   h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
+  COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
   r.images AS u_images, r.charges AS u_charges, r.resolved_at`;
@@ -134,6 +148,12 @@ interface Placement {
   readonly refusal?: CapRefusal;
 }
 
+/** A raise: the hold as raised, the cap that refused it, or neither (not written). */
+interface Raising {
+  readonly state?: HoldState | undefined;
+  readonly refusal?: CapRefusal;
+}
+
 /** Why a hold was not placed: the hold already there, and what the account has available now. */
 const PLACE_HOLD_REFUSED = `
   SELECT ${HOLD_COLUMNS},
@@ -145,20 +165,25 @@ const PLACE_HOLD_REFUSED = `
 
 /**
  * Settles or voids a hold in one statement. The hold's open-list row is its lock: whoever
- * deletes it resolves the hold (a sweeper holding it makes this wait, then find nothing), and
- * the resolution's primary key still refuses a second outcome. Rows are then locked in the
- * order every writer uses: the account's balance row, the revenue shard holding the hold's
- * pending amount, and (settled with a charge) the account's onchain backing, read FOR UPDATE
- * so that the intent's onchain part is computed from its newest version, as
- * SettlementOutbox.record does.
+ * deletes it resolves the hold (a sweeper holding it makes this wait, then find nothing; a
+ * raise holding it makes this wait, then see the raised total on the row it deletes: `held`
+ * comes from that row, not from this statement's snapshot), and the resolution's primary key
+ * still refuses a second outcome. Rows are then locked in the order every writer uses: the
+ * account's balance row, the revenue shard holding the hold's pending amount (its raises'
+ * too), and (settled with a charge) the account's onchain backing, read FOR UPDATE so that the
+ * intent's onchain part is computed from its newest version, as SettlementOutbox.record does.
+ * A raise this statement waited for also added to the balance rows and the hold's day after
+ * the snapshot: the release is computed from their newest versions, but their CHECKs may first
+ * refuse it as computed from the snapshot's (CHECK_VIOLATION); the statement then runs again,
+ * whole, on a new snapshot.
  */
 const RESOLVE = `
   WITH hold AS (
     SELECT ${HOLD_COLUMNS} FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
   ), closed AS (
     DELETE FROM open_holds o USING hold
-     WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount
-    RETURNING o.hold_id
+     WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount + o.raised
+    RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
   ), resolved AS (
     INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
                                   cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
@@ -168,14 +193,14 @@ const RESOLVE = `
     RETURNING hold_id
   ), released AS (
     UPDATE ledger_balances b
-       SET debits_pending = b.debits_pending - hold.amount, debits_posted = b.debits_posted + $3::bigint
-      FROM hold, resolved
-     WHERE hold.amount > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
+       SET debits_pending = b.debits_pending - closed.held, debits_posted = b.debits_posted + $3::bigint
+      FROM hold, closed, resolved
+     WHERE closed.held > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
     RETURNING 1
   ), revenue AS (
     UPDATE ledger_balances b
-       SET credits_pending = b.credits_pending - hold.amount, credits_posted = b.credits_posted + $3::bigint
-      FROM hold, released
+       SET credits_pending = b.credits_pending - closed.held, credits_posted = b.credits_posted + $3::bigint
+      FROM hold, closed, released
      WHERE b.account = '${SYSTEM_REVENUE}' AND b.chain = hold.chain AND b.shard = hold.seq % ${SYSTEM_SHARDS}
     RETURNING 1
   ), charge AS (
@@ -201,12 +226,13 @@ const RESOLVE = `
       FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
      WHERE $2::text = 'settled' AND $3::bigint > 0
   ), spent AS (
-    UPDATE spend_days d SET spent = d.spent + $3::bigint - hold.amount
-      FROM hold, released
-     WHERE $3::bigint <> hold.amount AND d.account_id = hold.account_id AND d.chain = hold.chain
+    UPDATE spend_days d SET spent = d.spent + $3::bigint - closed.held
+      FROM hold, closed, released
+     WHERE $3::bigint <> closed.held AND d.account_id = hold.account_id AND d.chain = hold.chain
        AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % ${DAY_MS}
   )
-  SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now FROM hold`;
+  SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now, (SELECT raised FROM closed) AS raised_now
+    FROM hold`;
 
 /**
  * A hold's x402 payment is collected, or its collection begun: its hold is never expired (see
@@ -228,6 +254,66 @@ const LOCK_DUE = `
      FOR UPDATE OF o SKIP LOCKED`;
 
 /**
+ * A raise in one statement (no transaction, one round trip), in the lock order of a resolution:
+ * the hold's open-list row first (FOR NO KEY UPDATE: a resolution or a sweeper deleting it
+ * waits, or makes this wait and then find nothing; an x402 collection's FOR KEY SHARE does
+ * not), then the funds check, PLACE_HOLD's conditional UPDATE of the account's balance row.
+ * Every other row is written only if the funds moved: the raise (its primary key refuses a
+ * pass raised before, failing the whole statement), the open hold's total, the pending entry,
+ * the revenue shard the hold's pending amount sits on, and the hold's day in spend_days (the
+ * last two created if the hold placed nothing). Nothing updated: nothing written.
+ */
+const RAISE_HOLD = `
+  WITH opened AS (
+    SELECT h.* FROM open_holds o JOIN holds h ON h.id = o.hold_id
+     WHERE o.hold_id = $1::text
+       FOR NO KEY UPDATE OF o
+  ), funds AS (
+    UPDATE ledger_balances b SET debits_pending = b.debits_pending + $3::bigint
+      FROM opened
+     WHERE b.account = opened.account_id AND b.chain = opened.chain AND b.shard = 0
+       AND b.credits_posted - b.debits_posted - b.debits_pending >= $3::bigint
+    RETURNING 1
+  ), raise AS (
+    INSERT INTO hold_raises (hold_id, pass, amount, created_at)
+    SELECT $1::text, $2::integer, $3::bigint, $4::bigint FROM funds
+    RETURNING 1
+  ), total AS (
+    UPDATE open_holds o SET raised = o.raised + $3::bigint FROM raise WHERE o.hold_id = $1::text
+    RETURNING o.raised
+  ), entry AS (
+    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                created_at)
+    SELECT $5::text, opened.chain, opened.account_id, '${SYSTEM_REVENUE}', $3::bigint, true, 'hold', $1::text, '',
+           $4::bigint
+      FROM opened, raise
+  ), revenue AS (
+    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
+    SELECT '${SYSTEM_REVENUE}', opened.chain, opened.seq % ${SYSTEM_SHARDS}, true, $3::bigint FROM opened, raise
+    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
+  ), spent AS (
+    INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+    SELECT opened.account_id, opened.key_id, opened.chain, opened.created_at - opened.created_at % ${DAY_MS},
+           $3::bigint
+      FROM opened, raise
+    ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent
+  )
+  SELECT opened.*, NULL AS status, total.raised FROM opened, total`;
+
+/**
+ * Why a raise was not written: the hold (with its outcome), the raise of that pass if there is
+ * one, and what the account has available now on the hold's chain.
+ */
+const RAISE_REFUSED = `
+  SELECT ${HOLD_COLUMNS}, x.amount AS raise_amount,
+         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
+           WHERE account = h.account_id AND chain = h.chain AND shard = 0) AS available
+    FROM holds h
+    LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+    LEFT JOIN hold_raises x ON x.hold_id = h.id AND x.pass = $2::integer
+   WHERE h.id = $1::text`;
+
+/**
  * The sweeper's claim of the holds LOCK_DUE locked, in a statement of its own so that it sees
  * every collection committed before it: one recorded after LOCK_DUE's snapshot was taken, but
  * before these rows were locked, is skipped here. Taken off the open list and resolved as
@@ -237,14 +323,14 @@ const CLAIM_EXPIRED = `
   WITH due AS (
     SELECT o.hold_id FROM open_holds o WHERE o.hold_id = ANY($1::text[]) AND NOT ${COLLECTED}
   ), closed AS (
-    DELETE FROM open_holds o USING due WHERE o.hold_id = due.hold_id RETURNING o.hold_id
+    DELETE FROM open_holds o USING due WHERE o.hold_id = due.hold_id RETURNING o.hold_id, o.raised
   ), expired AS (
     INSERT INTO hold_resolutions (hold_id, status, amount, resolved_at)
     SELECT hold_id, 'expired', 0, $2::bigint FROM closed
     RETURNING hold_id
   )
-  SELECT h.seq, h.account_id, h.key_id, h.chain, h.amount, h.created_at
-    FROM holds h JOIN expired ON expired.hold_id = h.id`;
+  SELECT h.seq, h.account_id, h.key_id, h.chain, h.amount + closed.raised AS amount, h.created_at
+    FROM holds h JOIN expired ON expired.hold_id = h.id JOIN closed ON closed.hold_id = h.id`;
 
 /** Takes expired holds' amounts off their keys' days (after their balance rows were locked). */
 const UNSPEND = `
@@ -424,7 +510,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
         if (placed.seq !== undefined) {
           return {
             kind: "placed",
-            state: { hold: { ...hold, seq: Number(placed.seq) }, resolution: undefined },
+            state: { hold: { ...hold, raised: 0n, seq: Number(placed.seq) }, resolution: undefined },
           };
         }
       } catch (error) {
@@ -472,6 +558,103 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
       const [placed] = await exactRows(client, PLACE_HOLD, values);
       return { seq: placed?.seq as bigint | undefined };
     });
+  }
+
+  /**
+   * One statement when it raises (see RAISE_HOLD), after one read of the caps that bound the
+   * hold; a second read when it does not, to answer from what is committed now (`existing`,
+   * `conflict`, `not-found`, `not-open` or `insufficient`). Funds that appeared between the two
+   * make it try again, as placeHold does.
+   */
+  async raiseHold(raise: NewRaise): Promise<RaiseResult> {
+    const values = [raise.holdId, raise.pass, raise.amount, raise.createdAt, raiseEntryId(raise)];
+    const caps = await this.capsForHold(raise.holdId);
+    for (let attempt = 1; ; attempt++) {
+      let taken: unknown;
+      try {
+        const raised = await retrying(() =>
+          caps.length === 0 ? this.raiseUncapped(values) : this.raiseWithinCaps(raise, caps, values),
+        );
+        if (raised.refusal !== undefined) return { kind: "capped", refusal: raised.refusal };
+        if (raised.state !== undefined) return { kind: "raised", state: raised.state };
+      } catch (error) {
+        if (sqlState(error) !== "23505") throw error;
+        taken = error;
+      }
+      const [row] = await exactRows(this.pool, RAISE_REFUSED, [raise.holdId, raise.pass]);
+      if (row === undefined) return { kind: "not-found" };
+      const state = toHoldState(row);
+      if (row.raise_amount !== null) {
+        return row.raise_amount === raise.amount ? { kind: "existing", state } : { kind: "conflict" };
+      }
+      if (taken !== undefined) throw taken;
+      if (state.resolution !== undefined) return { kind: "not-open", state };
+      const available = (row.available as bigint | null) ?? 0n;
+      if (raise.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
+    }
+  }
+
+  async holdRaises(holdId: string): Promise<RaiseRow[]> {
+    const rows = await exactRows(
+      this.pool,
+      "SELECT * FROM hold_raises WHERE hold_id = $1::text ORDER BY pass",
+      [holdId],
+    );
+    return rows.map(toRaise);
+  }
+
+  /** RAISE_HOLD alone: one statement, one round trip (no caps bound the hold). */
+  private async raiseUncapped(values: readonly unknown[]): Promise<Raising> {
+    const [row] = await exactRows(this.pool, RAISE_HOLD, values);
+    return { state: row === undefined ? undefined : toHoldState(row) };
+  }
+
+  /**
+   * A raise some caps bound, in one READ COMMITTED transaction, in RAISE_HOLD's lock order: the
+   * hold's open-list row (no longer open: nothing to raise), then the account's balance row on
+   * the chain (every hold and raise of the account there waits on it, as placeWithinCaps), then
+   * the caps' periods as of the hold, summed in statements that see every hold and raise
+   * committed before the locks were granted; then RAISE_HOLD.
+   */
+  private raiseWithinCaps(raise: NewRaise, caps: readonly SpendCap[], values: readonly unknown[]) {
+    return inTransaction(this.pool, async (client): Promise<Raising> => {
+      const [hold] = await exactRows(
+        client,
+        `SELECT h.account_id, h.chain, h.created_at FROM open_holds o JOIN holds h ON h.id = o.hold_id
+          WHERE o.hold_id = $1::text FOR NO KEY UPDATE OF o`,
+        [raise.holdId],
+      );
+      if (hold === undefined) return {};
+      await client.query(
+        "SELECT 1 FROM ledger_balances WHERE account = $1 AND chain = $2 AND shard = 0 FOR NO KEY UPDATE",
+        [hold.account_id, hold.chain],
+      );
+      // A retry of a raise already made is answered by the refusal path, not counted against itself.
+      const taken = await client.query("SELECT 1 FROM hold_raises WHERE hold_id = $1 AND pass = $2", [
+        raise.holdId,
+        raise.pass,
+      ]);
+      if (taken.rowCount !== 0) return {};
+      const at = Number(hold.created_at);
+      const spent = new Map<SpendCap, bigint>();
+      for (const cap of caps) spent.set(cap, await capSpentOn(client, cap, periodStart(cap.period, at)));
+      const refusal = capRefusal(caps, raise.amount, at, (cap) => spent.get(cap)!);
+      if (refusal !== undefined) return { refusal };
+      const [row] = await exactRows(client, RAISE_HOLD, values);
+      return { state: row === undefined ? undefined : toHoldState(row) };
+    });
+  }
+
+  /** The caps that bound a hold's raises: those of its account and key on its chain. */
+  private async capsForHold(holdId: string): Promise<SpendCap[]> {
+    const rows = await exactRows(
+      this.pool,
+      `SELECT c.* FROM holds h
+         JOIN spend_caps c ON c.account_id = h.account_id AND c.chain = h.chain AND c.key_id IN ('', h.key_id)
+        WHERE h.id = $1::text`,
+      [holdId],
+    );
+    return rows.map(toSpendCap);
   }
 
   /** The caps that bound a hold: the account's own and its key's, on the hold's chain. */
@@ -667,37 +850,40 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    const [row] = await retrying(() =>
-      exactRows(this.pool, RESOLVE, [
-        holdId,
-        status,
-        charge,
-        usage.inputTokens,
-        usage.outputTokens,
-        usage.cacheWrite5mTokens,
-        usage.cacheWrite1hTokens,
-        usage.cacheReadTokens,
-        usage.images,
-        charges,
-        now,
-      ]),
+    const [row] = await retrying(
+      () =>
+        exactRows(this.pool, RESOLVE, [
+          holdId,
+          status,
+          charge,
+          usage.inputTokens,
+          usage.outputTokens,
+          usage.cacheWrite5mTokens,
+          usage.cacheWrite1hTokens,
+          usage.cacheReadTokens,
+          usage.images,
+          charges,
+          now,
+        ]),
+      // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
+      [CHECK_VIOLATION],
     );
     if (row === undefined) return { kind: "not-found" };
     const state = toHoldState(row);
-    if (state.resolution !== undefined) return { kind: "already-resolved", state };
-    const { hold } = state;
-    if (charge < 0n || charge > hold.amount) return { kind: "exceeds", state };
     if (row.resolved_now !== true) {
+      if (state.resolution !== undefined) return { kind: "already-resolved", state };
+      if (charge < 0n || charge > heldOf(state.hold)) return { kind: "exceeds", state };
       // Another host resolved it after this statement's snapshot was taken.
       const current = await this.getHold(holdId);
       if (current?.resolution === undefined) throw new Error(`hold ${holdId} is neither open nor resolved`);
       return { kind: "already-resolved", state: current };
     }
-    // What was just written, without reading it back.
+    // What was just written, without reading it back; the raises as the deleted open-list row had
+    // them (a raise that committed after this statement's snapshot is among them).
     return {
       kind: "resolved",
       state: {
-        hold,
+        hold: { ...state.hold, raised: row.raised_now as bigint },
         resolution: {
           holdId,
           status,

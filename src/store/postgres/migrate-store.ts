@@ -45,6 +45,8 @@ const TABLES: readonly TableCopy[] = [
   { table: "holds" },
   { table: "hold_resolutions" },
   { table: "open_holds" },
+  // Raises of holds (and open_holds.raised, their running total while open, copied with its row).
+  { table: "hold_raises" },
   // A SQLite balance is one row; in PostgreSQL it is shard 0 (a user account's only row, one of a
   // system account's up to 16, all read as their sum), less what shardPendingHolds moves.
   {
@@ -447,10 +449,11 @@ function toPostgres(value: unknown, type: PgType, table: string, column: string,
 }
 
 /**
- * PostgreSQL's ledger (postgres/ledger.ts) keeps an open hold's pending amount on the shard `seq % 16`
- * of the system account it credits, and takes it back from that very row when the hold settles,
- * is released or expires. Copied to shard 0 it would be taken from a row that lacks it (or does
- * not exist): each open hold's pending credit moves there from shard 0, in the copy's transaction.
+ * PostgreSQL's ledger (postgres/ledger.ts) keeps an open hold's pending amount (its raises' with
+ * it) on the shard `seq % 16` of the system account it credits, and takes it back from that very
+ * row when the hold settles, is released or expires. Copied to shard 0 it would be taken from a
+ * row that lacks it (or does not exist): each open hold's pending credit moves there from shard
+ * 0, in the copy's transaction.
  */
 const SHARD_PENDING_HOLDS = `
   WITH pending AS (

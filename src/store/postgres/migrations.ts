@@ -516,4 +516,29 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       ALTER TABLE x402_payments ADD COLUMN collecting_at BIGINT;
     `,
   },
+  {
+    version: 14,
+    name: "hold raises",
+    sql: `
+      -- A call that runs several passes holds its first pass and raises the hold at each pass
+      -- boundary (LedgerStore.raiseHold in src/core/ports/ledger.ts); as SQLite's migration 15.
+      -- One row per raise, append-only, id (hold, pass); each writes a pending entry
+      -- '<hold id>/raise/<pass>' (kind 'hold') on the revenue shard of its hold, released with it.
+      CREATE TABLE hold_raises (
+        hold_id    TEXT NOT NULL REFERENCES holds (id),
+        pass       INTEGER NOT NULL CHECK (pass >= 2),
+        amount     BIGINT NOT NULL CHECK (amount > 0),
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (hold_id, pass)
+      );
+      CREATE TRIGGER hold_raises_append_only BEFORE UPDATE OR DELETE ON hold_raises
+        FOR EACH ROW EXECUTE FUNCTION refuse_change();
+      CREATE TRIGGER hold_raises_no_truncate BEFORE TRUNCATE ON hold_raises
+        FOR EACH STATEMENT EXECUTE FUNCTION refuse_change();
+      -- An open hold's raises so far. Its open-list row is the lock a raise and a resolution of
+      -- the hold both take (a raise updates it, a resolution deletes it), so a resolution waiting
+      -- on a raise releases what the raise added: it reads the total from the row it deletes.
+      ALTER TABLE open_holds ADD COLUMN raised BIGINT NOT NULL DEFAULT 0 CHECK (raised >= 0);
+    `,
+  },
 ];

@@ -35,20 +35,31 @@ export function sqlState(error: unknown): string | undefined {
 
 /**
  * Runs `work` again when PostgreSQL chose it as a deadlock victim or refused it as a
- * serialization failure; `work` must be a whole transaction (or one statement), so nothing of
- * the failed attempt remains. Rare by design: every writer locks the account's balance row
- * before any shard or backing row, and the sweeper locks users' rows before system shards.
+ * serialization failure, or failed it with one of the SQLSTATEs in `also` (see RESOLVE); `work`
+ * must be a whole transaction (or one statement), so nothing of the failed attempt remains. Rare
+ * by design: every writer locks the account's balance row before any shard or backing row, and
+ * the sweeper locks users' rows before system shards.
  */
-export async function retrying<T>(work: () => Promise<T>): Promise<T> {
+export async function retrying<T>(work: () => Promise<T>, also: readonly string[] = []): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await work();
     } catch (error) {
       const state = sqlState(error);
-      if (attempt >= 5 || (state !== "40001" && state !== "40P01")) throw error;
+      if (attempt >= 5 || (state !== "40001" && state !== "40P01" && !also.includes(state ?? "")))
+        throw error;
     }
   }
 }
+
+/**
+ * check_violation. PostgreSQL checks a row's CHECK constraints on the version an UPDATE computed
+ * from its statement's snapshot, before it finds that version updated by a transaction that
+ * committed since and recomputes it from the newest one (EvalPlanQual): a statement that takes
+ * an amount off a row another transaction added to after the snapshot can be refused although
+ * the newest version allows it. Nothing of the statement remains; run again, it sees the newest.
+ */
+export const CHECK_VIOLATION = "23514";
 
 /** How many rows a system account's totals are spread over (migration 4). */
 export const SYSTEM_SHARDS = 16;

@@ -1,3 +1,4 @@
+import { SYSTEM_REVENUE } from "../../core/ports/ledger.js";
 import { isSystem } from "./ledger-rows.js";
 import { checkOnchain, ONCHAIN_AUDIT_QUERIES } from "./onchain-audit.js";
 import { checkX402, X402_AUDIT_QUERIES } from "./x402-audit.js";
@@ -27,15 +28,29 @@ export const AUDIT_QUERIES = {
   balances: `SELECT account, chain, SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
                     SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
                FROM ledger_balances GROUP BY account, chain`,
+  // A hold's pending entries are its own ('<id>/hold') and its raises' ('<id>/raise/<pass>').
   holds: `SELECT h.id, h.amount, r.status, r.amount AS charged,
                  (SELECT amount FROM ledger_entries WHERE id = h.id || '/hold') AS held_entry,
                  (SELECT amount FROM ledger_entries WHERE id = h.id || '/charge') AS charge_entry,
-                 (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open
+                 (SELECT 1 FROM open_holds o WHERE o.hold_id = h.id) AS open,
+                 (SELECT o.raised FROM open_holds o WHERE o.hold_id = h.id) AS open_raised,
+                 (SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id) AS raised,
+                 (SELECT SUM(e.amount) FROM ledger_entries e
+                   WHERE e.hold_id = h.id AND e.pending AND e.kind = 'hold') AS pending_entries
             FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`,
+  // Each raise with the pending entry it should have written, and its hold.
+  raises: `SELECT x.hold_id, x.pass, x.amount, h.account_id, h.chain, e.id AS entry_id, e.amount AS entry_amount,
+                  CAST(CASE WHEN e.pending THEN 1 ELSE 0 END AS BIGINT) AS entry_pending, e.kind AS entry_kind,
+                  e.hold_id AS entry_hold, e.debit_account, e.credit_account, e.chain AS entry_chain
+             FROM hold_raises x JOIN holds h ON h.id = x.hold_id
+             LEFT JOIN ledger_entries e ON e.id = x.hold_id || '/raise/' || CAST(x.pass AS TEXT)`,
   // Every key's spend per day that disagrees with its holds (what spend caps read).
   spendDays: `SELECT x.account_id, x.key_id, x.chain, x.day, x.expected, d.spent
                  FROM (SELECT h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000 AS day,
-                              SUM(CASE WHEN r.status IS NULL THEN h.amount ELSE r.amount END) AS expected
+                              SUM(CASE WHEN r.status IS NULL
+                                       THEN h.amount + COALESCE((SELECT SUM(x.amount) FROM hold_raises x
+                                                                  WHERE x.hold_id = h.id), 0)
+                                       ELSE r.amount END) AS expected
                          FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
                         GROUP BY h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000) x
                  LEFT JOIN spend_days d
@@ -146,21 +161,69 @@ export function checkLedger(rows: AuditResults): string[] {
     held_entry: bigint | null;
     charge_entry: bigint | null;
     open: bigint | null;
+    open_raised: bigint | null;
+    raised: bigint | null;
+    pending_entries: bigint | null;
   }[];
   for (const h of holds) {
     if ((h.held_entry ?? 0n) !== h.amount)
       problems.push(`hold ${h.id}: pending entry ${h.held_entry} ≠ ${h.amount}`);
+    // What the hold holds: its amount and its raises, each with its pending entry.
+    const raised = h.raised ?? 0n;
+    const held = h.amount + raised;
+    if ((h.pending_entries ?? 0n) !== held)
+      problems.push(
+        `hold ${h.id}: pending entries ${h.pending_entries ?? 0n} ≠ its hold ${h.amount} + raises ${raised}`,
+      );
     if ((h.open !== null) !== (h.status === null))
       problems.push(`hold ${h.id}: open list disagrees with its state`);
+    if (h.open !== null && h.open_raised !== raised)
+      problems.push(`hold ${h.id}: open list says raised ${h.open_raised}, its raises ${raised}`);
     if (h.status === null) {
       if (h.charge_entry !== null) problems.push(`hold ${h.id}: charged while pending`);
       continue;
     }
     const charged = h.charged ?? 0n;
-    if (charged > h.amount) problems.push(`hold ${h.id}: charged ${charged} above its hold ${h.amount}`);
+    if (charged > held) problems.push(`hold ${h.id}: charged ${charged} above its hold ${held}`);
     if (h.status !== "settled" && charged !== 0n) problems.push(`hold ${h.id}: ${h.status} but charged`);
     if ((h.charge_entry ?? 0n) !== charged)
       problems.push(`hold ${h.id}: charge entry ${h.charge_entry} ≠ ${charged}`);
+  }
+  for (const x of rows.raises as unknown as {
+    hold_id: string;
+    pass: bigint;
+    amount: bigint;
+    account_id: string;
+    chain: string;
+    entry_id: string | null;
+    entry_amount: bigint | null;
+    entry_pending: bigint;
+    entry_kind: string | null;
+    entry_hold: string | null;
+    debit_account: string | null;
+    credit_account: string | null;
+    entry_chain: string | null;
+  }[]) {
+    const raise = `hold ${x.hold_id} raise ${x.pass}`;
+    if (x.entry_id === null) {
+      problems.push(`${raise}: no pending entry`);
+      continue;
+    }
+    if (
+      x.entry_amount !== x.amount ||
+      x.entry_pending !== 1n ||
+      x.entry_kind !== "hold" ||
+      x.entry_hold !== x.hold_id ||
+      x.debit_account !== x.account_id ||
+      x.credit_account !== SYSTEM_REVENUE ||
+      x.entry_chain !== x.chain
+    ) {
+      problems.push(
+        `${raise}: its entry moves ${x.entry_amount} from ${x.debit_account} to ${x.credit_account} on ${x.entry_chain}` +
+          ` (pending ${x.entry_pending}, kind ${x.entry_kind}, hold ${x.entry_hold}), not ${x.amount} pending from` +
+          ` ${x.account_id} to ${SYSTEM_REVENUE} on ${x.chain}`,
+      );
+    }
   }
   for (const d of rows.spendDays as unknown as {
     account_id: string;

@@ -4,6 +4,7 @@ import type {
   HoldRow,
   HoldState,
   NewHold,
+  RaiseRow,
   ResolutionStatus,
   SettlementStatus,
   SettlementView,
@@ -57,6 +58,7 @@ export function toHoldState(row: Raw): HoldState {
     keyId: row.key_id as string,
     chain: row.chain as string,
     amount: row.amount as bigint,
+    raised: row.raised as bigint,
     callKind: row.call_kind as "text" | "image",
     model: row.model as string,
     inputTokens: row.input_tokens as bigint,
@@ -83,6 +85,24 @@ export function toHoldState(row: Raw): HoldState {
       charges: row.u_charges as string,
       resolvedAt: Number(row.resolved_at),
     },
+  };
+}
+
+/**
+ * The pending entry of a raise (kind 'hold', like the hold's own '<hold id>/hold'): one per
+ * (hold, pass), as the raise itself. The ledger audit finds each raise's entry by it.
+ */
+export function raiseEntryId(raise: Pick<RaiseRow, "holdId" | "pass">): string {
+  return `${raise.holdId}/raise/${raise.pass}`;
+}
+
+/** A hold_raises row as a raise. */
+export function toRaise(row: Raw): RaiseRow {
+  return {
+    holdId: row.hold_id as string,
+    pass: Number(row.pass),
+    amount: row.amount as bigint,
+    createdAt: Number(row.created_at),
   };
 }
 

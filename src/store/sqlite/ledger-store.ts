@@ -6,6 +6,7 @@ import type {
   HoldState,
   LedgerStore,
   OnchainStore,
+  RaiseRow,
   ResolveResult,
   SettlementView,
   TransferRow,
@@ -43,6 +44,7 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
   const nonces = nonceStatements(db);
   const statements: SyncLedgerWrites = {
     placeHold: (hold) => ledger.placeHold(hold),
+    raiseHold: (raise) => ledger.raiseHold(raise),
     settle: (holdId, charge, usage, now, charges) => ledger.settle(holdId, charge, usage, now, charges),
     void: (holdId, status, now) => ledger.void(holdId, status, now),
     expireHolds: (cutoff, now, limit) => ledger.expireHolds(cutoff, now, limit),
@@ -140,6 +142,10 @@ export class SqliteLedger extends WritesThrough implements LedgerStore, OnchainS
 
   async listHolds(accountId: string, beforeSeq: bigint, limit: number): Promise<HoldState[]> {
     return this.#ledger.listHolds(accountId, beforeSeq, limit);
+  }
+
+  async holdRaises(holdId: string): Promise<RaiseRow[]> {
+    return this.#ledger.holdRaises(holdId);
   }
 
   settle(

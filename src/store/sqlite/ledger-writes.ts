@@ -11,6 +11,7 @@ import type { X402Store } from "../../core/ports/x402.js";
  */
 export const LEDGER_WRITES = [
   "placeHold",
+  "raiseHold",
   "settle",
   "void",
   "expireHolds",

@@ -6,18 +6,59 @@ import {
   type BalanceRow,
   type CreditResult,
   type HoldState,
+  heldOf,
   type NewCredit,
   type NewHold,
+  type NewRaise,
   type PlaceHoldResult,
   type PostedEntry,
+  type RaiseResult,
+  type RaiseRow,
   type ResolutionStatus,
   type ResolveResult,
   SYSTEM_REVENUE,
   type UsageCounts,
 } from "../../core/ports/ledger.js";
-import { isSystem, type Raw, sameCall, toBalance, toHoldState, toSpendCap } from "../shared/ledger-rows.js";
+import {
+  isSystem,
+  type Raw,
+  raiseEntryId,
+  sameCall,
+  toBalance,
+  toHoldState,
+  toRaise,
+  toSpendCap,
+} from "../shared/ledger-rows.js";
 import type { Db } from "./database.js";
 import { SettlementOutbox } from "./settlement-outbox.js";
+
+/** A hold's columns with its outcome's, and `raised`: the sum of its raises. */
+const HOLD_STATE = `SELECT h.*, COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
+                r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
+           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
+
+/**
+ * The statements that read or write raises (migration 15): prepared at their first use, not with
+ * the others, so that a database migrated only part of the way (the migration tests) can still
+ * take the writes that do not touch holds.
+ */
+function holdStatements(db: Db) {
+  const money = <T extends unknown[] = unknown[]>(sql: string) => db.prepare<T, Raw>(sql).safeIntegers(true);
+  return {
+    getHold: money<[string]>(`${HOLD_STATE} WHERE h.id = ?`),
+    listHolds: money<[string, bigint, number]>(
+      `${HOLD_STATE} WHERE h.account_id = ? AND h.seq < ? ORDER BY h.seq DESC LIMIT ?`,
+    ),
+    getRaise: money<[string, number]>("SELECT * FROM hold_raises WHERE hold_id = ? AND pass = ?"),
+    holdRaises: money<[string]>("SELECT * FROM hold_raises WHERE hold_id = ? ORDER BY pass"),
+    insertRaise: db.prepare<[string, number, bigint, number]>(
+      "INSERT INTO hold_raises (hold_id, pass, amount, created_at) VALUES (?, ?, ?, ?)",
+    ),
+    addRaised: db.prepare<[bigint, string]>("UPDATE open_holds SET raised = raised + ? WHERE hold_id = ?"),
+  };
+}
 
 const ZERO_USAGE: UsageCounts = {
   inputTokens: 0n,
@@ -36,10 +77,13 @@ const ZERO_USAGE: UsageCounts = {
 export class LedgerRepository {
   private readonly s;
   private readonly tx;
+  #holds: ReturnType<typeof holdStatements> | undefined;
+  readonly #db: Db;
   /** The settlement outbox, written inside the settle transaction. */
   readonly outbox: SettlementOutbox;
 
   constructor(db: Db) {
+    this.#db = db;
     this.outbox = new SettlementOutbox(db);
     const money = <T extends unknown[] = unknown[]>(sql: string) =>
       db.prepare<T, Raw>(sql).safeIntegers(true);
@@ -85,21 +129,6 @@ export class LedgerRepository {
          VALUES (@id, @accountId, @requestId, @keyId, @chain, @amount, @callKind, @model,
                  @inputTokens, @maxTokens, @imageSize, @imageCount, @createdAt)`,
       ),
-      getHold: money<[string]>(
-        `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
-                r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
-                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
-           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
-          WHERE h.id = ?`,
-      ),
-      listHolds: money<[string, bigint, number]>(
-        `SELECT h.*, r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
-                r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
-                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
-           FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
-          WHERE h.account_id = ? AND h.seq < ?
-          ORDER BY h.seq DESC LIMIT ?`,
-      ),
       insertResolution: db.prepare<
         [string, ResolutionStatus, bigint, bigint, bigint, bigint, bigint, bigint, number, string, number]
       >(
@@ -143,6 +172,7 @@ export class LedgerRepository {
     let expiredHolds: Statement<[number, number], { hold_id: string }> | undefined;
     this.tx = {
       placeHold: db.transaction((hold: NewHold) => this.placeHoldTx(hold)),
+      raiseHold: db.transaction((raise: NewRaise) => this.raiseTx(raise)),
       resolve: db.transaction(
         (
           holdId: string,
@@ -203,15 +233,26 @@ export class LedgerRepository {
     return this.s.balances.all(account).map(toBalance);
   }
 
+  /** The statements over raises and the holds they add to (see holdStatements). */
+  private get h(): ReturnType<typeof holdStatements> {
+    this.#holds ??= holdStatements(this.#db);
+    return this.#holds;
+  }
+
   /** A hold and its outcome. */
   getHold(holdId: string): HoldState | undefined {
-    const row = this.s.getHold.get(holdId);
+    const row = this.h.getHold.get(holdId);
     return row === undefined ? undefined : toHoldState(row);
   }
 
   /** An account's holds, newest first, with seq below `beforeSeq`. */
   listHolds(accountId: string, beforeSeq: bigint, limit: number): HoldState[] {
-    return this.s.listHolds.all(accountId, beforeSeq, limit).map(toHoldState);
+    return this.h.listHolds.all(accountId, beforeSeq, limit).map(toHoldState);
+  }
+
+  /** A hold's raises, by pass. */
+  holdRaises(holdId: string): RaiseRow[] {
+    return this.h.holdRaises.all(holdId).map(toRaise);
   }
 
   /**
@@ -225,8 +266,19 @@ export class LedgerRepository {
   }
 
   /**
-   * Settles a pending hold: posts `charge` (≤ the hold) from the account to revenue and voids
-   * the pending entry, in one transaction. Changes nothing unless the hold is pending.
+   * Raises an open hold by `raise.amount`, atomically with the spend caps and the funds check: a
+   * pending entry from the account to revenue, the raise recorded with the hold, the open hold's
+   * total and its key's day moved with it. A pass raised before answers as the first raise did
+   * (`existing`), or `conflict` for another amount. Writes nothing unless it raises.
+   */
+  raiseHold(raise: NewRaise): RaiseResult {
+    return this.tx.raiseHold.immediate(raise);
+  }
+
+  /**
+   * Settles a pending hold: posts `charge` (≤ what it holds, raises included) from the account to
+   * revenue and voids the pending entries, in one transaction. Changes nothing unless the hold is
+   * pending.
    */
   settle(holdId: string, charge: bigint, usage: UsageCounts, now: number, charges = ""): ResolveResult {
     return this.tx.resolve.immediate(holdId, "settled", charge, usage, now, charges);
@@ -259,7 +311,7 @@ export class LedgerRepository {
       return sameCall(existing.hold, hold) ? { kind: "existing", state: existing } : { kind: "conflict" };
     }
     // Caps first, as PostgreSQL does: a capped call is refused as such even when funds are short too.
-    const refusal = hold.amount > 0n ? this.capRefusal(hold) : undefined;
+    const refusal = hold.amount > 0n ? this.capRefusal(hold, hold.amount) : undefined;
     if (refusal !== undefined) return { kind: "capped", refusal };
     const available = availableOf(this.balance(hold.accountId, hold.chain));
     if (hold.amount > available) return { kind: "insufficient", available };
@@ -284,7 +336,44 @@ export class LedgerRepository {
     // What was just written, without reading it back.
     return {
       kind: "placed",
-      state: { hold: { ...hold, seq: Number(lastInsertRowid) }, resolution: undefined },
+      state: { hold: { ...hold, raised: 0n, seq: Number(lastInsertRowid) }, resolution: undefined },
+    };
+  }
+
+  private raiseTx(raise: NewRaise): RaiseResult {
+    const state = this.getHold(raise.holdId);
+    if (state === undefined) return { kind: "not-found" };
+    const earlier = this.h.getRaise.get(raise.holdId, raise.pass);
+    if (earlier !== undefined) {
+      return earlier.amount === raise.amount ? { kind: "existing", state } : { kind: "conflict" };
+    }
+    if (state.resolution !== undefined) return { kind: "not-open", state };
+    const { hold } = state;
+    // As a hold: caps first, then funds, and nothing written unless both let it through.
+    const refusal = this.capRefusal(hold, raise.amount);
+    if (refusal !== undefined) return { kind: "capped", refusal };
+    const available = availableOf(this.balance(hold.accountId, hold.chain));
+    if (raise.amount > available) return { kind: "insufficient", available };
+    this.h.insertRaise.run(raise.holdId, raise.pass, raise.amount, raise.createdAt);
+    this.h.addRaised.run(raise.amount, raise.holdId);
+    this.s.insertEntry.run(
+      raiseEntryId(raise),
+      hold.chain,
+      hold.accountId,
+      SYSTEM_REVENUE,
+      raise.amount,
+      1,
+      "hold",
+      hold.id,
+      "",
+      raise.createdAt,
+    );
+    this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: raise.amount });
+    // Spent on the hold's own day, as the hold was: its resolution revises that day.
+    this.s.addSpent.run(hold.accountId, hold.keyId, hold.chain, spendDay(hold.createdAt), raise.amount);
+    return {
+      kind: "raised",
+      state: { hold: { ...hold, raised: hold.raised + raise.amount }, resolution: undefined },
     };
   }
 
@@ -304,13 +393,14 @@ export class LedgerRepository {
   }
 
   /**
-   * The cap that refuses `hold`, if one does. Runs inside the hold's write transaction, so the
-   * holds it sums are every hold placed before this one.
+   * The cap that refuses `amount` more on `hold` (a hold being placed, or one being raised), if
+   * one does, against the caps' periods as of the hold. Runs inside the write's transaction, so
+   * the holds it sums are every hold placed (and raise made) before this one.
    */
-  private capRefusal(hold: NewHold) {
+  private capRefusal(hold: Pick<NewHold, "accountId" | "chain" | "keyId" | "createdAt">, amount: bigint) {
     const caps = this.s.capsFor.all(hold.accountId, hold.chain, hold.keyId).map(toSpendCap);
     if (caps.length === 0) return undefined;
-    return capRefusal(caps, hold.amount, hold.createdAt, (cap, since) => this.capSpent(cap, since));
+    return capRefusal(caps, amount, hold.createdAt, (cap, since) => this.capSpent(cap, since));
   }
 
   /** What the cap's holds placed at or after `since` have spent. */
@@ -330,7 +420,8 @@ export class LedgerRepository {
     if (state === undefined) return { kind: "not-found" };
     if (state.resolution !== undefined) return { kind: "already-resolved", state };
     const { hold } = state;
-    if (charge < 0n || charge > hold.amount) return { kind: "exceeds", state };
+    const held = heldOf(hold);
+    if (charge < 0n || charge > held) return { kind: "exceeds", state };
     this.s.insertResolution.run(
       holdId,
       status,
@@ -345,15 +436,10 @@ export class LedgerRepository {
       now,
     );
     this.s.closeHold.run(holdId);
-    if (hold.amount > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -hold.amount });
-    if (charge !== hold.amount)
-      this.s.reviseSpent.run(
-        charge - hold.amount,
-        hold.accountId,
-        hold.chain,
-        hold.keyId,
-        spendDay(hold.createdAt),
-      );
+    // The hold's pending entry and its raises' stop counting together.
+    if (held > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -held });
+    if (charge !== held)
+      this.s.reviseSpent.run(charge - held, hold.accountId, hold.chain, hold.keyId, spendDay(hold.createdAt));
     if (charge > 0n) {
       this.s.insertEntry.run(
         `${holdId}/charge`,

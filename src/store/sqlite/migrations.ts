@@ -549,4 +549,33 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE x402_payments ADD COLUMN collecting_at INTEGER;
     `,
   },
+  {
+    version: 15,
+    name: "hold raises",
+    sql: `
+      -- A call that runs several passes (server tools, compaction, fallbacks) holds its first
+      -- pass and raises the hold at each pass boundary (LedgerStore.raiseHold in
+      -- src/core/ports/ledger.ts). One row per raise, append-only: the id is (hold, pass), so a
+      -- retried raise finds the first. Each raise writes a pending entry '<hold id>/raise/<pass>'
+      -- (kind 'hold', from the account to system:revenue) that counts, like the hold's own, until
+      -- the hold resolves; what a hold holds is its amount plus its raises, and its resolution
+      -- releases all of it.
+      CREATE TABLE hold_raises (
+        hold_id    TEXT NOT NULL REFERENCES holds (id),
+        pass       INTEGER NOT NULL CHECK (pass >= 2),
+        amount     INTEGER NOT NULL CHECK (amount > 0),
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (hold_id, pass)
+      ) STRICT;
+      CREATE TRIGGER hold_raises_no_update BEFORE UPDATE ON hold_raises
+        BEGIN SELECT RAISE(ABORT, 'hold_raises is append-only'); END;
+      CREATE TRIGGER hold_raises_no_delete BEFORE DELETE ON hold_raises
+        BEGIN SELECT RAISE(ABORT, 'hold_raises is append-only'); END;
+      -- An open hold's raises so far, kept with it on the work list: what its resolution (or the
+      -- sweeper) releases on top of its amount without summing hold_raises, and, on PostgreSQL,
+      -- the row a raise and a resolution of the same hold lock. The audit checks it against
+      -- hold_raises.
+      ALTER TABLE open_holds ADD COLUMN raised INTEGER NOT NULL DEFAULT 0 CHECK (raised >= 0);
+    `,
+  },
 ];

@@ -159,7 +159,11 @@ describe("a call held pass by pass", () => {
     const error = await w.client.messages.create(searchCall(5, false) as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Anthropic.APIError);
     expect((error as InstanceType<typeof Anthropic.APIError>).status).toBe(402);
-    expect(String((error as Error).message)).toMatch(/max_tokens/);
+    // What one pass needs, what is available, and the largest max_tokens that fits.
+    const message = String((error as Error).message);
+    expect(message).toMatch(/needs up to [\d.]+ USDC, [\d.]+ USDC is available/);
+    expect(message).toContain("That is one pass of the call");
+    expect(message).toMatch(/max_tokens up to \d+/);
     expect(await t.usage(w.accountId)).toEqual([]);
     t.expectSoundLedger();
   });

@@ -66,7 +66,11 @@ export async function holdPaidCall<C extends PaidCaller>(
     if (held.kind === "insufficient") {
       throw held.maxTokensThatFit === undefined
         ? held.refusal
-        : insufficientFundsForCall(held.refusal, held.maxTokensThatFit);
+        : insufficientFundsForCall(
+            held.refusal,
+            held.maxTokensThatFit,
+            paid.spec.kind === "text" && paid.spec.passByPass === true,
+          );
     }
     return { call, payment, hold: held.state, rateLimit };
   } catch (error) {

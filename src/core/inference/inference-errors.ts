@@ -25,13 +25,21 @@ export const rateLimited = (decision: RateLimitDecision, now: number): ConnectEr
  * largest `max_tokens` the balance covers for this same request (metadata
  * `max_tokens_affordable`; 0 when not even one output token fits).
  */
-export const insufficientFundsForCall = (refusal: ConnectError, affordable: bigint): ConnectError => {
+export const insufficientFundsForCall = (
+  refusal: ConnectError,
+  affordable: bigint,
+  onePass = false,
+): ConnectError => {
   const metadata = { ...(errorInfo(refusal)?.metadata ?? {}), max_tokens_affordable: `${affordable}` };
+  // A call held pass by pass was refused on its first pass alone: the later ones are raised as it runs.
+  const pass = onePass
+    ? " That is one pass of the call (its tools' later passes are held as they start, docs/billing.md)."
+    : "";
   const hint =
     affordable > 0n
       ? ` This request would fit with max_tokens up to ${affordable}.`
       : " Not even max_tokens 1 would fit: the request's input alone needs more.";
-  return reasonError(refusal.code, "INSUFFICIENT_FUNDS", `${refusal.rawMessage}${hint}`, metadata);
+  return reasonError(refusal.code, "INSUFFICIENT_FUNDS", `${refusal.rawMessage}${pass}${hint}`, metadata);
 };
 
 /** The deployment admits only the Claude Code CLI for text calls. */

@@ -246,6 +246,7 @@ export function createCore(deps: CoreDeps): Core {
       chainConfig: (id) => billing.chainConfig(id),
       settlements: (holdIds) => onchain.settlements(holdIds),
       x402Payments: (holdIds) => deps.x402?.payments(holdIds) ?? Promise.resolve(new Map()),
+      raises: (holdId) => billing.raises(holdId),
     },
     deps.publicOrigin,
   );

@@ -124,6 +124,18 @@ describe("a call held pass by pass", () => {
     // Nothing is held afterwards: what is left is the funds less the charge.
     expect(await t.available("base", w.accountId)).toBe(funds - row.amount);
     expect(t.gateway.app.counters?.count("paused_turn")).toBeGreaterThan(0);
+    // The receipt shows the hold's history: the first hold and its one raise.
+    const fetched = await fetch(`${t.baseUrl}/v1/receipts/${encodeURIComponent(row.requestId)}`, {
+      headers: { "x-api-key": w.secret },
+    });
+    expect(fetched.status).toBe(200);
+    const { signature } = (await fetched.json()) as { signature: string };
+    const payload = JSON.parse(Buffer.from(signature.split(".")[1]!, "base64url").toString()) as {
+      held: string;
+      raises: { pass: number; amount: string }[];
+    };
+    expect(payload.held).toBe(`${row.heldAmount}`);
+    expect(payload.raises).toEqual([{ pass: 2, amount: `${raises[0]!.amount}` }]);
     t.expectSoundLedger();
   });
 

@@ -55,6 +55,7 @@ function receipts(state: HoldState | undefined, settlement?: SettlementView, pub
         chainConfig: (id) => chains.byId.get(id),
         settlements: async () => new Map(settlement === undefined ? [] : [["hold_1", settlement]]),
         x402Payments: async () => new Map(),
+        raises: async () => [],
       },
       publicOrigin,
     ),

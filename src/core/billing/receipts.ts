@@ -1,5 +1,11 @@
 import { createHash, createPrivateKey, createPublicKey, hkdfSync, type KeyObject, sign } from "node:crypto";
-import { type HoldState, heldOf, type ResolutionRow, type SettlementView } from "../ports/ledger.js";
+import {
+  type HoldState,
+  heldOf,
+  type RaiseRow,
+  type ResolutionRow,
+  type SettlementView,
+} from "../ports/ledger.js";
 import type { X402PaymentRow } from "../ports/x402.js";
 import { receiptNotFound, receiptPending } from "./billing-errors.js";
 import type { ChainConfig } from "./chain-registry.js";
@@ -83,6 +89,11 @@ export interface ReceiptPayload {
   };
   /** What was held for the call (its worst case before it ran, plus any raises as it ran), in the same units. */
   readonly held: string;
+  /**
+   * A call held pass by pass: each raise of its hold as it ran (the pass it was raised for and
+   * by how much, in the same units); `held` less their sum is its first hold. Absent when none.
+   */
+  readonly raises?: readonly { readonly pass: number; readonly amount: string }[];
   /** The delivered usage the charge was priced from. */
   readonly usage: Readonly<Record<string, string>>;
   /** How the charge was reached, line by line (the ledger's charge record); absent for image calls. */
@@ -129,6 +140,7 @@ export function receiptPayload(
   settlement: SettlementView | undefined,
   origin: string | undefined,
   payment?: X402PaymentRow,
+  raises: readonly RaiseRow[] = [],
 ): ReceiptPayload {
   const { hold, resolution } = state;
   const confirmed = settlement?.status === "confirmed" && settlement.txHash !== "";
@@ -153,6 +165,7 @@ export function receiptPayload(
       asset: { ...chain.asset },
     },
     held: `${heldOf(hold)}`,
+    ...(raises.length === 0 ? {} : { raises: raises.map((r) => ({ pass: r.pass, amount: `${r.amount}` })) }),
     usage: {
       inputTokens: `${usage.inputTokens}`,
       outputTokens: `${usage.outputTokens}`,
@@ -245,6 +258,8 @@ export interface ReceiptSource {
   settlements(holdIds: readonly string[]): Promise<Map<string, SettlementView>>;
   /** The x402 payments of these calls (calls paid with a key have none). */
   x402Payments(holdIds: readonly string[]): Promise<Map<string, X402PaymentRow>>;
+  /** A hold's raises, by pass (read only for a hold that was raised). */
+  raises(holdId: string): Promise<RaiseRow[]>;
 }
 
 /**
@@ -277,7 +292,11 @@ export class Receipts {
     const payment = isX402Account(hold.accountId)
       ? (await this.source.x402Payments([hold.id])).get(hold.id)
       : undefined;
-    return this.signer.sign(receiptPayload({ hold, resolution }, chain, settlement, named, payment), named);
+    const raises = hold.raised > 0n ? await this.source.raises(hold.id) : [];
+    return this.signer.sign(
+      receiptPayload({ hold, resolution }, chain, settlement, named, payment, raises),
+      named,
+    );
   }
 }
 

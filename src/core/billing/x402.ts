@@ -383,27 +383,8 @@ export class X402Payments {
     charge: bigint,
     releaseHold: () => Promise<unknown>,
   ): Promise<X402Settlement> {
-    await this.#beginCollection(payment);
-    let settled = await this.settleOnchain(payment, charge);
-    if (!settled.success) {
-      const onchain = await this.#lookUp(payment, payment.createdAt);
-      const taken = this.#takenAs(payment, charge, onchain);
-      if (taken !== undefined) {
-        settled = taken;
-      } else if (onchain.kind !== "unused" && maySend(settled)) {
-        this.deps.log.error(
-          {
-            payment: payment.id,
-            chain: payment.chain.id,
-            reason: settled.errorReason,
-            err: settled.errorMessage,
-            onchain: onchain.kind,
-          },
-          "an x402 collection was sent but not confirmed: nothing delivered; the payment is left to the recovery pass",
-        );
-        throw paymentNotCollected(settled, this.responseHeader(settled), true);
-      }
-    }
+    const { settled, inDoubt } = await this.#collectOnce(payment, charge);
+    if (inDoubt) throw paymentNotCollected(settled, this.responseHeader(settled), true);
     if (!settled.success) {
       this.#metrics.x402Collected("refused");
       this.deps.log.warn(
@@ -454,30 +435,40 @@ export class X402Payments {
       await this.close(payment, 0n, undefined);
       return undefined;
     }
-    await this.#beginCollection(payment);
-    let settled = await this.settleOnchain(payment, charge);
-    if (!settled.success) {
-      const onchain = await this.#lookUp(payment, payment.createdAt);
-      const taken = this.#takenAs(payment, charge, onchain);
-      if (taken !== undefined) {
-        settled = taken;
-      } else if (onchain.kind !== "unused" && maySend(settled)) {
-        this.deps.log.error(
-          {
-            payment: payment.id,
-            chain: payment.chain.id,
-            reason: settled.errorReason,
-            err: settled.errorMessage,
-            onchain: onchain.kind,
-          },
-          "an x402 collection was sent but not confirmed: the payment is left to the recovery pass",
-        );
-        return undefined;
-      }
-    }
+    const { settled, inDoubt } = await this.#collectOnce(payment, charge);
+    if (inDoubt) return undefined;
     this.#metrics.x402Collected(settled.success ? "settled" : "failed");
     await this.close(payment, charge, settled);
     return settled;
+  }
+
+  /**
+   * Marks the collection begun, asks the facilitator to collect `charge`, and when it does not
+   * confirm, asks the chain: a payment the chain took is the settlement; one sent that may still
+   * land is `inDoubt` (logged, left to the recovery pass: nothing is delivered on it).
+   */
+  async #collectOnce(
+    payment: X402Authorisation,
+    charge: bigint,
+  ): Promise<{ settled: X402Settlement; inDoubt: boolean }> {
+    await this.#beginCollection(payment);
+    const settled = await this.settleOnchain(payment, charge);
+    if (settled.success) return { settled, inDoubt: false };
+    const onchain = await this.#lookUp(payment, payment.createdAt);
+    const taken = this.#takenAs(payment, charge, onchain);
+    if (taken !== undefined) return { settled: taken, inDoubt: false };
+    if (onchain.kind === "unused" || !maySend(settled)) return { settled, inDoubt: false };
+    this.deps.log.error(
+      {
+        payment: payment.id,
+        chain: payment.chain.id,
+        reason: settled.errorReason,
+        err: settled.errorMessage,
+        onchain: onchain.kind,
+      },
+      "an x402 collection was sent but not confirmed: nothing delivered on it; the payment is left to the recovery pass",
+    );
+    return { settled, inDoubt: true };
   }
 
   /** {@link collect} after the answer went out (a stream): awaited by {@link drain} at shutdown. */

@@ -44,7 +44,7 @@ export interface IdleFigure {
 
 /**
  * One store configuration under load: billed calls per second at saturation, and latency at
- * 500 requests/s beside the pass-through measured in the same phase.
+ * 300 and 500 requests/s beside the pass-through measured in the same phase.
  */
 export interface StoreFigure {
   readonly config: "sqlite-1" | "postgres-1" | "postgres-2";
@@ -54,6 +54,9 @@ export interface StoreFigure {
   readonly rate: RateResult;
   /** The pass-through proxy at the same rate, measured just before. */
   readonly floor: RateResult;
+  /** The same at 300 requests/s (issue 32's target rate); absent in runs before 2026-11-28. */
+  readonly rate300?: RateResult;
+  readonly floor300?: RateResult;
 }
 
 /** One run of the harness. */

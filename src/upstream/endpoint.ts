@@ -1,5 +1,5 @@
 /**
- * One provider endpoint as the router sees it (issue 33, docs/providers.md): a text endpoint is
+ * One provider endpoint as the router sees it (issue 33): a text endpoint is
  * the core's `TextUpstream` port (it answers in the Anthropic wire format whatever platform it
  * reaches: Anthropic, Amazon Bedrock or Google Vertex AI) plus its configured name, its kind and
  * what the platform supports. The router (src/upstream/router/) holds an ordered list of them per

@@ -136,6 +136,12 @@ describe("two gateway hosts whose store URL goes through PgBouncer (transaction 
   it("bills keyed calls on both hosts, shares the pool's 4 server connections, and a spend cap and a revocation reach the other host", async () => {
     const { database, pool, env } = await deployment();
     const [a, b] = await Promise.all([host(env), host(env)]);
+    // The ready line names both URLs, passwords masked.
+    const password = new URL(env.TOLLGATE_DATABASE_DIRECT_URL!).password;
+    expect(a.stdout()).toContain(
+      `store: postgres postgres://tollgate:***@127.0.0.1:${bouncer.port}/${database}, sessions on postgres://tollgate:***@127.0.0.1:${postgres.port}/${database}`,
+    );
+    expect(a.stdout()).not.toContain(password);
     const caller = await account(env);
     await cliJson(
       ["credit", "--account", caller.id, "--chain", "base", "--amount", "5", "--reason", "calls"],

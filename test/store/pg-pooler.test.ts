@@ -54,6 +54,24 @@ describe("the session check", () => {
   });
 });
 
+describe("the same-database check", () => {
+  it("refuses a direct URL naming another database than the pool's, before migrating either", async () => {
+    const [a, b] = [await postgres.freshDatabase(), await postgres.freshDatabase()];
+    await expect(openPostgres(transactionPool.pooled(a), 2, b)).rejects.toThrow(
+      /^TOLLGATE_DATABASE_DIRECT_URL: a notification sent through TOLLGATE_DATABASE_URL did not reach/,
+    );
+    for (const url of [a, b]) {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        expect((await client.query("SELECT to_regclass('schema_migrations') AS t")).rows[0].t).toBeNull();
+      } finally {
+        await client.end();
+      }
+    }
+  });
+});
+
 describe("stores through a transaction pooler with a direct URL", () => {
   it("migrates, and one host's key revocation reaches another's listener", async () => {
     const direct = await postgres.freshDatabase();

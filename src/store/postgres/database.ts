@@ -5,7 +5,7 @@
  */
 import pg from "pg";
 import { PG_MIGRATIONS } from "./migrations.js";
-import { assertSessionLevel } from "./session-check.js";
+import { assertSameDatabase, assertSessionLevel } from "./session-check.js";
 
 /** int8 (BIGINT) columns come back as JS numbers: every one here is a millisecond time or a count. */
 const INT8_OID = 20;
@@ -16,7 +16,8 @@ const MIGRATION_LOCK = 7_450_001;
 /**
  * Opens a pool on `url` and brings its schema up to date. `directUrl`: where the migration's
  * session lock is taken, PostgreSQL itself when `url` goes through a transaction pooler
- * (docs/deployment.md, "Behind PgBouncer"); it is checked to give real sessions first.
+ * (docs/deployment.md, "Behind PgBouncer"); it is checked to give real sessions, and to reach the
+ * same database as `url`, before anything is migrated.
  */
 export async function openPostgres(url: string, poolSize = 10, directUrl = url): Promise<pg.Pool> {
   const pool = new pg.Pool({
@@ -32,6 +33,7 @@ export async function openPostgres(url: string, poolSize = 10, directUrl = url):
   pool.on("error", () => {});
   try {
     await assertSessionLevel(directUrl);
+    if (directUrl !== url) await assertSameDatabase(pool, directUrl);
     await migratePostgres(pool, directUrl === url ? undefined : directUrl);
   } catch (error) {
     await pool.end();

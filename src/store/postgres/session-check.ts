@@ -5,6 +5,7 @@
  * on another server session, so a LISTEN or a lock taken by one statement is not where the next
  * one runs (docs/deployment.md, "Behind PgBouncer").
  */
+import { randomUUID } from "node:crypto";
 import pg from "pg";
 
 /** Thrown when the session-level URL leads to a transaction pooler; the message says what to set. */
@@ -65,4 +66,42 @@ export async function assertSessionLevel(url: string): Promise<void> {
 
 async function backend(client: pg.Client): Promise<number> {
   return (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+}
+
+/** How long a notification sent through the pool may take to reach the direct connection. */
+const SAME_DATABASE_WAIT_MS = 5_000;
+
+/**
+ * Refuses a direct URL that names another database than the pool's: a notification sent
+ * through the pool (NOTIFY reaches only the listeners of its own database) must reach a
+ * connection listening on `directUrl`. Otherwise the auth listener would never hear a change and
+ * the migrations would land elsewhere.
+ */
+export async function assertSameDatabase(pool: pg.Pool, directUrl: string): Promise<void> {
+  const channel = "tollgate_same_database";
+  const nonce = randomUUID();
+  const client = new pg.Client({ connectionString: directUrl, application_name: "tollgate session check" });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await client.query(`LISTEN ${channel}`);
+    const heard = new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), SAME_DATABASE_WAIT_MS);
+      client.on("notification", (message) => {
+        if (message.channel !== channel || message.payload !== nonce) return;
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    await pool.query("SELECT pg_notify($1, $2)", [channel, nonce]);
+    if (!(await heard)) {
+      throw new Error(
+        `TOLLGATE_DATABASE_DIRECT_URL: a notification sent through TOLLGATE_DATABASE_URL did not reach a ` +
+          `connection to TOLLGATE_DATABASE_DIRECT_URL within ${SAME_DATABASE_WAIT_MS / 1000} s: both must ` +
+          'name the same database, one through the pooler and one directly (docs/deployment.md, "Behind PgBouncer")',
+      );
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

@@ -27,9 +27,9 @@ dashboard: install ## Bundle only the dashboard page into dist/dashboard (esbuil
 browser: ## Install Debian's chromium for the browser tests when it is missing (needs root and apt)
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-services: ## Install Debian's redis-server and PostgreSQL 15 for the several-hosts tests when missing (needs root and apt; the tests start their own servers)
-	@command -v redis-server >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql >/dev/null; }
+services: ## Install Debian's redis-server, PostgreSQL 15 and PgBouncer for the several-hosts tests when missing (needs root and apt; the tests start their own servers)
+	@command -v redis-server >/dev/null && test -x /usr/lib/postgresql/15/bin/initdb && test -x /usr/sbin/pgbouncer || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql pgbouncer >/dev/null; }
 
 generate: install ## Regenerate src/gen from proto/ with buf + protoc-gen-es
 	buf generate

@@ -104,10 +104,19 @@ function describe(runtime: Runtime): string {
   return `${tier}${runtime.mode === "dev" ? ", dev mode: local stand-ins" : ""}; ${text}; ${images}; ${chainsText}${watchers}${store}`;
 }
 
-/** Where the ledger is kept, for the ready lines: never the database password. */
+/**
+ * Where the ledger is kept, for the ready lines: never the database password. A separate direct
+ * URL (the pool behind PgBouncer) is named too: `sessions on …`.
+ */
 function storeText(config: Config): string {
   if (config.databaseUrl === undefined) return `sqlite in ${config.dataDir}`;
-  const url = new URL(config.databaseUrl);
+  const direct = config.databaseDirectUrl;
+  return `postgres ${masked(config.databaseUrl)}${direct === undefined ? "" : `, sessions on ${masked(direct)}`}`;
+}
+
+/** A PostgreSQL URL with its password masked. */
+function masked(raw: string): string {
+  const url = new URL(raw);
   if (url.password !== "") url.password = "***";
-  return `postgres ${url.toString()}`;
+  return url.toString();
 }

@@ -44,7 +44,10 @@ export async function runMigrateStore(args: readonly string[], config: Config): 
 
   const db = openSourceDatabase(config.dataDir);
   try {
-    const pool = await openPostgres(url, 2);
+    // The migration lock needs a real session: TOLLGATE_DATABASE_DIRECT_URL when the store's URL
+    // is the one used and goes through a pooler (docs/deployment.md, "Behind PgBouncer").
+    const direct = values.to ? url : (config.databaseDirectUrl ?? url);
+    const pool = await openPostgres(url, 2, direct);
     try {
       const report = await migrateStore(db, pool);
       process.stdout.write(

@@ -129,6 +129,21 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ TOLLGATE_DATABASE_POOL_SIZE: "0" })).toThrow(ConfigError);
   });
 
+  it("takes a direct URL for the session-level connections only beside TOLLGATE_DATABASE_URL", () => {
+    expect(loadConfig({}).databaseDirectUrl).toBeUndefined();
+    const pooled = "postgres://tollgate:pw@pgbouncer.internal:6432/tollgate";
+    const direct = "postgres://tollgate:pw@db.internal:5432/tollgate";
+    expect(loadConfig({ TOLLGATE_DATABASE_URL: pooled, TOLLGATE_DATABASE_DIRECT_URL: direct })).toMatchObject(
+      { databaseUrl: pooled, databaseDirectUrl: direct },
+    );
+    expect(() => loadConfig({ TOLLGATE_DATABASE_DIRECT_URL: direct })).toThrow(
+      /TOLLGATE_DATABASE_DIRECT_URL.*TOLLGATE_DATABASE_URL is not/,
+    );
+    expect(() =>
+      loadConfig({ TOLLGATE_DATABASE_URL: pooled, TOLLGATE_DATABASE_DIRECT_URL: "redis://db/0" }),
+    ).toThrow(/TOLLGATE_DATABASE_DIRECT_URL.*postgres:\/\//);
+  });
+
   it("opens as many provider connections as there are calls in flight unless capped", () => {
     expect(loadConfig({}).upstreamConnections).toBe(0);
     expect(loadConfig({ TOLLGATE_UPSTREAM_CONNECTIONS: "256" }).upstreamConnections).toBe(256);

@@ -10,7 +10,12 @@ import type { Assembly } from "./resources.js";
 export function storeChoice(config: Config): StoreChoice {
   return config.databaseUrl === undefined
     ? { kind: "sqlite", dataDir: config.dataDir }
-    : { kind: "postgres", url: config.databaseUrl, poolSize: config.databasePoolSize };
+    : {
+        kind: "postgres",
+        url: config.databaseUrl,
+        directUrl: config.databaseDirectUrl ?? config.databaseUrl,
+        poolSize: config.databasePoolSize,
+      };
 }
 
 /**

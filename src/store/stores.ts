@@ -13,7 +13,7 @@ export async function openStores(
   if (choice.kind === "postgres") {
     // Loaded only here: processes on SQLite never load the PostgreSQL client.
     const { openPgStores } = await import("./postgres/stores.js");
-    return await openPgStores(choice.url, choice.poolSize, serving);
+    return await openPgStores(choice, serving);
   }
   return await openSqliteStores(choice.dataDir, serving);
 }
@@ -25,7 +25,7 @@ export async function openStores(
 export async function openChainWorkStores(choice: StoreChoice): Promise<ChainWorkStores> {
   if (choice.kind === "postgres") {
     const { openPgChainWork } = await import("./postgres/stores.js");
-    return await openPgChainWork(choice.url, choice.poolSize);
+    return await openPgChainWork(choice);
   }
   return openSqliteChainWork(choice.dataDir);
 }

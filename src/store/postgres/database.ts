@@ -5,6 +5,7 @@
  */
 import pg from "pg";
 import { PG_MIGRATIONS } from "./migrations.js";
+import { assertSameDatabase, assertSessionLevel } from "./session-check.js";
 
 /** int8 (BIGINT) columns come back as JS numbers: every one here is a millisecond time or a count. */
 const INT8_OID = 20;
@@ -12,8 +13,13 @@ const INT8_OID = 20;
 /** The advisory lock key under which a host migrates: hosts that start together take turns. */
 const MIGRATION_LOCK = 7_450_001;
 
-/** Opens a pool on `url` and brings its schema up to date. */
-export async function openPostgres(url: string, poolSize = 10): Promise<pg.Pool> {
+/**
+ * Opens a pool on `url` and brings its schema up to date. `directUrl`: where the migration's
+ * session lock is taken, PostgreSQL itself when `url` goes through a transaction pooler
+ * (docs/deployment.md, "Behind PgBouncer"); it is checked to give real sessions, and to reach the
+ * same database as `url`, before anything is migrated.
+ */
+export async function openPostgres(url: string, poolSize = 10, directUrl = url): Promise<pg.Pool> {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -26,7 +32,9 @@ export async function openPostgres(url: string, poolSize = 10): Promise<pg.Pool>
   // opens another. Without a listener it would crash the process.
   pool.on("error", () => {});
   try {
-    await migratePostgres(pool);
+    await assertSessionLevel(directUrl);
+    if (directUrl !== url) await assertSameDatabase(pool, directUrl);
+    await migratePostgres(pool, directUrl === url ? undefined : directUrl);
   } catch (error) {
     await pool.end();
     throw error;
@@ -37,10 +45,29 @@ export async function openPostgres(url: string, poolSize = 10): Promise<pg.Pool>
 /**
  * Applies the migrations not applied yet, each in its own transaction with its version recorded,
  * holding a session advisory lock throughout: hosts that start at once migrate one at a time
- * (even `CREATE TABLE IF NOT EXISTS` races without it).
+ * (even `CREATE TABLE IF NOT EXISTS` races without it). The lock needs one server session from
+ * lock to unlock: on a connection of its own to `directUrl` when given (the pool may be behind a
+ * transaction pooler), else on one of the pool's.
  */
-export async function migratePostgres(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
+export async function migratePostgres(pool: pg.Pool, directUrl?: string): Promise<void> {
+  let client: pg.ClientBase;
+  let done: () => Promise<void>;
+  if (directUrl === undefined) {
+    const pooled = await pool.connect();
+    client = pooled;
+    done = async () => pooled.release();
+  } else {
+    const own = new pg.Client({ connectionString: directUrl, application_name: "tollgate migrations" });
+    own.on("error", () => {});
+    client = own;
+    done = () => own.end().catch(() => {});
+    try {
+      await own.connect();
+    } catch (error) {
+      await done();
+      throw error;
+    }
+  }
   try {
     await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
     try {
@@ -71,7 +98,7 @@ export async function migratePostgres(pool: pg.Pool): Promise<void> {
       await client.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
     }
   } finally {
-    client.release();
+    await done();
   }
 }
 

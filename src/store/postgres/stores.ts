@@ -1,4 +1,4 @@
-import type { ChainWorkStores, Stores } from "../shared/store-set.js";
+import type { ChainWorkStores, StoreChoice, Stores } from "../shared/store-set.js";
 import { PgAccountStore, PgAuthStamp } from "./accounts.js";
 import { auditPostgres } from "./audit.js";
 import { PgChainRoles, PgChainWork } from "./chain-work.js";
@@ -7,16 +7,20 @@ import { PgIdempotency } from "./idempotency.js";
 import { PgLedger } from "./ledger.js";
 import { PgSessionStore } from "./sessions.js";
 
+/** Where a process's PostgreSQL connections go (see {@link StoreChoice}). */
+type PgChoice = Extract<StoreChoice, { kind: "postgres" }>;
+
 /**
- * Every port on one PostgreSQL pool (the schema brought up to date first). `listen`: a serving
- * process learns of auth changes by notification (see {@link PgAuthStamp}); a one-shot command
- * reads the counter when it needs it.
+ * Every port on one PostgreSQL pool on `url` (the schema brought up to date first). `listen`: a
+ * serving process learns of auth changes by notification (see {@link PgAuthStamp}), on a
+ * connection of its own to `directUrl` (LISTEN needs a real session, which a transaction pooler
+ * does not keep); a one-shot command reads the counter when it needs it.
  */
-export async function openPgStores(url: string, poolSize: number, listen: boolean): Promise<Stores> {
-  const pool = await openPostgres(url, poolSize);
+export async function openPgStores({ url, directUrl, poolSize }: PgChoice, listen: boolean): Promise<Stores> {
+  const pool = await openPostgres(url, poolSize, directUrl);
   let stamp: PgAuthStamp | undefined;
   if (listen) {
-    stamp = new PgAuthStamp(url);
+    stamp = new PgAuthStamp(directUrl);
     try {
       await stamp.start();
     } catch (error) {
@@ -51,14 +55,14 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
 }
 
 /**
- * The chains worker's store on PostgreSQL: a small pool for its writes, and one connection of
- * its own holding the chain roles it wins (session advisory locks).
+ * The chains worker's store on PostgreSQL: a small pool on `url` for its writes, and one
+ * connection of its own to `directUrl` holding the chain roles it wins (session advisory locks).
  */
-export async function openPgChainWork(url: string, poolSize: number): Promise<ChainWorkStores> {
-  const pool = await openPostgres(url, Math.min(poolSize, 4));
+export async function openPgChainWork({ url, directUrl, poolSize }: PgChoice): Promise<ChainWorkStores> {
+  const pool = await openPostgres(url, Math.min(poolSize, 4), directUrl);
   return {
     store: new PgChainWork(pool),
-    roles: new PgChainRoles(url),
+    roles: new PgChainRoles(directUrl),
     close: () => pool.end(),
   };
 }

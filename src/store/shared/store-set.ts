@@ -8,7 +8,17 @@ import type { X402Store } from "../../core/ports/x402.js";
 /** Where the money and the accounts are kept, as the configuration chose. */
 export type StoreChoice =
   | { readonly kind: "sqlite"; readonly dataDir: string }
-  | { readonly kind: "postgres"; readonly url: string; readonly poolSize: number };
+  | {
+      readonly kind: "postgres";
+      /** Where the pooled, transaction-scoped work goes (possibly through a transaction pooler). */
+      readonly url: string;
+      /**
+       * Where the session-level connections go: the auth listener, the chain roles, the
+       * migration lock (docs/deployment.md, "Behind PgBouncer"); `url` unless configured apart.
+       */
+      readonly directUrl: string;
+      readonly poolSize: number;
+    };
 
 /**
  * Every port a runtime needs from its store, on one engine: SQLite in the data directory (one

@@ -102,16 +102,26 @@ export async function startVertexStandin(options: VertexStandinOptions): Promise
 
   /** The token endpoint: verifies the JWT assertion and issues an access token. */
   function grant(raw: string, res: ServerResponse): void {
-    const form = new URLSearchParams(raw);
-    const refuse = (description: string) => {
-      tokenRefusals.push(description);
-      sendJson(res, 400, { error: "invalid_grant", error_description: description });
-    };
+    const problem = assertionProblem(new URLSearchParams(raw));
+    if (problem !== undefined) {
+      tokenRefusals.push(problem);
+      sendJson(res, 400, { error: "invalid_grant", error_description: problem });
+      return;
+    }
+    const token = `ya29.standin-${randomBytes(18).toString("base64url")}`;
+    const expiresAt = Date.now() + lifetime * 1000;
+    tokens.set(token, expiresAt);
+    issued.push({ token, expiresAt });
+    sendJson(res, 200, { access_token: token, expires_in: lifetime, token_type: "Bearer" });
+  }
+
+  /** Why Google would refuse this JWT-bearer grant; undefined when it would not. */
+  function assertionProblem(form: URLSearchParams): string | undefined {
     if (form.get("grant_type") !== "urn:ietf:params:oauth:grant-type:jwt-bearer") {
-      return refuse("Invalid grant_type.");
+      return "Invalid grant_type.";
     }
     const parts = (form.get("assertion") ?? "").split(".");
-    if (parts.length !== 3) return refuse("Invalid JWT: not three parts.");
+    if (parts.length !== 3) return "Invalid JWT: not three parts.";
     const [head, claimsPart, signature] = parts as [string, string, string];
     let header: { alg?: unknown };
     let claims: { iss?: unknown; aud?: unknown; exp?: unknown; iat?: unknown; scope?: unknown };
@@ -119,32 +129,26 @@ export async function startVertexStandin(options: VertexStandinOptions): Promise
       header = JSON.parse(Buffer.from(head, "base64url").toString("utf8")) as typeof header;
       claims = JSON.parse(Buffer.from(claimsPart, "base64url").toString("utf8")) as typeof claims;
     } catch {
-      return refuse("Invalid JWT: undecodable.");
+      return "Invalid JWT: undecodable.";
     }
     const key = typeof claims.iss === "string" ? keys.get(claims.iss) : undefined;
-    if (header.alg !== "RS256" || key === undefined)
-      return refuse("Invalid JWT: unknown issuer or algorithm.");
+    if (header.alg !== "RS256" || key === undefined) return "Invalid JWT: unknown issuer or algorithm.";
     const signed = verify(
       "RSA-SHA256",
       Buffer.from(`${head}.${claimsPart}`),
       key,
       Buffer.from(signature, "base64url"),
     );
-    if (!signed) return refuse("Invalid JWT Signature.");
+    if (!signed) return "Invalid JWT Signature.";
     const now = Math.floor(Date.now() / 1000);
-    if (claims.aud !== TOKEN_AUDIENCE) return refuse("Invalid JWT: audience.");
+    if (claims.aud !== TOKEN_AUDIENCE) return "Invalid JWT: audience.";
     if (typeof claims.exp !== "number" || claims.exp < now)
-      return refuse("Invalid JWT: Token must be a short-lived token and in a reasonable timeframe.");
-    if (typeof claims.iat !== "number" || claims.iat > now + 60)
-      return refuse("Invalid JWT: iat in the future.");
+      return "Invalid JWT: Token must be a short-lived token and in a reasonable timeframe.";
+    if (typeof claims.iat !== "number" || claims.iat > now + 60) return "Invalid JWT: iat in the future.";
     if (typeof claims.scope !== "string" || !claims.scope.split(" ").includes(CLOUD_PLATFORM)) {
-      return refuse("Invalid JWT: the cloud-platform scope is missing.");
+      return "Invalid JWT: the cloud-platform scope is missing.";
     }
-    const token = `ya29.standin-${randomBytes(18).toString("base64url")}`;
-    const expiresAt = Date.now() + lifetime * 1000;
-    tokens.set(token, expiresAt);
-    issued.push({ token, expiresAt });
-    sendJson(res, 200, { access_token: token, expires_in: lifetime, token_type: "Bearer" });
+    return undefined;
   }
 
   async function predict(req: IncomingMessage, raw: string, res: ServerResponse): Promise<void> {

@@ -12,6 +12,8 @@
  *   unexpired (401 UNAUTHENTICATED otherwise), the project and region its own (403 / 404), the
  *   body must carry `anthropic_version: "vertex-2023-10-16"` and no `model` (400
  *   INVALID_ARGUMENT). Answers are Anthropic's JSON and SSE as the dev upstream writes them.
+ * - `POST …/publishers/google/models/{m}:generateContent`: Gemini's image models, the same token
+ *   and project checks, the dev upstream's image answer.
  * - A test's `fault` answers a Google error, an Anthropic error, or an SSE error mid-stream.
  */
 import { createPublicKey, randomBytes, verify } from "node:crypto";
@@ -61,7 +63,7 @@ export interface VertexStandinOptions {
 export interface VertexStandinRequest {
   readonly path: string;
   readonly model: string;
-  readonly method: "rawPredict" | "streamRawPredict";
+  readonly method: "rawPredict" | "streamRawPredict" | "generateContent";
   readonly headers: IncomingMessage["headers"];
   readonly body: Record<string, unknown>;
   readonly token: string;
@@ -86,6 +88,9 @@ const VERTEX_VERSION = "vertex-2023-10-16";
 /** The audience google-auth-library signs into its assertions, and Google checks. */
 const TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token";
 const CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform";
+/** Gemini's image models on Vertex: the Gemini `generateContent` format. */
+const GOOGLE_ROUTE =
+  /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):generateContent$/;
 const ROUTE =
   /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/anthropic\/models\/([^/:]+):(rawPredict|streamRawPredict)$/;
 
@@ -163,7 +168,10 @@ export async function startVertexStandin(options: VertexStandinOptions): Promise
         "Request had invalid authentication credentials. Expected OAuth 2 access token.",
       );
     }
-    const route = ROUTE.exec(new URL(req.url ?? "/", "http://vertex").pathname);
+    const pathname = new URL(req.url ?? "/", "http://vertex").pathname;
+    const gemini = GOOGLE_ROUTE.exec(pathname);
+    if (req.method === "POST" && gemini !== null) return generateContent(gemini, raw, token, req, res);
+    const route = ROUTE.exec(pathname);
     if (req.method !== "POST" || route === null)
       return sendGoogle(res, 404, "NOT_FOUND", `${req.url} not found`);
     const [, project, location, model, method] = route as unknown as [string, string, string, string, string];
@@ -225,6 +233,47 @@ export async function startVertexStandin(options: VertexStandinOptions): Promise
     parser.feed(text);
     const error = { type: "error", error: { type: fault.type, message: fault.message } };
     res.end(`${events.slice(0, fault.afterEvents).join("")}event: error\ndata: ${JSON.stringify(error)}\n\n`);
+  }
+
+  /** A Gemini image call: the project and region checked, the dev upstream's image answer. */
+  async function generateContent(
+    route: RegExpExecArray,
+    raw: string,
+    token: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const [, project, location, model] = route as unknown as [string, string, string, string];
+    if (decodeURIComponent(project) !== options.projectId) {
+      return sendGoogle(res, 403, "PERMISSION_DENIED", `Permission denied on resource project ${project}.`);
+    }
+    if (decodeURIComponent(location) !== region) {
+      return sendGoogle(res, 404, "NOT_FOUND", `Publisher model not found in location ${location}.`);
+    }
+    let body: Record<string, unknown> = {};
+    try {
+      body = JSON.parse(raw) as Record<string, unknown>;
+    } catch {
+      return sendGoogle(res, 400, "INVALID_ARGUMENT", "Invalid JSON payload received.");
+    }
+    const recorded: VertexStandinRequest = {
+      path: req.url ?? "/",
+      model: decodeURIComponent(model),
+      method: "generateContent",
+      headers: req.headers,
+      body,
+      token,
+    };
+    requests.push(recorded);
+    const fault = options.fault?.(recorded);
+    if (fault?.kind === "google") return sendGoogle(res, fault.httpStatus, fault.status, fault.message);
+    const upstream = await fetch(`${dev.url}/v1beta/models/${model}:generateContent`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: raw,
+    });
+    res.writeHead(upstream.status, { "content-type": "application/json; charset=UTF-8" });
+    res.end(await upstream.text());
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

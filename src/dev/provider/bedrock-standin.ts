@@ -9,15 +9,15 @@
  *   `Authorization: Bearer`; a mismatch is 403 with `x-amzn-ErrorType` and `{"message": …}`.
  * - `POST /model/{modelId}/invoke` and `/invoke-with-response-stream`; the body must carry
  *   `anthropic_version: "bedrock-2023-05-31"` and no `model` or `stream` (ValidationException).
- * - Streams as `application/vnd.amazon.eventstream` frames (`@smithy/eventstream-codec`): a
+ * - Streams as `application/vnd.amazon.eventstream` frames (`@smithy/core`'s event-stream codec): a
  *   `chunk` event per Messages event, `amazon-bedrock-invocationMetrics` on `message_stop`.
  * - A test's `fault` answers an HTTP error or throws an exception frame into the stream.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Sha256 } from "@aws-crypto/sha256-js";
-import { EventStreamCodec, type MessageHeaders } from "@smithy/eventstream-codec";
+import { EventStreamCodec, type MessageHeaders } from "@smithy/core/event-streams";
+import { Hash } from "@smithy/core/serde";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { createParser } from "eventsource-parser";
 import { startDevUpstream } from "./dev-upstream.js";
@@ -89,7 +89,7 @@ export async function startBedrockStandin(options: BedrockStandinOptions): Promi
   const signer = new SignatureV4({
     service: "bedrock",
     region,
-    sha256: Sha256,
+    sha256: Hash.bind(null, "sha256"),
     credentials: { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey },
   });
 

@@ -1,13 +1,13 @@
 /**
  * Bedrock's streamed answer (`application/vnd.amazon.eventstream`) converted to the Messages SSE
  * stream Anthropic would have sent (docs/providers-platforms.md). Frames are split by their
- * length prelude and decoded (both CRCs checked) by `@smithy/eventstream-codec`. A `chunk`
+ * length prelude and decoded (both CRCs checked) by `@smithy/core`'s event-stream codec. A `chunk`
  * event's payload `{"bytes":"<base64>"}` holds one Messages event, which becomes
  * `event: <type>\ndata: <json>\n\n` with the event's JSON text as Bedrock sent it (re-serialised
  * only to drop Bedrock's own `amazon-bedrock-invocationMetrics`); an exception frame becomes an
  * SSE `error` event in Anthropic's envelope (./errors.ts maps its type).
  */
-import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
+import { EventStreamCodec, type Message } from "@smithy/core/event-streams";
 import { UpstreamFailure, type UpstreamResponse } from "../../core/ports/providers.js";
 import { type AnthropicErrorType, anthropicErrorJson } from "../platform-answer.js";
 import { mapBedrockError } from "./errors.js";

@@ -1,9 +1,11 @@
 /**
  * Bedrock's request authentication (docs/providers-platforms.md): AWS Signature Version 4 for
  * service `bedrock` by `@smithy/signature-v4` (the signer Anthropic's Bedrock SDK and the AWS
- * SDK use; SHA-256 from `@aws-crypto/sha256-js`), or a Bedrock API key sent as a bearer token.
+ * SDK use), its SHA-256 and HMAC from node:crypto through `@smithy/core`'s `Hash` (as the AWS SDK
+ * for Node does: a pure-JS SHA-256 costs milliseconds per large body on the serving thread), or a
+ * Bedrock API key sent as a bearer token.
  */
-import { Sha256 } from "@aws-crypto/sha256-js";
+import { Hash } from "@smithy/core/serde";
 import { SignatureV4 } from "@smithy/signature-v4";
 
 /** How an endpoint proves itself to Bedrock. */
@@ -15,6 +17,9 @@ export type BedrockAuth =
       readonly sessionToken?: string;
     }
   | { readonly kind: "bearer"; readonly token: string };
+
+/** SHA-256 (keyed: HMAC) on node:crypto, in the shape the signer takes. */
+export const SHA256 = Hash.bind(null, "sha256");
 
 /** The SigV4 service name of Bedrock's runtime API. */
 export const BEDROCK_SIGNING_SERVICE = "bedrock";
@@ -31,7 +36,7 @@ export class BedrockSigner {
         ? new SignatureV4({
             service: BEDROCK_SIGNING_SERVICE,
             region,
-            sha256: Sha256,
+            sha256: SHA256,
             credentials: {
               accessKeyId: auth.accessKeyId,
               secretAccessKey: auth.secretAccessKey,

@@ -245,13 +245,30 @@ describe("BedrockUpstream", () => {
     },
   );
 
-  it("refuses count_tokens with a 400 naming the endpoint, sending nothing", async () => {
-    const before = standin.requests.length;
-    const response = await client().send(call(REQUEST, { path: "/v1/messages/count_tokens" }));
-    expect(response.status).toBe(400);
-    expect(await readBody(response.body, 1 << 20)).toContain(
-      "not supported by the Amazon Bedrock endpoint bedrock-test",
+  it("counts tokens through CountTokens with the foundation model and the InvokeModel body", async () => {
+    // A count body has no max_tokens; InvokeModel's body needs one, so the client adds 1.
+    const { max_tokens: _max, ...count } = REQUEST;
+    const response = await client().send(
+      call(count, { path: "/v1/messages/count_tokens", anthropicBeta: "context-1m-2025-08-07" }),
     );
-    expect(standin.requests.length).toBe(before);
+    expect(response.status).toBe(200);
+    const counted = JSON.parse(await readBody(response.body, 1 << 20)) as { input_tokens: number };
+    const seen = standin.requests.at(-1)!;
+    expect(seen.path).toBe(
+      `/model/${encodeURIComponent("anthropic.claude-sonnet-4-5-20250929-v1:0")}/count-tokens`,
+    );
+    expect(seen.body).toEqual({
+      anthropic_version: "bedrock-2023-05-31",
+      max_tokens: 1,
+      anthropic_beta: ["context-1m-2025-08-07"],
+      messages: REQUEST.messages,
+    });
+    const direct = await fetch(`${dev.url}/v1/messages/count_tokens`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model: MODEL_ID, messages: REQUEST.messages }),
+    });
+    expect(counted).toEqual(await direct.json());
+    expect(counted.input_tokens).toBeGreaterThan(0);
   });
 });

@@ -7,7 +7,8 @@
  *   with `@smithy/signature-v4` from the request as received — path, signed headers, and
  *   `x-amz-content-sha256` checked against the body's own SHA-256 — or a Bedrock API key as
  *   `Authorization: Bearer`; a mismatch is 403 with `x-amzn-ErrorType` and `{"message": …}`.
- * - `POST /model/{modelId}/invoke` and `/invoke-with-response-stream`; the body must carry
+ * - `POST /model/{modelId}/invoke`, `/invoke-with-response-stream` and `/count-tokens` (its
+ *   InvokeModel body base64 in `input.invokeModel.body`; foundation-model ids only); the body must carry
  *   `anthropic_version: "bedrock-2023-05-31"` and no `model` or `stream` (ValidationException).
  * - Streams as `application/vnd.amazon.eventstream` frames (`@smithy/core`'s event-stream codec): a
  *   `chunk` event per Messages event, `amazon-bedrock-invocationMetrics` on `message_stop`.
@@ -68,7 +69,7 @@ export interface BedrockStandin {
 }
 
 const BEDROCK_VERSION = "bedrock-2023-05-31";
-const ROUTE = /^\/model\/([^/]+)\/(invoke|invoke-with-response-stream)$/;
+const ROUTE = /^\/model\/([^/]+)\/(invoke|invoke-with-response-stream|count-tokens)$/;
 const AUTHORIZATION =
   /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$/;
 /** How far a request's `x-amz-date` may be from the stand-in's clock, as AWS allows. */
@@ -175,9 +176,16 @@ export async function startBedrockStandin(options: BedrockStandinOptions): Promi
     }
     const modelId = decodeURIComponent(route[1] ?? "");
     const stream = route[2] === "invoke-with-response-stream";
+    const counting = route[2] === "count-tokens";
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>;
+      if (counting) {
+        // CountTokens wraps the InvokeModel body it counts: {"input":{"invokeModel":{"body":base64}}}.
+        const wrapped = (body.input as { invokeModel?: { body?: unknown } } | undefined)?.invokeModel?.body;
+        if (typeof wrapped !== "string") throw new Error("no input.invokeModel.body");
+        body = JSON.parse(Buffer.from(wrapped, "base64").toString("utf8")) as Record<string, unknown>;
+      }
       if (typeof body !== "object" || body === null || Array.isArray(body)) throw new Error("not an object");
     } catch {
       return sendError(
@@ -211,6 +219,7 @@ export async function startBedrockStandin(options: BedrockStandinOptions): Promi
     if (fault?.kind === "http") return sendError(res, fault.status, fault.errorType, fault.message);
 
     const { anthropic_version: _version, anthropic_beta: betas, ...messages } = body;
+    if (counting) return countTokens(res, modelId, messages, betas);
     const upstream = await fetch(`${dev.url}/v1/messages`, {
       method: "POST",
       headers: {
@@ -253,6 +262,39 @@ export async function startBedrockStandin(options: BedrockStandinOptions): Promi
       res.write(chunkFrame(json));
     }
     res.end();
+  }
+
+  /** CountTokens: foundation-model ids only, as Bedrock; the dev upstream's count as `inputTokens`. */
+  async function countTokens(
+    res: ServerResponse,
+    modelId: string,
+    messages: Record<string, unknown>,
+    betas: unknown,
+  ): Promise<void> {
+    if (!modelId.startsWith("anthropic.")) {
+      return sendError(
+        res,
+        400,
+        "ValidationException",
+        "The provided model doesn't support counting tokens.",
+      );
+    }
+    const { max_tokens: _max, ...counted } = messages;
+    const upstream = await fetch(`${dev.url}/v1/messages/count_tokens`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "anthropic-version": "2023-06-01",
+        ...(Array.isArray(betas) ? { "anthropic-beta": betas.join(",") } : {}),
+      },
+      body: JSON.stringify({ ...counted, model: modelId }),
+    });
+    const answer = (await upstream.json()) as { input_tokens?: number; error?: { message?: string } };
+    if (upstream.status !== 200) {
+      return sendError(res, 400, "ValidationException", answer.error?.message ?? `HTTP ${upstream.status}`);
+    }
+    res.writeHead(200, { "content-type": "application/json", "x-amzn-requestid": randomUUID() });
+    res.end(JSON.stringify({ inputTokens: answer.input_tokens }));
   }
 
   const server = createServer((req, res) => {

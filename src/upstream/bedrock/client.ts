@@ -4,17 +4,22 @@
  * as the core builds it for Anthropic and answers in Anthropic's terms. The body is rewritten
  * for InvokeModel (./request.ts), signed (./sign.ts), and the answer translated back: a stream's
  * eventstream frames to Messages SSE (./event-stream.ts), Bedrock's errors to Anthropic's
- * envelope and statuses (./errors.ts). Bedrock has no count_tokens on this path: a count asked
- * of it is refused with a 400 (the router sends counts only to endpoints that have it).
+ * envelope and statuses (./errors.ts). A count goes to Bedrock's CountTokens and its
+ * `{"inputTokens": N}` comes back as Anthropic's `{"input_tokens": N}`.
  */
-import type { SseFrame, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
+import {
+  type SseFrame,
+  type UpstreamCall,
+  UpstreamFailure,
+  type UpstreamResponse,
+} from "../../core/ports/providers.js";
 import type { EndpointBase, EndpointCapabilities, TextEndpoint } from "../endpoint.js";
-import { anthropicError, headerOf, jsonObjectOf, readErrorBody } from "../platform-answer.js";
+import { anthropicError, bodyOf, headerOf, jsonObjectOf, readErrorBody } from "../platform-answer.js";
 import { UpstreamPool } from "../pool.js";
 import { sseFrames } from "../sse.js";
 import { errorTypeOf, mapBedrockError } from "./errors.js";
 import { eventStreamAsSse } from "./event-stream.js";
-import { bedrockInvoke } from "./request.js";
+import { bedrockCountTokens, bedrockInvoke } from "./request.js";
 import { type BedrockAuth, BedrockSigner } from "./sign.js";
 
 /** How to reach one Bedrock endpoint. */
@@ -27,10 +32,10 @@ export interface BedrockUpstreamOptions extends EndpointBase {
 }
 
 /**
- * What Bedrock runs beyond `/v1/messages`: no count_tokens through InvokeModel (Anthropic's
- * Bedrock SDK leaves it out too) and none of Anthropic's server tools.
+ * What Bedrock runs beyond `/v1/messages`: count_tokens through its CountTokens API, and none of
+ * Anthropic's server tools (docs/providers-platforms.md).
  */
-export const BEDROCK_CAPABILITIES: EndpointCapabilities = { countTokens: false, serverTools: [] };
+export const BEDROCK_CAPABILITIES: EndpointCapabilities = { countTokens: true, serverTools: [] };
 
 /** A keep-alive pool of connections to one Bedrock runtime endpoint. */
 export class BedrockUpstream implements TextEndpoint {
@@ -55,13 +60,6 @@ export class BedrockUpstream implements TextEndpoint {
 
   /** Sends one request; resolves at the response headers. Throws UpstreamFailure for no answer. */
   async send(call: UpstreamCall): Promise<UpstreamResponse> {
-    if (call.path !== "/v1/messages") {
-      return anthropicError(
-        400,
-        "invalid_request_error",
-        `${call.path} is not supported by the Amazon Bedrock endpoint ${this.name}`,
-      );
-    }
     const messages = jsonObjectOf(call.body);
     if (messages === undefined) {
       return anthropicError(400, "invalid_request_error", "the request body is not a JSON object");
@@ -74,7 +72,10 @@ export class BedrockUpstream implements TextEndpoint {
         `model ${JSON.stringify(messages.model)} is not served by the Bedrock endpoint ${this.name}`,
       );
     }
-    const invoke = bedrockInvoke(messages, modelId, call.anthropicBeta);
+    const counting = call.path === "/v1/messages/count_tokens";
+    const invoke = counting
+      ? bedrockCountTokens(messages, modelId, call.anthropicBeta)
+      : bedrockInvoke(messages, modelId, call.anthropicBeta);
     const path = this.#base.pathname.replace(/\/+$/, "") + invoke.path;
     const headers = await this.#signer.headers(
       new URL(path, this.#base),
@@ -90,7 +91,8 @@ export class BedrockUpstream implements TextEndpoint {
       body: invoke.body,
       signal: call.signal,
     });
-    return answer(response);
+    const answered = await answer(response);
+    return counting && answered.status === 200 ? countAnswer(answered) : answered;
   }
 
   /** A streamed answer's body (already Messages SSE) as SSE frames (src/upstream/sse.ts). */
@@ -132,6 +134,17 @@ async function answer(response: UpstreamResponse): Promise<UpstreamResponse> {
     name === undefined ? message : `${name}: ${message}`,
     headers,
   );
+}
+
+/** CountTokens' `{"inputTokens": N}` as Anthropic's `{"input_tokens": N}`. */
+async function countAnswer(response: UpstreamResponse): Promise<UpstreamResponse> {
+  const counted = jsonObjectOf(await readErrorBody(response.body))?.inputTokens;
+  if (typeof counted !== "number" || !Number.isSafeInteger(counted) || counted < 0) {
+    throw new UpstreamFailure("malformed", "Bedrock CountTokens answered without a whole inputTokens");
+  }
+  const headers: UpstreamResponse["headers"] = { ...response.headers, "content-type": "application/json" };
+  delete headers["content-length"];
+  return { status: 200, headers, body: bodyOf(JSON.stringify({ input_tokens: counted })) };
 }
 
 /** Bedrock's `{"message": …}` (some services write `Message`). */

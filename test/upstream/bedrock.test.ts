@@ -4,9 +4,12 @@
  * frames converted back to the Messages SSE stream the dev provider sends for the same prompt,
  * and Bedrock's errors in Anthropic's terms.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { EventStreamCodec } from "@smithy/core/event-streams";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readBody } from "../../src/core/inference/read-body.js";
-import type { UpstreamCall } from "../../src/core/ports/providers.js";
+import { type UpstreamCall, UpstreamFailure } from "../../src/core/ports/providers.js";
 import {
   type BedrockFault,
   type BedrockStandin,
@@ -271,4 +274,53 @@ describe("BedrockUpstream", () => {
     expect(counted).toEqual(await direct.json());
     expect(counted.input_tokens).toBeGreaterThan(0);
   });
+
+  it.each([
+    ["a frame whose CRC does not match", "malformed", (frame: Uint8Array) => flipLastByte(frame)],
+    ["a stream cut inside a frame", "broken", (frame: Uint8Array) => frame.subarray(0, frame.byteLength - 5)],
+  ] as const)("fails with UpstreamFailure on %s, after the frames before it", async (_what, kind, spoil) => {
+    const codec = new EventStreamCodec(
+      (bytes) => new TextDecoder().decode(bytes),
+      (text) => new TextEncoder().encode(text),
+    );
+    const chunk = (event: object) =>
+      codec.encode({
+        headers: {
+          ":event-type": { type: "string", value: "chunk" },
+          ":message-type": { type: "string", value: "event" },
+        },
+        body: new TextEncoder().encode(
+          JSON.stringify({ bytes: Buffer.from(JSON.stringify(event)).toString("base64") }),
+        ),
+      });
+    const good = chunk({ type: "ping" });
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/vnd.amazon.eventstream" });
+      res.end(Buffer.concat([good, spoil(chunk({ type: "ping" }))]));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const endpoint = client({ baseUrl: `http://127.0.0.1:${port}` });
+      const response = await endpoint.send(call({ ...REQUEST, stream: true }));
+      const frames: unknown[] = [];
+      const error = await (async () => {
+        for await (const frame of endpoint.frames(response.body)) frames.push(frame);
+      })().catch((e: unknown) => e);
+      expect(frames).toEqual([{ kind: "event", event: "ping", data: '{"type":"ping"}' }]);
+      expect(error).toBeInstanceOf(UpstreamFailure);
+      expect((error as UpstreamFailure).kind).toBe(kind);
+    } finally {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    }
+  });
 });
+
+function flipLastByte(frame: Uint8Array): Uint8Array {
+  const copy = Uint8Array.from(frame);
+  copy[copy.length - 1]! ^= 0xff;
+  return copy;
+}

@@ -6,9 +6,11 @@
  * dev provider sends for the same prompt, and Google's errors in Anthropic's terms.
  */
 import { generateKeyPairSync } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readBody } from "../../src/core/inference/read-body.js";
-import type { UpstreamCall } from "../../src/core/ports/providers.js";
+import { type UpstreamCall, UpstreamFailure } from "../../src/core/ports/providers.js";
 import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-upstream.js";
 import {
   startVertexStandin,
@@ -263,6 +265,35 @@ describe("VertexUpstream", () => {
     const frames = [];
     for await (const frame of endpoint.frames(response.body)) frames.push(frame);
     expect(frames.map((f) => f.kind === "event" && f.event)).toEqual(["message_start", "error"]);
+  });
+
+  it("fails the call (UpstreamFailure, nothing sent) when the token endpoint hangs or is not there", async () => {
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const { port } = silent.address() as AddressInfo;
+    const before = standin.requests.length;
+    try {
+      const hanging = client({
+        connectTimeoutMs: 200,
+        headersTimeoutMs: 300,
+        serviceAccountKey: serviceAccountKey(key.privateKey, `http://127.0.0.1:${port}/token`),
+      });
+      const timedOut = await hanging.send(call()).catch((e: unknown) => e);
+      expect(timedOut).toBeInstanceOf(UpstreamFailure);
+      expect((timedOut as UpstreamFailure).kind).toBe("timeout");
+    } finally {
+      await new Promise<void>((resolve) => {
+        silent.close(() => resolve());
+        silent.closeAllConnections();
+      });
+    }
+    const gone = client({
+      serviceAccountKey: serviceAccountKey(key.privateKey, `http://127.0.0.1:${port}/token`),
+    });
+    const unreachable = await gone.send(call()).catch((e: unknown) => e);
+    expect(unreachable).toBeInstanceOf(UpstreamFailure);
+    expect((unreachable as UpstreamFailure).kind).toBe("unreachable");
+    expect(standin.requests.length).toBe(before);
   });
 
   it("picks Google's host for a region", () => {

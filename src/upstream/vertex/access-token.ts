@@ -3,7 +3,8 @@
  * `google-auth-library`'s JWT client: it signs the JWT assertion with the key and trades it at
  * the token endpoint. Tokens are cached and refreshed {@link REFRESH_EARLY_MS} before they
  * expire, and calls that find the token stale while a refresh is under way share that refresh:
- * one token fetch at a time, never one per call.
+ * one token fetch at a time, never one per call. A fetch is bounded by the endpoint's own
+ * connect + headers timeouts and never retried inside a call (the router fails over instead).
  */
 import { JWT } from "google-auth-library";
 import { UpstreamFailure } from "../../core/ports/providers.js";
@@ -41,8 +42,11 @@ export class AccessTokens {
   #current: { readonly token: string; readonly expiresAt: number } | undefined;
   #refreshing: Promise<string> | undefined;
 
-  /** Throws TypeError when `key` is not a service-account key (no email or no private key). */
-  constructor(key: object) {
+  /**
+   * `timeoutMs` bounds one token fetch. Throws TypeError when `key` is not a service-account key
+   * (no email or no private key).
+   */
+  constructor(key: object, timeoutMs: number) {
     const account = serviceAccount(key);
     this.#jwt = new JWT({
       email: account.client_email,
@@ -52,29 +56,35 @@ export class AccessTokens {
       eagerRefreshThresholdMillis: REFRESH_EARLY_MS,
     });
     const tokenUri = account.token_uri;
-    if (tokenUri !== undefined && tokenUri !== GOOGLE_TOKEN_URL) {
-      // The key names its token endpoint (a private or test one): the library's requests to
-      // Google's default go there instead.
-      this.#jwt.transporter.interceptors.request.add({
-        resolved: async (config) => {
-          if (String(config.url) === GOOGLE_TOKEN_URL) config.url = new URL(tokenUri);
-          return config;
-        },
-      });
-    }
+    const redirect = tokenUri !== undefined && tokenUri !== GOOGLE_TOKEN_URL ? new URL(tokenUri) : undefined;
+    this.#jwt.transporter.interceptors.request.add({
+      resolved: async (config) => {
+        // The key names its token endpoint (a private or test one): the library's requests to
+        // Google's default go there instead.
+        if (redirect !== undefined && String(config.url) === GOOGLE_TOKEN_URL) config.url = redirect;
+        // Interceptors run after gaxios has read `timeout`, so the deadline is a signal here; and
+        // the library asks gaxios to retry token requests, which would stack timeouts in a call.
+        const deadline = AbortSignal.timeout(timeoutMs);
+        config.signal = config.signal ? AbortSignal.any([config.signal, deadline]) : deadline;
+        config.retryConfig = { ...config.retryConfig, retry: 0, noResponseRetries: 0 };
+        return config;
+      },
+    });
   }
 
   /**
    * A token valid for at least {@link REFRESH_EARLY_MS} more. Throws UpstreamFailure when the
    * token endpoint cannot be reached, TokenRefused when it refuses the key.
    */
-  async token(): Promise<string> {
+  async token(signal?: AbortSignal): Promise<string> {
     const current = this.#current;
     if (current !== undefined && Date.now() < current.expiresAt - REFRESH_EARLY_MS) return current.token;
     this.#refreshing ??= this.#refresh().finally(() => {
       this.#refreshing = undefined;
     });
-    return this.#refreshing;
+    if (signal === undefined) return this.#refreshing;
+    // The caller may leave; the shared refresh carries on for the others.
+    return Promise.race([this.#refreshing, aborted(signal)]);
   }
 
   async #refresh(): Promise<string> {
@@ -88,7 +98,8 @@ export class AccessTokens {
           cause: error,
         });
       }
-      throw new UpstreamFailure("unreachable", `no Google access token: ${String(error)}`, { cause: error });
+      const kind = isTimeout(error) ? "timeout" : "unreachable";
+      throw new UpstreamFailure(kind, `no Google access token: ${String(error)}`, { cause: error });
     }
     const expiresAt = this.#jwt.credentials.expiry_date;
     if (typeof token !== "string" || token === "" || typeof expiresAt !== "number") {
@@ -97,6 +108,22 @@ export class AccessTokens {
     this.#current = { token, expiresAt };
     return token;
   }
+}
+
+/** Rejects with UpstreamFailure "aborted" once `signal` aborts. */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    const fail = () =>
+      reject(new UpstreamFailure("aborted", "call aborted while waiting for a Google access token"));
+    if (signal.aborted) fail();
+    else signal.addEventListener("abort", fail, { once: true });
+  });
+}
+
+/** Whether the token request was cut by its deadline (gaxios reports "aborted"; the signal says why). */
+function isTimeout(error: unknown): boolean {
+  const reason = (error as { config?: { signal?: AbortSignal | null } }).config?.signal?.reason as unknown;
+  return reason instanceof Error && reason.name === "TimeoutError";
 }
 
 function serviceAccount(key: object): ServiceAccountKey {

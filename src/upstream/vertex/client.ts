@@ -49,7 +49,10 @@ export class VertexUpstream implements TextEndpoint {
     this.#modelIds = options.models;
     this.#location = { projectId: options.projectId, region: options.region };
     this.#pool = new UpstreamPool({ ...options, baseUrl: options.baseUrl ?? vertexBaseUrl(options.region) });
-    this.#tokens = new AccessTokens(options.serviceAccountKey);
+    this.#tokens = new AccessTokens(
+      options.serviceAccountKey,
+      options.connectTimeoutMs + options.headersTimeoutMs,
+    );
   }
 
   /** Sends one request; resolves at the response headers. Throws UpstreamFailure for no answer. */
@@ -68,7 +71,7 @@ export class VertexUpstream implements TextEndpoint {
     }
     let token: string;
     try {
-      token = await this.#tokens.token();
+      token = await this.#tokens.token(call.signal);
     } catch (error) {
       // The gateway's own key refused: its credentials, not the caller's fault (403, masked).
       if (error instanceof TokenRefused) return anthropicError(403, "permission_error", error.message);

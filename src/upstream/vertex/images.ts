@@ -55,7 +55,10 @@ export class VertexImages implements ImageUpstream {
     this.#imageOptions = options.imageOptions ?? {};
     this.#modelsPath = `/v1/projects/${encodeURIComponent(options.projectId)}/locations/${encodeURIComponent(options.region)}/publishers/google/models`;
     this.#pool = new UpstreamPool({ ...options, baseUrl: options.baseUrl ?? vertexBaseUrl(options.region) });
-    this.#tokens = new AccessTokens(options.serviceAccountKey);
+    this.#tokens = new AccessTokens(
+      options.serviceAccountKey,
+      options.connectTimeoutMs + options.headersTimeoutMs,
+    );
   }
 
   /**
@@ -66,7 +69,7 @@ export class VertexImages implements ImageUpstream {
     const model = this.#models.get(request.upstreamModel) ?? request.upstreamModel;
     let token: string;
     try {
-      token = await this.#tokens.token();
+      token = await this.#tokens.token(request.signal);
     } catch (error) {
       // The gateway's own key refused: reported as 401, its credentials, never the caller's.
       if (error instanceof TokenRefused) {

@@ -1,3 +1,4 @@
+import type pg from "pg";
 import {
   type CapRefusal,
   capRefusal,
@@ -36,6 +37,7 @@ import {
   toSettlementView,
   toSpendCap,
 } from "../shared/ledger-rows.js";
+import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
 import { inTransaction } from "./database.js";
 
 import {
@@ -410,17 +412,32 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
    */
   readonly #kept = new KeptResolutions();
 
+  /** An account's billing row and caps, kept while `announcements` arrive (a serving host). */
+  readonly #cache: BillingCache | undefined;
+
+  constructor(pool: pg.Pool, announcements?: BillingAnnouncements) {
+    super(pool);
+    this.#cache = announcements === undefined ? undefined : new BillingCache(announcements);
+  }
+
   async accountExists(accountId: string): Promise<boolean> {
     return (await this.pool.query("SELECT 1 FROM accounts WHERE id = $1", [accountId])).rowCount === 1;
   }
 
+  /** From the billing cache when it has the account (see BillingCache), else one read. */
   async billingAccount(accountId: string): Promise<{ defaultChain: string | undefined } | undefined> {
+    const cached = this.#cache?.billing(accountId);
+    if (cached !== undefined) return cached;
+    const mark = this.#cache?.mark() ?? 0;
     const { rows } = await this.pool.query<{ default_chain: string | null }>(
       `SELECT b.default_chain FROM accounts a LEFT JOIN billing_accounts b ON b.account_id = a.id WHERE a.id = $1`,
       [accountId],
     );
     const row = rows[0];
-    return row === undefined ? undefined : { defaultChain: row.default_chain ?? undefined };
+    if (row === undefined) return undefined;
+    const billing = { defaultChain: row.default_chain ?? undefined };
+    this.#cache?.keepBilling(accountId, mark, billing);
+    return billing;
   }
 
   async defaultChain(accountId: string): Promise<string | undefined> {
@@ -437,6 +454,8 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
        ON CONFLICT (account_id) DO UPDATE SET default_chain = EXCLUDED.default_chain, updated_at = EXCLUDED.updated_at`,
       [accountId, chain, now],
     );
+    // Bites on this host's next call; other hosts' caches hear of it at the commit (migration 15).
+    this.#cache?.forget(accountId);
   }
 
   /** A system account's totals are the sum of its shard rows; a user's, its one row. */
@@ -657,14 +676,22 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     return rows.map(toSpendCap);
   }
 
-  /** The caps that bound a hold: the account's own and its key's, on the hold's chain. */
+  /**
+   * The caps that bound a hold: the account's own and its key's, on the hold's chain; from the
+   * billing cache when it has them.
+   */
   private async capsFor(hold: NewHold): Promise<SpendCap[]> {
+    const cached = this.#cache?.caps(hold.accountId, hold.chain, hold.keyId);
+    if (cached !== undefined) return cached;
+    const mark = this.#cache?.mark() ?? 0;
     const rows = await exactRows(
       this.pool,
       "SELECT * FROM spend_caps WHERE account_id = $1 AND chain = $2 AND key_id IN ('', $3)",
       [hold.accountId, hold.chain, hold.keyId],
     );
-    return rows.map(toSpendCap);
+    const caps = rows.map(toSpendCap);
+    this.#cache?.keepCaps(hold.accountId, hold.chain, hold.keyId, mark, caps);
+    return caps;
   }
 
   async setSpendCap(cap: SpendCap, now: number): Promise<void> {
@@ -674,6 +701,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
        DO UPDATE SET amount = EXCLUDED.amount, updated_at = EXCLUDED.updated_at`,
       [cap.accountId, cap.keyId, cap.chain, cap.period, cap.amount, now],
     );
+    this.#cache?.forget(cap.accountId);
   }
 
   async clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean> {
@@ -681,6 +709,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
       "DELETE FROM spend_caps WHERE account_id = $1 AND key_id = $2 AND chain = $3 AND period = $4",
       [cap.accountId, cap.keyId, cap.chain, cap.period],
     );
+    this.#cache?.forget(cap.accountId);
     return rowCount === 1;
   }
 

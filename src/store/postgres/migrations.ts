@@ -541,4 +541,31 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       ALTER TABLE open_holds ADD COLUMN raised BIGINT NOT NULL DEFAULT 0 CHECK (raised >= 0);
     `,
   },
+  {
+    version: 15,
+    name: "billing settings announced to every host",
+    sql: `
+      -- What every call reads and an operator rarely changes (an account's default chain, its
+      -- spend caps) is cached by each serving host (billing-cache.ts) and announced at the
+      -- commit of every change, whichever host makes it: the account's id on the channel
+      -- tollgate_billing, heard on the connection that already LISTENs for auth changes.
+      CREATE FUNCTION announce_billing_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'DELETE' THEN
+            PERFORM pg_notify('tollgate_billing', OLD.account_id);
+          ELSE
+            PERFORM pg_notify('tollgate_billing', NEW.account_id);
+            IF TG_OP = 'UPDATE' AND OLD.account_id IS DISTINCT FROM NEW.account_id THEN
+              PERFORM pg_notify('tollgate_billing', OLD.account_id);
+            END IF;
+          END IF;
+          RETURN NULL;
+        END $$;
+      CREATE TRIGGER billing_accounts_announced AFTER INSERT OR UPDATE OR DELETE ON billing_accounts
+        FOR EACH ROW EXECUTE FUNCTION announce_billing_change();
+      CREATE TRIGGER spend_caps_announced AFTER INSERT OR UPDATE OR DELETE ON spend_caps
+        FOR EACH ROW EXECUTE FUNCTION announce_billing_change();
+
+    `,
+  },
 ];

@@ -10,10 +10,11 @@
  *   node scripts/build.mjs && npx tsc -p tsconfig.bench.json && node dist/bench/pg-statements.js
  *
  * Options: --calls N (default 2000), --concurrency N (16), --idempotency, --json (one JSON line),
- * --profile DIR (run the gateway with --cpu-prof, its profile written into DIR on exit).
+ * --profile DIR (run the gateway with --cpu-prof, its profile written into DIR on exit, and print
+ * where its CPU went: self time by package or source folder, the whole run's).
  */
-import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -21,7 +22,7 @@ import { startEvmDevChain } from "../src/dev/chains/evm/dev-chain.js";
 import { startDevUpstream } from "../src/dev/provider/dev-upstream.js";
 import { writeChainsFile } from "../test/helpers/evm.js";
 import { startPostgres } from "../test/helpers/postgres.js";
-import { childEnv, startGateway, tempDir } from "../test/helpers/process.js";
+import { childEnv, tempDir } from "../test/helpers/process.js";
 
 /** The compiled CLI, beside this script in dist/. */
 const CLI = resolve(import.meta.dirname, "../src/cli/main.js");
@@ -86,6 +87,85 @@ function cpuMs(pid: number, children: boolean): number {
   return total * 10; // USER_HZ is 100 on Linux.
 }
 
+/** Starts `tollgate serve` (with `node` flags `flags`) and resolves with it once it is ready. */
+async function serve(env: Record<string, string>, flags: readonly string[]) {
+  const child = spawn(process.execPath, [...flags, CLI, "serve"], {
+    env: childEnv({
+      TOLLGATE_PORT: "0",
+      TOLLGATE_CORE_PORT: "0",
+      TOLLGATE_PUBLIC_URL: "http://127.0.0.1",
+      ...env,
+    }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stderr!.on("data", (chunk) => {
+    err += chunk;
+  });
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  const facadeUrl = await new Promise<string>((ready, fail) => {
+    child.once("exit", (code) => fail(new Error(`tollgate serve exited ${code}: ${err}`)));
+    child.stdout!.on("data", (chunk) => {
+      out += chunk;
+      const match = /tollgate ready: facade (\S+)/.exec(out);
+      if (match !== null) ready(match[1]!);
+    });
+  });
+  return {
+    child: child as ChildProcess,
+    facadeUrl,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/** A V8 CPU profile, as `--cpu-prof` writes it. */
+interface CpuProfile {
+  nodes: { id: number; callFrame: { url: string; functionName: string } }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Self time of the newest profile in `dir`, by package (node_modules) or source folder, in %. */
+function profileShares(dir: string): [string, number][] {
+  const newest = readdirSync(dir)
+    .filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => join(dir, f))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  if (newest === undefined) return [];
+  const profile = JSON.parse(readFileSync(newest, "utf8")) as CpuProfile;
+  const where = new Map(
+    profile.nodes.map((n) => {
+      const url = n.callFrame.url;
+      const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+      const src = /\/dist\/src\/([^/]+(?:\/[^/]+)?)\//.exec(url)?.[1];
+      const name =
+        pkg ??
+        (src === undefined ? undefined : `src/${src}`) ??
+        (url.startsWith("node:")
+          ? "node (runtime)"
+          : url === ""
+            ? `(${n.callFrame.functionName || "native"})`
+            : url);
+      return [n.id, name] as const;
+    }),
+  );
+  const self = new Map<string, number>();
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0;
+    total += dt;
+    const name = where.get(id) ?? "?";
+    self.set(name, (self.get(name) ?? 0) + dt);
+  });
+  return [...self.entries()]
+    .map(([k, v]) => [k, (100 * v) / total] as [string, number])
+    .sort((a, b) => b[1] - a[1]);
+}
+
 const postgres = await startPostgres({
   settings: [
     "shared_preload_libraries=pg_stat_statements",
@@ -101,7 +181,7 @@ const dir = () => {
 };
 const chain = await startEvmDevChain({ id: "base", chainId: 8453 });
 const upstream = await startDevUpstream({});
-let gateway: Awaited<ReturnType<typeof startGateway>> | undefined;
+let gateway: Awaited<ReturnType<typeof serve>> | undefined;
 try {
   const url = await postgres.freshDatabase();
   const admin = new pg.Client({ connectionString: url });
@@ -124,11 +204,8 @@ try {
     ["credit", "--account", account, "--chain", "base", "--amount", "100000", "--reason", "bench"],
     cli,
   );
-  const profile: Record<string, string> =
-    values.profile === undefined
-      ? {}
-      : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${resolve(values.profile)}` };
-  gateway = await startGateway({ ...env, ...profile, TOLLGATE_DATA_DIR: dir() }, 30_000, "serve", CLI);
+  const flags = values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
+  gateway = await serve({ ...env, TOLLGATE_DATA_DIR: dir() }, flags);
   const host = gateway;
 
   let sent = 0;
@@ -228,7 +305,13 @@ try {
     process.stdout.write(`${lines.join("\n")}\n`);
   }
 } finally {
-  await gateway?.stop("SIGTERM");
+  await gateway?.stop();
+  if (values.profile !== undefined) {
+    const shares = profileShares(resolve(values.profile)).slice(0, 15);
+    process.stdout.write(
+      `\nThe gateway's CPU (self time, whole run):\n${shares.map(([k, v]) => `  ${v.toFixed(1).padStart(5)}%  ${k}`).join("\n")}\n`,
+    );
+  }
   await upstream.close();
   await chain.close();
   await postgres.stop();

@@ -151,11 +151,11 @@ const PLACE_HOLD_REFUSED = `
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
- * Settles or voids a hold in one statement, `tollgate_resolve` (migration 15). The hold's open-list row is its lock: whoever
- * deletes it resolves the hold (a sweeper holding it makes this wait, then find nothing; a
- * raise holding it makes this wait, then see the raised total on the row it deletes: `held`
- * comes from that row, not from this statement's snapshot), and the resolution's primary key
- * still refuses a second outcome. Rows are then locked in the order every writer uses: the
+ * Settles or voids a hold in one statement, `tollgate_resolve` (migration 15). The hold's
+ * open-list row is its lock: whoever deletes it resolves the hold (a sweeper holding it makes
+ * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
+ * the row it deletes: `held` comes from that row, not from this statement's snapshot), and the
+ * resolution's primary key still refuses a second outcome. Rows are then locked in the order every writer uses: the
  * account's balance row, the revenue shard holding the hold's pending amount (its raises'
  * too), and (settled with a charge) the account's onchain backing, read FOR UPDATE so that the
  * intent's onchain part is computed from its newest version, as SettlementOutbox.record does.

@@ -91,14 +91,16 @@ async function call(idempotencyKey?: string): Promise<{ status: number; text: st
 }
 
 /**
- * The top-level statements the server ran since the last call, by text, with their counts; the
- * idempotency sweep (on a timer of the host's own, not the call's) left out.
+ * The top-level statements the server ran since the last call, by text, with their counts; left
+ * out: the idempotency sweep (on a timer of the host's own, not the call's) and the key's last-use
+ * stamp (at most once a minute per key, whenever a slow run crosses the minute).
  */
 async function statementsSince(): Promise<Map<string, number>> {
   const { rows } = await admin.query<{ query: string; calls: string }>(
     `SELECT query, calls::text FROM pg_stat_statements
       WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-        AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'DELETE FROM idempotency_keys WHERE expires_at%'`,
+        AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'DELETE FROM idempotency_keys WHERE expires_at%'
+        AND query NOT LIKE 'UPDATE api_keys SET last_used_at%'`,
   );
   await admin.query("SELECT pg_stat_statements_reset()");
   return new Map(rows.map((r) => [r.query.replace(/\s+/g, " ").trim(), Number(r.calls)]));

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./ports.js";
@@ -13,6 +13,8 @@ export interface PostgresServer {
   /** `postgres://tollgate:<password>@127.0.0.1:<port>/tollgate`: password-checked (SCRAM). */
   readonly url: string;
   readonly port: number;
+  /** The postmaster's process id (its backends are its children). */
+  readonly pid: number;
   /** The same server with a wrong password, to see it refused. */
   readonly wrongPasswordUrl: string;
   /** Creates an empty database on this server and returns its URL (one per test that migrates). */
@@ -24,9 +26,15 @@ export interface PostgresServer {
 /**
  * Starts PostgreSQL the way ENVIRONMENT-bound tests must: PostgreSQL refuses to run as root, so
  * the cluster belongs to the `postgres` user and every command runs through `runuser`; the
- * postmaster leaves the caller's process group, so it is stopped with `pg_ctl stop`.
+ * postmaster leaves the caller's process group, so it is stopped with `pg_ctl stop`. `settings`
+ * adds server settings (`name=value`, passed as `-c`), e.g.
+ * `shared_preload_libraries=pg_stat_statements`.
  */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres({
+  settings = [],
+}: {
+  settings?: readonly string[];
+} = {}): Promise<PostgresServer> {
   const dir = mkdtempSync(join(tmpdir(), "tollgate-pg-"));
   chmodSync(dir, 0o700);
   const data = join(dir, "data");
@@ -68,7 +76,10 @@ export async function startPostgres(): Promise<PostgresServer> {
     join(dir, "log"),
     "-w",
     "-o",
-    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on`,
+    [
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on`,
+      ...settings.map((s) => `-c ${s}`),
+    ].join(" "),
     "start",
   ]);
   const stop = async () => {
@@ -110,6 +121,7 @@ export async function startPostgres(): Promise<PostgresServer> {
     url: `postgres://tollgate:${password}@127.0.0.1:${port}/tollgate`,
     wrongPasswordUrl: `postgres://tollgate:not-${password}@127.0.0.1:${port}/tollgate`,
     port,
+    pid: Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]),
     stop,
   };
 }

@@ -18,6 +18,8 @@ export const INSERT_ACCOUNT =
 
 /** The channel the auth change counter is announced on (migration 5). */
 const AUTH_CHANNEL = "tollgate_auth_version";
+/** The channel an account's billing settings' changes are announced on (migration 15). */
+const BILLING_CHANNEL = "tollgate_billing";
 /** How long a lost listener waits before it connects again (meanwhile the counter is read). */
 const RELISTEN_MS = 1_000;
 
@@ -27,12 +29,18 @@ const RELISTEN_MS = 1_000;
  * so a host learns of a revocation on any other host within the notification's delivery
  * (milliseconds) without reading the counter on every call. While that connection is down the
  * counter is unknown here and the store reads it per call, as without a listener.
+ *
+ * The same connection LISTENs on `tollgate_billing` (the account whose default chain or spend
+ * caps changed, migration 15) for the billing cache (billing-cache.ts): each announcement is
+ * passed to {@link onBillingChange}'s listeners, and so is `undefined` (forget everything)
+ * whenever the connection is lost or made, since changes may have been missed meanwhile.
  */
 export class PgAuthStamp {
   #client: pg.Client | undefined;
   #stamp: number | undefined;
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  readonly #billing = new Set<(accountId: string | undefined) => void>();
 
   constructor(private readonly url: string) {}
 
@@ -44,6 +52,10 @@ export class PgAuthStamp {
     // Announcements that arrive before the first read are kept, not dropped.
     let heard = 0;
     client.on("notification", (message) => {
+      if (message.channel === BILLING_CHANNEL) {
+        for (const listener of this.#billing) listener(message.payload);
+        return;
+      }
       const n = Number(message.payload);
       if (!Number.isFinite(n)) return;
       heard = Math.max(heard, n);
@@ -51,13 +63,14 @@ export class PgAuthStamp {
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${AUTH_CHANNEL}`);
+      await client.query(`LISTEN ${AUTH_CHANNEL}; LISTEN ${BILLING_CHANNEL}`);
       const { rows } = await client.query<{ n: string }>(
         "SELECT n::text AS n FROM auth_version WHERE id = 1",
       );
       if (this.#closed) throw new Error("closed");
       this.#client = client;
       this.#stamp = Math.max(heard, Number(rows[0]!.n));
+      for (const listener of this.#billing) listener(undefined);
     } catch (error) {
       await client.end().catch(() => {});
       throw error;
@@ -67,6 +80,19 @@ export class PgAuthStamp {
   /** The counter as last announced, or undefined while not listening. */
   current(): number | undefined {
     return this.#stamp;
+  }
+
+  /** True while announcements arrive: what is cached by them may be used. */
+  listening(): boolean {
+    return this.#stamp !== undefined;
+  }
+
+  /**
+   * Calls `listener` with each account whose billing settings changed, and with `undefined`
+   * when every account's may have (the connection lost or made).
+   */
+  onBillingChange(listener: (accountId: string | undefined) => void): void {
+    this.#billing.add(listener);
   }
 
   /** A value read from the table: never lets the cached counter go back. */
@@ -87,6 +113,7 @@ export class PgAuthStamp {
     if (this.#client !== client) return;
     this.#client = undefined;
     this.#stamp = undefined;
+    for (const listener of this.#billing) listener(undefined);
     void client.end().catch(() => {});
     if (this.#closed) return;
     const again = () => {

@@ -1,3 +1,4 @@
+import type pg from "pg";
 import {
   type CapRefusal,
   capRefusal,
@@ -36,6 +37,7 @@ import {
   toSettlementView,
   toSpendCap,
 } from "../shared/ledger-rows.js";
+import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
 import { inTransaction } from "./database.js";
 
 import {
@@ -62,42 +64,27 @@ const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain
   r.images AS u_images, r.charges AS u_charges, r.resolved_at`;
 
 /**
- * A hold in one statement (no transaction, one round trip): the funds check is the conditional
- * UPDATE of the account's balance row (the lock every hold of the account waits on), and every
- * other row is written only if it moved. No row updated: nothing is written. An id already
- * taken fails the whole statement on the primary key.
+ * A hold in one statement (no transaction, one round trip): `tollgate_place_hold` (migration 15).
+ * The funds check is the conditional UPDATE of the account's balance row (the lock every hold of
+ * the account waits on), and every other row is written only if it moved. No row updated:
+ * nothing is written and no row comes back. An id already taken fails the whole statement on the
+ * primary key.
  */
 const PLACE_HOLD = `
-  WITH funds AS (
-    UPDATE ledger_balances SET debits_pending = debits_pending + $6::bigint
-     WHERE $6::bigint > 0 AND account = $2::text AND chain = $5::text AND shard = 0
-       AND credits_posted - debits_posted - debits_pending >= $6::bigint
-    RETURNING 1
-  ), hold AS (
-    INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
-                       max_tokens, image_size, image_count, created_at)
-    SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::text, $9::bigint,
-           $10::bigint, $11::text, $12::integer, $13::bigint
-     WHERE $6::bigint = 0 OR EXISTS (SELECT 1 FROM funds)
-    RETURNING seq
-  ), opened AS (
-    INSERT INTO open_holds (hold_id, created_at) SELECT $1::text, $13::bigint FROM hold
-  ), entry AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT $1::text || '/hold', $5::text, $2::text, '${SYSTEM_REVENUE}', $6::bigint, true, 'hold', $1::text, '',
-           $13::bigint
-      FROM funds
-  ), revenue AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
-    SELECT '${SYSTEM_REVENUE}', $5::text, hold.seq % ${SYSTEM_SHARDS}, true, $6::bigint FROM hold, funds
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
-  ), spent AS (
-    INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
-    SELECT $2::text, $4::text, $5::text, $13::bigint - $13::bigint % ${DAY_MS}, $6::bigint FROM hold, funds
-    ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent
-  )
-  SELECT seq FROM hold`;
+  SELECT seq FROM tollgate_place_hold($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text,
+                                      $8::text, $9::bigint, $10::bigint, $11::text, $12::integer, $13::bigint)`;
+
+/**
+ * A hold some caps bound, in one statement: `tollgate_place_capped_hold` (migration 15) locks the
+ * account's balance row, looks for the hold's id (`taken`), sums each cap's period after the lock
+ * (`spent`, in the caps' order) and places the hold with tollgate_place_hold only when no cap
+ * refuses it (`refused`).
+ */
+const PLACE_CAPPED_HOLD = `
+  SELECT seq, taken, refused, spent
+    FROM tollgate_place_capped_hold($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text,
+                                    $8::text, $9::bigint, $10::bigint, $11::text, $12::integer, $13::bigint,
+                                    $14::bigint[], $15::text[], $16::bigint[])`;
 
 /** What a cap's period has spent: its days' rows, of every key for an account's cap. */
 const SPENT_SINCE = `
@@ -164,11 +151,11 @@ const PLACE_HOLD_REFUSED = `
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
- * Settles or voids a hold in one statement. The hold's open-list row is its lock: whoever
- * deletes it resolves the hold (a sweeper holding it makes this wait, then find nothing; a
- * raise holding it makes this wait, then see the raised total on the row it deletes: `held`
- * comes from that row, not from this statement's snapshot), and the resolution's primary key
- * still refuses a second outcome. Rows are then locked in the order every writer uses: the
+ * Settles or voids a hold in one statement, `tollgate_resolve` (migration 15). The hold's
+ * open-list row is its lock: whoever deletes it resolves the hold (a sweeper holding it makes
+ * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
+ * the row it deletes: `held` comes from that row, not from this statement's snapshot), and the
+ * resolution's primary key still refuses a second outcome. Rows are then locked in the order every writer uses: the
  * account's balance row, the revenue shard holding the hold's pending amount (its raises'
  * too), and (settled with a charge) the account's onchain backing, read FOR UPDATE so that the
  * intent's onchain part is computed from its newest version, as SettlementOutbox.record does.
@@ -178,61 +165,8 @@ const PLACE_HOLD_REFUSED = `
  * whole, on a new snapshot.
  */
 const RESOLVE = `
-  WITH hold AS (
-    SELECT ${HOLD_COLUMNS} FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
-  ), closed AS (
-    DELETE FROM open_holds o USING hold
-     WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount + o.raised
-    RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
-  ), resolved AS (
-    INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
-                                  cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
-    SELECT hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::integer,
-           $10::text, $11::bigint
-      FROM closed
-    RETURNING hold_id
-  ), released AS (
-    UPDATE ledger_balances b
-       SET debits_pending = b.debits_pending - closed.held, debits_posted = b.debits_posted + $3::bigint
-      FROM hold, closed, resolved
-     WHERE closed.held > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
-    RETURNING 1
-  ), revenue AS (
-    UPDATE ledger_balances b
-       SET credits_pending = b.credits_pending - closed.held, credits_posted = b.credits_posted + $3::bigint
-      FROM hold, closed, released
-     WHERE b.account = '${SYSTEM_REVENUE}' AND b.chain = hold.chain AND b.shard = hold.seq % ${SYSTEM_SHARDS}
-    RETURNING 1
-  ), charge AS (
-    INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
-                                created_at)
-    SELECT hold.id || '/charge', hold.chain, hold.account_id, '${SYSTEM_REVENUE}', $3::bigint, false, 'charge',
-           hold.id, '', $11::bigint
-      FROM hold, revenue
-     WHERE $3::bigint > 0
-  ), backing AS (
-    SELECT b.account_id, b.chain, LEAST($3::bigint, b.deposited - b.committed) AS onchain
-      FROM onchain_backing b, hold, revenue
-     WHERE $2::text = 'settled' AND $3::bigint > 0 AND b.account_id = hold.account_id AND b.chain = hold.chain
-       FOR UPDATE OF b
-  ), committed AS (
-    UPDATE onchain_backing b SET committed = b.committed + k.onchain
-      FROM backing k
-     WHERE k.onchain > 0 AND b.account_id = k.account_id AND b.chain = k.chain
-  ), intent AS (
-    INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount, created_at)
-    SELECT hold.id, hold.account_id, hold.chain, $3::bigint, COALESCE(k.onchain, 0),
-           $3::bigint - COALESCE(k.onchain, 0), $11::bigint
-      FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
-     WHERE $2::text = 'settled' AND $3::bigint > 0
-  ), spent AS (
-    UPDATE spend_days d SET spent = d.spent + $3::bigint - closed.held
-      FROM hold, closed, released
-     WHERE $3::bigint <> closed.held AND d.account_id = hold.account_id AND d.chain = hold.chain
-       AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % ${DAY_MS}
-  )
-  SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now, (SELECT raised FROM closed) AS raised_now
-    FROM hold`;
+  SELECT * FROM tollgate_resolve($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint,
+                                 $8::bigint, $9::integer, $10::text, $11::bigint)`;
 
 /**
  * A hold's x402 payment is collected, or its collection begun: its hold is never expired (see
@@ -410,17 +344,32 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
    */
   readonly #kept = new KeptResolutions();
 
+  /** An account's billing row and caps, kept while `announcements` arrive (a serving host). */
+  readonly #cache: BillingCache | undefined;
+
+  constructor(pool: pg.Pool, announcements?: BillingAnnouncements) {
+    super(pool);
+    this.#cache = announcements === undefined ? undefined : new BillingCache(announcements);
+  }
+
   async accountExists(accountId: string): Promise<boolean> {
     return (await this.pool.query("SELECT 1 FROM accounts WHERE id = $1", [accountId])).rowCount === 1;
   }
 
+  /** From the billing cache when it has the account (see BillingCache), else one read. */
   async billingAccount(accountId: string): Promise<{ defaultChain: string | undefined } | undefined> {
+    const cached = this.#cache?.billing(accountId);
+    if (cached !== undefined) return cached;
+    const mark = this.#cache?.mark() ?? 0;
     const { rows } = await this.pool.query<{ default_chain: string | null }>(
       `SELECT b.default_chain FROM accounts a LEFT JOIN billing_accounts b ON b.account_id = a.id WHERE a.id = $1`,
       [accountId],
     );
     const row = rows[0];
-    return row === undefined ? undefined : { defaultChain: row.default_chain ?? undefined };
+    if (row === undefined) return undefined;
+    const billing = { defaultChain: row.default_chain ?? undefined };
+    this.#cache?.keepBilling(accountId, mark, billing);
+    return billing;
   }
 
   async defaultChain(accountId: string): Promise<string | undefined> {
@@ -437,6 +386,8 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
        ON CONFLICT (account_id) DO UPDATE SET default_chain = EXCLUDED.default_chain, updated_at = EXCLUDED.updated_at`,
       [accountId, chain, now],
     );
+    // Bites on this host's next call; other hosts' caches hear of it at the commit (migration 15).
+    this.#cache?.forget(accountId);
   }
 
   /** A system account's totals are the sum of its shard rows; a user's, its one row. */
@@ -535,29 +486,32 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
   }
 
   /**
-   * A hold some caps bound, in one READ COMMITTED transaction: lock the account's balance row on
-   * the chain (the lock every hold of the account there waits on, PLACE_HOLD's included), then
-   * sum the caps' periods. Each statement reads what was committed when it began, so the sums
-   * see every hold placed before the lock was granted: parallel holds cannot run past a cap.
-   * No balance row: no funds, and PLACE_HOLD refuses the hold.
+   * A hold some caps bound, in one statement (PLACE_CAPPED_HOLD): the account's balance row on
+   * the chain locked first (the lock every hold of the account there waits on, PLACE_HOLD's
+   * included), then the caps' periods summed in queries that each see every hold placed before
+   * the lock was granted: parallel holds cannot run past a cap. The refusal is the core's
+   * (capRefusal) over the sums the function read. No balance row: no funds, and nothing placed.
    */
-  private placeWithinCaps(hold: NewHold, caps: readonly SpendCap[], values: readonly unknown[]) {
-    return inTransaction(this.pool, async (client): Promise<Placement> => {
-      await client.query(
-        "SELECT 1 FROM ledger_balances WHERE account = $1 AND chain = $2 AND shard = 0 FOR NO KEY UPDATE",
-        [hold.accountId, hold.chain],
-      );
-      // A retry of a hold already placed is answered by the refusal path, not counted against itself.
-      const taken = await client.query("SELECT 1 FROM holds WHERE id = $1", [hold.id]);
-      if (taken.rowCount !== 0) return {};
-      const spent = new Map<SpendCap, bigint>();
-      for (const cap of caps)
-        spent.set(cap, await capSpentOn(client, cap, periodStart(cap.period, hold.createdAt)));
+  private async placeWithinCaps(
+    hold: NewHold,
+    caps: readonly SpendCap[],
+    values: readonly unknown[],
+  ): Promise<Placement> {
+    const [row] = await exactRows(this.pool, PLACE_CAPPED_HOLD, [
+      ...values,
+      caps.map((cap) => periodStart(cap.period, hold.createdAt)),
+      caps.map((cap) => cap.keyId),
+      caps.map((cap) => cap.amount.toString()),
+    ]);
+    // A retry of a hold already placed is answered by the refusal path, not counted against itself.
+    if (row === undefined || row.taken === true) return {};
+    if (row.refused === true) {
+      const spent = new Map(caps.map((cap, i) => [cap, BigInt((row.spent as string[])[i]!)]));
       const refusal = capRefusal(caps, hold.amount, hold.createdAt, (cap) => spent.get(cap)!);
-      if (refusal !== undefined) return { refusal };
-      const [placed] = await exactRows(client, PLACE_HOLD, values);
-      return { seq: placed?.seq as bigint | undefined };
-    });
+      if (refusal === undefined) throw new Error(`hold ${hold.id}: refused by a cap that leaves room`);
+      return { refusal };
+    }
+    return { seq: (row.seq as bigint | null) ?? undefined };
   }
 
   /**
@@ -657,14 +611,22 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     return rows.map(toSpendCap);
   }
 
-  /** The caps that bound a hold: the account's own and its key's, on the hold's chain. */
+  /**
+   * The caps that bound a hold: the account's own and its key's, on the hold's chain; from the
+   * billing cache when it has them.
+   */
   private async capsFor(hold: NewHold): Promise<SpendCap[]> {
+    const cached = this.#cache?.caps(hold.accountId, hold.chain, hold.keyId);
+    if (cached !== undefined) return cached;
+    const mark = this.#cache?.mark() ?? 0;
     const rows = await exactRows(
       this.pool,
       "SELECT * FROM spend_caps WHERE account_id = $1 AND chain = $2 AND key_id IN ('', $3)",
       [hold.accountId, hold.chain, hold.keyId],
     );
-    return rows.map(toSpendCap);
+    const caps = rows.map(toSpendCap);
+    this.#cache?.keepCaps(hold.accountId, hold.chain, hold.keyId, mark, caps);
+    return caps;
   }
 
   async setSpendCap(cap: SpendCap, now: number): Promise<void> {
@@ -674,6 +636,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
        DO UPDATE SET amount = EXCLUDED.amount, updated_at = EXCLUDED.updated_at`,
       [cap.accountId, cap.keyId, cap.chain, cap.period, cap.amount, now],
     );
+    this.#cache?.forget(cap.accountId);
   }
 
   async clearSpendCap(cap: Omit<SpendCap, "amount">): Promise<boolean> {
@@ -681,6 +644,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
       "DELETE FROM spend_caps WHERE account_id = $1 AND key_id = $2 AND chain = $3 AND period = $4",
       [cap.accountId, cap.keyId, cap.chain, cap.period],
     );
+    this.#cache?.forget(cap.accountId);
     return rowCount === 1;
   }
 

@@ -541,4 +541,202 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       ALTER TABLE open_holds ADD COLUMN raised BIGINT NOT NULL DEFAULT 0 CHECK (raised >= 0);
     `,
   },
+  {
+    version: 15,
+    name: "billing settings announced to every host; a hold and its resolution as stored functions",
+    sql: `
+      -- What every call reads and an operator rarely changes (an account's default chain, its
+      -- spend caps) is cached by each serving host (billing-cache.ts) and announced at the
+      -- commit of every change, whichever host makes it: the account's id on the channel
+      -- tollgate_billing, heard on the connection that already LISTENs for auth changes.
+      CREATE FUNCTION announce_billing_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'DELETE' THEN
+            PERFORM pg_notify('tollgate_billing', OLD.account_id);
+          ELSE
+            PERFORM pg_notify('tollgate_billing', NEW.account_id);
+            IF TG_OP = 'UPDATE' AND OLD.account_id IS DISTINCT FROM NEW.account_id THEN
+              PERFORM pg_notify('tollgate_billing', OLD.account_id);
+            END IF;
+          END IF;
+          RETURN NULL;
+        END $$;
+      CREATE TRIGGER billing_accounts_announced AFTER INSERT OR UPDATE OR DELETE ON billing_accounts
+        FOR EACH ROW EXECUTE FUNCTION announce_billing_change();
+      CREATE TRIGGER spend_caps_announced AFTER INSERT OR UPDATE OR DELETE ON spend_caps
+        FOR EACH ROW EXECUTE FUNCTION announce_billing_change();
+
+      -- The calls' path as functions (ledger.ts calls each in one statement, one round trip):
+      -- the statements are those the store sent as text before, unchanged, so their locks, their
+      -- lock order and their snapshots (one per statement, READ COMMITTED) are the same, but
+      -- PL/pgSQL keeps their plans for the session instead of planning each call's statement
+      -- again (docs/store.md, "Where a billed call's time goes").
+
+      -- A hold in one statement: the funds check is the conditional UPDATE of the account's
+      -- balance row (the lock every hold of the account waits on), and every other row is
+      -- written only if it moved. No row updated: nothing is written (no seq returned). An id
+      -- already taken fails the whole statement on the primary key.
+      CREATE FUNCTION tollgate_place_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT
+      ) RETURNS TABLE (seq BIGINT) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        BEGIN
+          RETURN QUERY
+          WITH funds AS (
+            UPDATE ledger_balances SET debits_pending = debits_pending + $6::bigint
+             WHERE $6::bigint > 0 AND account = $2::text AND chain = $5::text AND shard = 0
+               AND credits_posted - debits_posted - debits_pending >= $6::bigint
+            RETURNING 1
+          ), hold AS (
+            INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                               max_tokens, image_size, image_count, created_at)
+            SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::text, $9::bigint,
+                   $10::bigint, $11::text, $12::integer, $13::bigint
+             WHERE $6::bigint = 0 OR EXISTS (SELECT 1 FROM funds)
+            RETURNING holds.seq
+          ), opened AS (
+            INSERT INTO open_holds (hold_id, created_at) SELECT $1::text, $13::bigint FROM hold
+          ), entry AS (
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id,
+                                        memo, created_at)
+            SELECT $1::text || '/hold', $5::text, $2::text, 'system:revenue', $6::bigint, true, 'hold', $1::text, '',
+                   $13::bigint
+              FROM funds
+          ), revenue AS (
+            INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
+            SELECT 'system:revenue', $5::text, hold.seq % 16, true, $6::bigint FROM hold, funds
+            ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
+          ), spent AS (
+            INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+            SELECT $2::text, $4::text, $5::text, $13::bigint - $13::bigint % 86400000, $6::bigint FROM hold, funds
+            ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent
+          )
+          SELECT hold.seq FROM hold;
+        END $$;
+
+      -- A hold some spend caps bound, in one statement: the account's balance row locked (the
+      -- lock every hold of the account there waits on, tollgate_place_hold's included), then a
+      -- hold with this id looked for (taken: a retry, answered by the refusal path, not counted
+      -- against itself), then each cap's period summed from spend_days (p_since: the period's
+      -- first millisecond, p_keys: the cap's key or '' for the account's), each in a query of its
+      -- own that sees every hold committed before the lock was granted; placed only if every cap
+      -- has room (spent + amount <= cap). spent: the sums, in the caps' order, as text.
+      CREATE FUNCTION tollgate_place_capped_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT,
+        p_since BIGINT[], p_keys TEXT[], p_caps BIGINT[]
+      ) RETURNS TABLE (seq BIGINT, taken BOOLEAN, refused BOOLEAN, spent TEXT[]) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          v_spent TEXT[] := '{}';
+          v_used NUMERIC;
+          v_refused BOOLEAN := false;
+          v_seq BIGINT;
+        BEGIN
+          PERFORM 1 FROM ledger_balances b
+            WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0 FOR NO KEY UPDATE;
+          IF EXISTS (SELECT 1 FROM holds h WHERE h.id = p_id) THEN
+            RETURN QUERY SELECT NULL::bigint, true, false, NULL::text[];
+            RETURN;
+          END IF;
+          FOR i IN 1 .. COALESCE(array_length(p_since, 1), 0) LOOP
+            SELECT COALESCE(SUM(d.spent), 0) INTO v_used FROM spend_days d
+             WHERE d.account_id = p_account AND d.chain = p_chain AND d.day >= p_since[i]
+               AND (p_keys[i] = '' OR d.key_id = p_keys[i]);
+            v_spent := v_spent || v_used::text;
+            IF v_used + p_amount > p_caps[i] THEN
+              v_refused := true;
+            END IF;
+          END LOOP;
+          IF v_refused THEN
+            RETURN QUERY SELECT NULL::bigint, false, true, v_spent;
+            RETURN;
+          END IF;
+          SELECT p.seq INTO v_seq
+            FROM tollgate_place_hold(p_id, p_account, p_request, p_key, p_chain, p_amount, p_kind, p_model, p_input,
+                                     p_max, p_image_size, p_image_count, p_at) AS p;
+          RETURN QUERY SELECT v_seq, false, false, v_spent;
+        END $$;
+
+      -- Settles or voids a hold in one statement (see RESOLVE in ledger.ts for its locks and
+      -- why a CHECK may refuse it once, to be run again).
+      CREATE FUNCTION tollgate_resolve(
+        p_hold TEXT, p_status TEXT, p_amount BIGINT, p_input BIGINT, p_output BIGINT, p_cw5m BIGINT, p_cw1h BIGINT,
+        p_read BIGINT, p_images INTEGER, p_charges TEXT, p_at BIGINT
+      ) RETURNS TABLE (
+        seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT, amount BIGINT, call_kind TEXT,
+        model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT, image_count INTEGER, created_at BIGINT,
+        raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT, u_output BIGINT, u_cw5m BIGINT,
+        u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT, resolved_at BIGINT, resolved_now BOOLEAN,
+        raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        BEGIN
+          RETURN QUERY
+          WITH hold AS (
+            SELECT h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+                   h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
+                   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
+                   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+                   r.images AS u_images, r.charges AS u_charges, r.resolved_at
+              FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
+          ), closed AS (
+            DELETE FROM open_holds o USING hold
+             WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount + o.raised
+            RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
+          ), resolved AS (
+            INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                          cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
+            SELECT closed.hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint,
+                   $9::integer, $10::text, $11::bigint
+              FROM closed
+            RETURNING hold_resolutions.hold_id
+          ), released AS (
+            UPDATE ledger_balances b
+               SET debits_pending = b.debits_pending - closed.held, debits_posted = b.debits_posted + $3::bigint
+              FROM hold, closed, resolved
+             WHERE closed.held > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
+            RETURNING 1
+          ), revenue AS (
+            UPDATE ledger_balances b
+               SET credits_pending = b.credits_pending - closed.held, credits_posted = b.credits_posted + $3::bigint
+              FROM hold, closed, released
+             WHERE b.account = 'system:revenue' AND b.chain = hold.chain AND b.shard = hold.seq % 16
+            RETURNING 1
+          ), charge AS (
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                        created_at)
+            SELECT hold.id || '/charge', hold.chain, hold.account_id, 'system:revenue', $3::bigint, false, 'charge',
+                   hold.id, '', $11::bigint
+              FROM hold, revenue
+             WHERE $3::bigint > 0
+          ), backing AS (
+            SELECT b.account_id, b.chain, LEAST($3::bigint, b.deposited - b.committed) AS onchain
+              FROM onchain_backing b, hold, revenue
+             WHERE $2::text = 'settled' AND $3::bigint > 0 AND b.account_id = hold.account_id AND b.chain = hold.chain
+               FOR UPDATE OF b
+          ), committed AS (
+            UPDATE onchain_backing b SET committed = b.committed + k.onchain
+              FROM backing k
+             WHERE k.onchain > 0 AND b.account_id = k.account_id AND b.chain = k.chain
+          ), intent AS (
+            INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount,
+                                            created_at)
+            SELECT hold.id, hold.account_id, hold.chain, $3::bigint, COALESCE(k.onchain, 0),
+                   $3::bigint - COALESCE(k.onchain, 0), $11::bigint
+              FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
+             WHERE $2::text = 'settled' AND $3::bigint > 0
+          ), spent AS (
+            UPDATE spend_days d SET spent = d.spent + $3::bigint - closed.held
+              FROM hold, closed, released
+             WHERE $3::bigint <> closed.held AND d.account_id = hold.account_id AND d.chain = hold.chain
+               AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % 86400000
+          )
+          SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now, (SELECT closed.raised FROM closed) AS raised_now
+            FROM hold;
+        END $$;
+    `,
+  },
 ];

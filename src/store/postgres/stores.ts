@@ -28,7 +28,8 @@ export async function openPgStores({ url, directUrl, poolSize }: PgChoice, liste
       throw error;
     }
   }
-  const ledger = new PgLedger(pool);
+  // A serving host keeps its accounts' billing settings, told of changes by the same listener.
+  const ledger = new PgLedger(pool, stamp);
   return {
     kind: "postgres",
     accounts: new PgAccountStore(pool, stamp),

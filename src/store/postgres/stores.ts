@@ -4,6 +4,7 @@ import { auditPostgres } from "./audit.js";
 import { PgChainRoles, PgChainWork } from "./chain-work.js";
 import { openPostgres } from "./database.js";
 import { PgIdempotency } from "./idempotency.js";
+import { PgImageStore } from "./images.js";
 import { PgLedger } from "./ledger.js";
 import { PgSessionStore } from "./sessions.js";
 
@@ -32,6 +33,7 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
     ledger,
     chainWork: new PgChainWork(pool),
     idempotency: new PgIdempotency(pool),
+    images: new PgImageStore(pool),
     probe: {
       name: "database",
       required: true,

@@ -1,0 +1,66 @@
+/**
+ * `url` images in PostgreSQL (migration 16, table `stored_images`), so that whichever host the
+ * balancer picks serves an image another host stored (docs/images.md, "Several hosts"). Rows are
+ * keyed by the SHA-256 of the core's token, as the local files are named
+ * (src/store/shared/image-files.ts): the table does not reveal live URLs.
+ */
+import { createHash } from "node:crypto";
+import type pg from "pg";
+import type { ImageStore, StoredImage } from "../../core/ports/image-store.js";
+
+/** Expired rows removed per statement: each sweep transaction stays short however many expired. */
+const SWEEP_BATCH = 500;
+
+const PUT_SQL = `
+  INSERT INTO stored_images (token_digest, mime_type, expires_at, data) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (token_digest) DO UPDATE
+    SET mime_type = EXCLUDED.mime_type, expires_at = EXCLUDED.expires_at, data = EXCLUDED.data`;
+
+const GET_SQL = `
+  SELECT mime_type, expires_at, data FROM stored_images WHERE token_digest = $1 AND expires_at > $2`;
+
+// By the expiry index alone, bytes never read. SKIP LOCKED: hosts sweeping at the same moment
+// share the work rather than wait on each other's rows.
+const SWEEP_SQL = `
+  DELETE FROM stored_images WHERE token_digest IN (
+    SELECT token_digest FROM stored_images WHERE expires_at <= $1
+    LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED)`;
+
+interface ImageRow {
+  readonly mime_type: string;
+  readonly expires_at: number;
+  readonly data: Buffer;
+}
+
+/** Images in the shared PostgreSQL database: every gateway host reads what any host wrote. */
+export class PgImageStore implements ImageStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async put(token: string, image: StoredImage): Promise<void> {
+    const data = Buffer.from(image.data.buffer, image.data.byteOffset, image.data.byteLength);
+    await this.pool.query(PUT_SQL, [digest(token), image.mimeType, image.expiresAt, data]);
+  }
+
+  async get(token: string, now: number): Promise<StoredImage | undefined> {
+    // The bytes travel in bytea's text form (hex, twice their size): pg's binary result mode
+    // decodes every column as UTF-8 text first (pg-protocol's DataRow parser), corrupting bytes.
+    const { rows } = await this.pool.query<ImageRow>(GET_SQL, [digest(token), now]);
+    const row = rows[0];
+    return row === undefined
+      ? undefined
+      : { data: row.data, mimeType: row.mime_type, expiresAt: row.expires_at };
+  }
+
+  async sweep(now: number): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const batch = (await this.pool.query(SWEEP_SQL, [now])).rowCount ?? 0;
+      removed += batch;
+      if (batch < SWEEP_BATCH) return removed;
+    }
+  }
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token).digest();
+}

@@ -1,7 +1,7 @@
 /**
  * `url` images in PostgreSQL (migration 16, table `stored_images`), so that whichever host the
- * balancer picks serves an image another host stored (docs/images.md, "Several hosts"). Rows are
- * keyed by the SHA-256 of the core's token, as the local files are named
+ * balancer picks serves an image another host stored (docs/images.md, "`response_format: url`").
+ * Rows are keyed by the SHA-256 of the core's token, as the local files are named
  * (src/store/shared/image-files.ts): the table does not reveal live URLs.
  */
 import { createHash } from "node:crypto";

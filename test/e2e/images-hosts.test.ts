@@ -19,7 +19,7 @@ import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/
 // GET anywhere) until it expires, then by neither.
 
 /** Short, so that the test sees the URLs expire (the smallest TOLLGATE_IMAGE_URL_TTL_S is 1). */
-const TTL_S = 3;
+const TTL_S = 5;
 
 let postgres: PostgresServer;
 let upstream: DevUpstream;
@@ -29,6 +29,7 @@ const dataDirs: string[] = [];
 const dirs: { cleanup(): void }[] = [];
 let databaseUrl: string;
 let secret: string;
+let accountId: string;
 
 beforeAll(async () => {
   [postgres, chain] = await Promise.all([startPostgres(), startEvmDevChain({ id: "base", chainId: 8453 })]);
@@ -53,6 +54,7 @@ beforeAll(async () => {
   };
   const cli = { ...env, TOLLGATE_DATA_DIR: dataDir() };
   const account = await cliJson<{ id: string }>(["account", "create", "--name", "images-hosts"], cli);
+  accountId = account.id;
   secret = (await cliJson<{ secret: string }>(["key", "create", "--account", account.id], cli)).secret;
   await cliJson(
     ["credit", "--account", account.id, "--chain", "base", "--amount", "5", "--reason", "test"],
@@ -147,5 +149,40 @@ it("answers 404 on both hosts for a token that was never minted, altered or malf
       expect(answer.status, guess).toBe(404);
       expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("image_not_found");
     }
+  }
+}, 60_000);
+
+it("replays an idempotent url call on host 2 with the token host 1 stored, served by host 2, charged once", async () => {
+  const [one, two] = [hosts[0]!, hosts[1]!];
+  const key = `images-hosts-${Date.now()}`;
+  const call = (host: GatewayProcess) =>
+    new OpenAI({ apiKey: secret, baseURL: `${host.facadeUrl}/v1`, maxRetries: 0 }).images
+      .generate(
+        { model: "image-2", prompt: "the same harbour twice", response_format: "url" },
+        { headers: { "Idempotency-Key": key } },
+      )
+      .withResponse();
+  const pool = await openPostgres(databaseUrl, 1);
+  try {
+    const holds = async () =>
+      (await pool.query("SELECT count(*)::int AS n FROM holds WHERE account_id = $1", [accountId])).rows[0].n;
+    const holdsBefore = await holds();
+    const first = await call(one);
+    const replay = await call(two);
+    expect(first.response.headers.get("idempotent-replayed")).toBeNull();
+    expect(replay.response.headers.get("idempotent-replayed")).toBe("true");
+    // The same stored image: each host names it under its own origin (TOLLGATE_PUBLIC_URL).
+    const url = first.data.data?.[0]?.url ?? "";
+    const replayed = replay.data.data?.[0]?.url ?? "";
+    expect(new URL(replayed).pathname).toBe(new URL(url).pathname);
+    const [fromOne, fromTwo] = await Promise.all([fetch(url), fetch(replayed)]);
+    expect([fromOne.status, fromTwo.status]).toEqual([200, 200]);
+    const bytes = Buffer.from(await fromOne.arrayBuffer());
+    expect(Buffer.from(await fromTwo.arrayBuffer()).equals(bytes)).toBe(true);
+    // One hold for the two answers: the replay was not charged again.
+    expect(await holds()).toBe(holdsBefore + 1);
+    expect(await auditPostgres(pool)).toEqual([]);
+  } finally {
+    await pool.end();
   }
 }, 60_000);

@@ -3,7 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newImageToken } from "../../src/core/images/image-tokens.js";
 import type { ImageStore } from "../../src/core/ports/image-store.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
-import { IMAGE_SWEEP_SQL, PgImageStore } from "../../src/store/postgres/images.js";
+import {
+  IMAGE_POOL_SIZE,
+  IMAGE_SWEEP_SQL,
+  openImagePool,
+  PgImageStore,
+} from "../../src/store/postgres/images.js";
 import { LocalImageFiles } from "../../src/store/shared/image-files.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
@@ -38,12 +43,15 @@ const stores: Record<string, () => Promise<Opened>> = {
   },
   postgres: async () => {
     const url = await server.freshDatabase();
-    const pools = [await openPostgres(url, 2), await openPostgres(url, 2)] as const;
+    // The store's main pool migrates; each "host" reads and writes images on a pool of its own,
+    // as openPgStores wires them.
+    const main = await openPostgres(url, 2);
+    const pools = [openImagePool(url), openImagePool(url)] as const;
     return {
       handles: [new PgImageStore(pools[0]), new PgImageStore(pools[1])],
-      sql: async (text, values) => (await pools[0].query(text, values)).rows,
+      sql: async (text, values) => (await main.query(text, values)).rows,
       close: async () => {
-        for (const pool of pools) await pool.end();
+        for (const pool of [...pools, main]) await pool.end();
       },
     };
   },
@@ -148,6 +156,26 @@ describe("the image store on postgres, in its table", () => {
       expect(plan).toContain("stored_images_pkey");
       expect(plan).not.toContain("Seq Scan");
       expect(await s.handles[0].sweep(10)).toBe(10);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("reads and writes on a pool of its own, never more than IMAGE_POOL_SIZE connections however many calls", async () => {
+    const s = await stores.postgres!();
+    try {
+      const [a] = s.handles;
+      const data = randomBytes(1024 * 1024);
+      const tokens = Array.from({ length: 12 }, () => newImageToken());
+      await Promise.all(tokens.map((token) => a.put(token, image(data, 9_000_000_000_000))));
+      const got = await Promise.all(tokens.map((token) => a.get(token, 1)));
+      expect(got.every((g) => g !== undefined && Buffer.from(g.data).equals(data))).toBe(true);
+      const [row] = await s.sql!(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tollgate images' AND datname = current_database()",
+      );
+      // Twelve calls at once on one handle: they took turns on its pool's connections (the other
+      // handle's pool never connected; the main pool's connections carry no such name).
+      expect(row!.n).toBe(IMAGE_POOL_SIZE);
     } finally {
       await s.close();
     }

@@ -5,8 +5,11 @@
  * (src/store/shared/image-files.ts): the table does not reveal live URLs.
  */
 import { createHash } from "node:crypto";
-import type pg from "pg";
+import pg from "pg";
 import type { ImageStore, StoredImage } from "../../core/ports/image-store.js";
+
+/** Connections of the image store's own pool, per serving process (see {@link openImagePool}). */
+export const IMAGE_POOL_SIZE = 2;
 
 /** Expired rows removed per statement: each sweep transaction stays short however many expired. */
 const SWEEP_BATCH = 500;
@@ -35,7 +38,8 @@ export const IMAGE_SWEEP_SQL = `
 
 interface ImageRow {
   readonly mime_type: string;
-  readonly expires_at: number;
+  /** BIGINT: a string on a plain pool, a number on the store's main pool (database.ts). */
+  readonly expires_at: string | number;
   /** base64, with PostgreSQL's line breaks (Buffer.from skips them). */
   readonly data: string;
 }
@@ -54,7 +58,11 @@ export class PgImageStore implements ImageStore {
     const row = rows[0];
     return row === undefined
       ? undefined
-      : { data: Buffer.from(row.data, "base64"), mimeType: row.mime_type, expiresAt: row.expires_at };
+      : {
+          data: Buffer.from(row.data, "base64"),
+          mimeType: row.mime_type,
+          expiresAt: Number(row.expires_at),
+        };
   }
 
   async sweep(now: number): Promise<number> {
@@ -69,4 +77,20 @@ export class PgImageStore implements ImageStore {
 
 function digest(token: string): Buffer {
   return createHash("sha256").update(token).digest();
+}
+
+/**
+ * A small pool of the image store's own on `url` (the schema is the main pool's to migrate). An
+ * image read or write holds its connection while a few MiB travel, and the GET needs no key: a
+ * burst of them waits here, never for the connections billed calls use.
+ */
+export function openImagePool(url: string): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: IMAGE_POOL_SIZE,
+    application_name: "tollgate images",
+  });
+  // As the main pool: an idle connection's failure drops it, the next query opens another.
+  pool.on("error", () => {});
+  return pool;
 }

@@ -4,7 +4,7 @@ import { auditPostgres } from "./audit.js";
 import { PgChainRoles, PgChainWork } from "./chain-work.js";
 import { openPostgres } from "./database.js";
 import { PgIdempotency } from "./idempotency.js";
-import { PgImageStore } from "./images.js";
+import { openImagePool, PgImageStore } from "./images.js";
 import { PgLedger } from "./ledger.js";
 import { PgSessionStore } from "./sessions.js";
 
@@ -26,6 +26,8 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
     }
   }
   const ledger = new PgLedger(pool);
+  // Not on `pool`: `url` images get a small pool of their own (see openImagePool).
+  const images = openImagePool(url);
   return {
     kind: "postgres",
     accounts: new PgAccountStore(pool, stamp),
@@ -33,7 +35,7 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
     ledger,
     chainWork: new PgChainWork(pool),
     idempotency: new PgIdempotency(pool),
-    images: new PgImageStore(pool),
+    images: new PgImageStore(images),
     probe: {
       name: "database",
       required: true,
@@ -48,6 +50,7 @@ export async function openPgStores(url: string, poolSize: number, listen: boolea
       // Its kept resolutions get a last try while the pool is still open.
       await ledger.close();
       await pool.end();
+      await images.end();
     },
   };
 }

@@ -34,7 +34,7 @@ export async function buildCore(a: Assembly, onchain: OnchainSetup | undefined):
   const stores = await openGatewayStores(a);
   const chains =
     onchain !== undefined && a.chainAdapters ? await openChainAdapters(a, onchain, stores) : undefined;
-  const providers = serving ? await openProviders(a) : undefined;
+  const providers = serving ? await openProviders(a, stores) : undefined;
   const probes: HealthProbe[] = [stores.probe, storageProbe(a.config.dataDir), ...(chains?.probes() ?? [])];
   const rateLimiter = serving ? await openRateLimits(a, probes) : memoryRateLimiter;
   // x402: keyless calls paid per request on the chains that run (docs/x402.md).

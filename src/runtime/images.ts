@@ -2,6 +2,7 @@ import type { Config } from "../config/config.js";
 import type { ImageDeps } from "../core/core.js";
 import type { ImageAdapter } from "../core/images/image-models.js";
 import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
+import type { ImageStore } from "../core/ports/image-store.js";
 import type { ImageUpstream } from "../core/ports/providers.js";
 import { LocalImageFiles } from "../store/shared/image-files.js";
 import { GeminiImageUpstream } from "../upstream/gemini/client.js";
@@ -21,9 +22,10 @@ export interface ImageResources {
 
 /**
  * Builds the image providers that are configured (a Gemini-format and an OpenAI-images
- * format one), the local-disk `url` store under the data directory, and its sweeper.
+ * format one), the `url` store and its sweeper: `shared` when the store has one every host
+ * reads (PostgreSQL), else files under the data directory.
  */
-export function imageResources(config: Config): ImageResources {
+export function imageResources(config: Config, shared?: ImageStore): ImageResources {
   const { images } = config;
   // The image providers' own (TOLLGATE_IMAGE_*_TIMEOUT_MS, the text provider's by default).
   const { timeouts } = images;
@@ -43,8 +45,9 @@ export function imageResources(config: Config): ImageResources {
       ...timeouts,
     });
   }
-  // The database's own directory: one data dir holds everything the gateway keeps.
-  const store = new LocalImageFiles(config.dataDir);
+  // Several hosts: in the shared store, so that any host serves the URL. One host: the
+  // database's own directory, where one data dir holds everything the gateway keeps.
+  const store = shared ?? new LocalImageFiles(config.dataDir);
   let timer: NodeJS.Timeout | undefined;
   return {
     deps: {

@@ -1,5 +1,6 @@
 import type { Config } from "../config/config.js";
 import type { DevUpstream } from "../dev/provider/dev-upstream.js";
+import type { Stores } from "../store/shared/store-set.js";
 import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
 import type { ImageResources } from "./images.js";
 import type { Assembly } from "./resources.js";
@@ -28,8 +29,11 @@ export interface Providers {
   readonly images: ImageResources;
 }
 
-/** Opens the configured providers' connection pools; each is closed with the runtime. */
-export async function openProviders(a: Assembly): Promise<Providers> {
+/**
+ * Opens the configured providers' connection pools; each is closed with the runtime. `url` images
+ * are kept in the store when it is shared by several hosts, else in the data directory.
+ */
+export async function openProviders(a: Assembly, stores: Stores): Promise<Providers> {
   const { config } = a;
   // Loaded here, not at the top: the operator's commands never load the provider clients.
   const { AnthropicUpstream } = await import("../upstream/anthropic/client.js");
@@ -51,7 +55,7 @@ export async function openProviders(a: Assembly): Promise<Providers> {
     a.parts.textUpstream = upstream;
     a.stack.defer(() => upstream.close());
   }
-  const images = imageResources(config);
+  const images = imageResources(config, stores.images);
   a.parts.images = images;
   a.stack.defer(() => images.close());
   return { textUpstream, images };

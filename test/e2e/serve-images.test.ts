@@ -1,3 +1,5 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEV_IMAGE_LABEL } from "../../src/dev/provider/dev-images.js";
@@ -42,6 +44,12 @@ describe("serve on its embedded defaults", () => {
     const png = Buffer.from(await stored.arrayBuffer());
     expect(pngSize(png)).toEqual({ width: 1024, height: 1024 });
     expect(pngText(png).Comment).toBe(DEV_IMAGE_LABEL);
+    // On SQLite (one host) the image is a file in the data directory, its bytes and its metadata.
+    expect(
+      readdirSync(join(dir.path, "images"))
+        .map((name) => name.slice(64))
+        .sort(),
+    ).toEqual([".img", ".json"]);
 
     const balance = await cliJson<{ balances: { chain: { id: string }; available: string }[] }>(
       ["balance", "--account", account.id],

@@ -1,6 +1,7 @@
 /**
- * The storage port for images returned as `url`: local disk by default
- * (src/store/shared/image-files.ts); object storage can implement the same three calls. Tokens are
+ * The storage port for images returned as `url`: local disk on one host
+ * (src/store/shared/image-files.ts), the shared PostgreSQL with several
+ * (src/store/postgres/images.ts); object storage could implement the same three calls. Tokens are
  * minted by the core (src/core/images/image-tokens.ts), never by a store, so every store gets
  * the same unguessability.
  */

@@ -739,4 +739,23 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 16,
+    name: "url images",
+    sql: `
+      -- Images answered as "url" (src/store/postgres/images.ts, docs/images.md), so that any
+      -- host serves what another stored. Keyed by the SHA-256 of the core's token, as the local
+      -- files are named: a dump of the table does not reveal live URLs. The bytes are PNG/JPEG/
+      -- WebP, already compressed: EXTERNAL storage keeps them out of line without trying pglz.
+      CREATE TABLE stored_images (
+        token_digest BYTEA PRIMARY KEY CHECK (octet_length(token_digest) = 32),
+        mime_type    TEXT NOT NULL,
+        expires_at   BIGINT NOT NULL,
+        data         BYTEA NOT NULL
+      );
+      ALTER TABLE stored_images ALTER COLUMN data SET STORAGE EXTERNAL;
+      -- The sweep finds expired rows by this index alone, never reading their bytes.
+      CREATE INDEX stored_images_expiry ON stored_images (expires_at);
+    `,
+  },
 ];

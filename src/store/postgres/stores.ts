@@ -4,6 +4,7 @@ import { auditPostgres } from "./audit.js";
 import { PgChainRoles, PgChainWork } from "./chain-work.js";
 import { openPostgres } from "./database.js";
 import { PgIdempotency } from "./idempotency.js";
+import { openImagePool, PgImageStore } from "./images.js";
 import { PgLedger } from "./ledger.js";
 import { PgSessionStore } from "./sessions.js";
 
@@ -30,6 +31,8 @@ export async function openPgStores({ url, directUrl, poolSize }: PgChoice, liste
   }
   // A serving host keeps its accounts' billing settings, told of changes by the same listener.
   const ledger = new PgLedger(pool, stamp);
+  // Not on `pool`: `url` images get a small pool of their own (see openImagePool).
+  const images = openImagePool(url);
   return {
     kind: "postgres",
     accounts: new PgAccountStore(pool, stamp),
@@ -37,6 +40,7 @@ export async function openPgStores({ url, directUrl, poolSize }: PgChoice, liste
     ledger,
     chainWork: new PgChainWork(pool),
     idempotency: new PgIdempotency(pool),
+    images: new PgImageStore(images),
     probe: {
       name: "database",
       required: true,
@@ -51,6 +55,7 @@ export async function openPgStores({ url, directUrl, poolSize }: PgChoice, liste
       // Its kept resolutions get a last try while the pool is still open.
       await ledger.close();
       await pool.end();
+      await images.end();
     },
   };
 }

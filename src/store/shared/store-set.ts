@@ -2,6 +2,7 @@ import type { HealthProbe } from "../../core/health-service.js";
 import type { AccountStore, SessionStore } from "../../core/ports/accounts.js";
 import type { ChainRoles, ChainWorkStore } from "../../core/ports/chain-work.js";
 import type { IdempotencyStore } from "../../core/ports/idempotency.js";
+import type { ImageStore } from "../../core/ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "../../core/ports/ledger.js";
 import type { X402Store } from "../../core/ports/x402.js";
 
@@ -33,6 +34,11 @@ export interface Stores {
   readonly chainWork: ChainWorkStore;
   /** The Idempotency-Keys of billed calls. */
   readonly idempotency: IdempotencyStore;
+  /**
+   * Where `url` images are kept when the store is shared by several hosts (PostgreSQL); absent on
+   * SQLite, whose one host keeps them as files in its data directory.
+   */
+  readonly images?: ImageStore;
   /** The store's health check (required: without it nothing can be billed). */
   readonly probe: HealthProbe;
   /** The ledger audit (see ledger-audit.ts) on this store, in one consistent snapshot. */

@@ -125,7 +125,7 @@ describe("the spool file", () => {
       // One flipped bit in the first record's payload (the charge's digits).
       const at = content.indexOf('"120"');
       expect(at).toBeGreaterThan(0);
-      content[at + 1] ^= 0x01;
+      content[at + 1] = content[at + 1]! ^ 0x01;
       writeFileSync(spoolFile(dir.path), content);
 
       const refused = await openResolutionSpool(dir.path, SMALL).then(

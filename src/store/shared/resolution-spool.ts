@@ -186,6 +186,9 @@ async function lockFile(path: string): Promise<() => void> {
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(path, { timeout: 0 });
   try {
+    // A database that has a page: locking an empty file would write its header, which a full
+    // disk refuses; made at the first start, the page is there on every later one.
+    if (db.pragma("user_version", { simple: true }) === 0) db.pragma("user_version = 1");
     db.pragma("locking_mode = EXCLUSIVE");
     db.exec("BEGIN EXCLUSIVE");
   } catch (error) {

@@ -52,9 +52,9 @@ export class SpoolCorrupted extends Error {
 }
 
 /**
- * A durable local spool of the resolutions the store refused (docs/store.md, "When the store
- * refuses a settlement"): a preallocated file in the data dir, one per host, locked by the
- * process that uses it. {@link append} returns once the record is on disk (fdatasync); the
+ * A durable local spool of the resolutions the store refused: a preallocated file in the data
+ * dir, one per host, locked by the process that uses it (docs/store.md,
+ * "When the store refuses a settlement"). {@link append} returns once the record is on disk (fdatasync); the
  * records read at open are the ones a previous process left; {@link clearIfEmpty} zeroes the
  * file once every kept resolution has been written.
  *

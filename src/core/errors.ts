@@ -99,6 +99,30 @@ export function isStorageFull(error: unknown): boolean {
   return STORAGE_FULL_CODES.has((error as { code?: unknown } | null)?.code);
 }
 
+/** Seconds a caller is told to wait before trying again while the store cannot be reached. */
+const STORE_UNAVAILABLE_RETRY_AFTER_S = "5";
+
+/**
+ * A write or read the store could not take because it cannot be reached (PostgreSQL restarting,
+ * failing over, the connection lost): Unavailable (503), retryable. Nothing was charged unless
+ * `lead` says otherwise; like {@link storageFull}, it says what happened without saying where.
+ */
+export function storeUnavailable(lead?: string): ConnectError {
+  const message =
+    "The service is temporarily unavailable: its database cannot be reached. Try again shortly.";
+  return reasonError(
+    Code.Unavailable,
+    "STORE_UNAVAILABLE",
+    lead === undefined ? message : `${lead} ${message}`,
+    { retry_after: STORE_UNAVAILABLE_RETRY_AFTER_S },
+  );
+}
+
+/** Whether `error` is {@link storeUnavailable}. */
+export function isStoreUnavailable(error: unknown): boolean {
+  return error instanceof ConnectError && errorInfo(error)?.reason === "STORE_UNAVAILABLE";
+}
+
 /**
  * Any thrown value as a ConnectError: expected failures pass through, a write the full disk
  * refused becomes {@link storageFull}, anything else becomes a masked Internal that keeps the

@@ -15,6 +15,7 @@ export function storeChoice(config: Config): StoreChoice {
         url: config.databaseUrl,
         directUrl: config.databaseDirectUrl ?? config.databaseUrl,
         poolSize: config.databasePoolSize,
+        dataDir: config.dataDir,
       };
 }
 

@@ -4,7 +4,8 @@ import { openSqliteChainWork, openSqliteStores } from "./sqlite/stores.js";
 /**
  * Opens the configured store and brings its schema up to date. `serving` (a process that serves
  * calls rather than one command): on SQLite, ledger writes commit in a worker thread of their
- * own rather than on this one; on PostgreSQL, auth changes arrive by notification.
+ * own rather than on this one; on PostgreSQL, auth changes arrive by notification. A serving
+ * process keeps the resolutions the store refuses in a spool in its data dir (docs/store.md).
  */
 export async function openStores(
   choice: StoreChoice,

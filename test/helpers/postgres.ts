@@ -1,8 +1,9 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { freePort } from "./ports.js";
 
 /** Debian's PostgreSQL 15 (`make test` installs it when missing). */
@@ -21,6 +22,18 @@ export interface PostgresServer {
   freshDatabase(): Promise<string>;
   /** Stops the server (`pg_ctl stop -m fast`) and removes its directory. */
   stop(): Promise<void>;
+  /**
+   * Stops the server and keeps its directory, for {@link start}: `immediate` is a crash (no
+   * checkpoint; the next start recovers from the WAL), `fast` a clean shutdown.
+   */
+  halt(mode?: "fast" | "immediate"): void;
+  /** Starts the server {@link halt} stopped, on the same port, once it accepts connections. */
+  start(): void;
+  /**
+   * `pg_ctl restart -m <mode>` (`immediate`: a crash and WAL recovery), without blocking this
+   * process: every connection is cut; resolves once the server accepts connections again.
+   */
+  restart(mode?: "fast" | "immediate"): Promise<void>;
 }
 
 /**
@@ -69,19 +82,14 @@ export async function startPostgres({
     "--no-instructions",
   ]);
   const port = await freePort();
-  run("pg_ctl", [
-    "-D",
-    data,
-    "-l",
-    join(dir, "log"),
-    "-w",
-    "-o",
-    [
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on`,
-      ...settings.map((s) => `-c ${s}`),
-    ].join(" "),
-    "start",
-  ]);
+  const options = [
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on`,
+    ...settings.map((s) => `-c ${s}`),
+  ].join(" ");
+  const start = () => {
+    run("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-w", "-o", options, "start"]);
+  };
+  start();
   const stop = async () => {
     try {
       run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]);
@@ -123,6 +131,17 @@ export async function startPostgres({
     port,
     pid: Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]),
     stop,
+    halt: (mode = "immediate") => {
+      run("pg_ctl", ["-D", data, "-m", mode, "-w", "stop"]);
+    },
+    start,
+    restart: async (mode = "immediate") => {
+      const args = ["-D", data, "-l", join(dir, "log"), "-m", mode, "-w", "-o", options, "restart"];
+      await promisify(execFile)(
+        asRoot ? "runuser" : join(BIN, "pg_ctl"),
+        asRoot ? ["-u", "postgres", "--", join(BIN, "pg_ctl"), ...args] : args,
+      );
+    },
   };
 }
 

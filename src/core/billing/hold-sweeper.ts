@@ -1,3 +1,4 @@
+import { isStorageFull, isStoreUnavailable } from "../errors.js";
 import type { Billing } from "./billing.js";
 
 /** How the sweeper runs. */
@@ -27,7 +28,14 @@ export function createHoldSweeper(billing: Billing, options: HoldSweeperOptions)
   return {
     sweep,
     async start() {
-      const first = await sweep();
+      // A store that refuses writes for now (its disk full, its server unreachable: a kept
+      // resolution waits, and the sweep waits behind it) does not stop the start: the next tick
+      // sweeps again (docs/store.md, "When the store refuses a settlement").
+      const first = await sweep().catch((error: unknown) => {
+        if (!isStorageFull(error) && !isStoreUnavailable(error)) throw error;
+        options.onError?.(error);
+        return 0;
+      });
       if (timer === undefined) {
         timer = setInterval(() => {
           sweep().catch((error: unknown) => options.onError?.(error));

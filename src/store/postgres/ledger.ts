@@ -38,6 +38,7 @@ import {
   toSpendCap,
 } from "../shared/ledger-rows.js";
 import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
+import type { Resolution, ResolutionSpool } from "../shared/resolution-spool.js";
 import { inTransaction } from "./database.js";
 
 import {
@@ -52,6 +53,7 @@ import {
   shardFor,
   sqlState,
 } from "./queries.js";
+import { pgKeptRefusal } from "./unreachable.js";
 import { PgX402 } from "./x402.js";
 
 const INT64_MAX_SQL = "9223372036854775807";
@@ -339,10 +341,17 @@ const ZERO_USAGE: UsageCounts = {
  */
 export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402Store {
   /**
-   * Settles and voids the server's full disk refused, written when it takes them again. They
-   * live in this process: another host's sweeper may void such a hold once it expires.
+   * Settles and voids the server refused (its disk full, or it could not be reached), written
+   * when it takes them again; with a spool ({@link keepIn}), on this host's disk meanwhile.
+   * Another host's sweeper may still void such a hold once it expires (docs/store.md).
    */
-  readonly #kept = new KeptResolutions();
+  readonly #kept = new KeptResolutions(
+    (r: Resolution) =>
+      r.kind === "settle"
+        ? this.resolve(r.holdId, "settled", r.charge, r.usage, r.now, r.charges)
+        : this.resolve(r.holdId, r.status, 0n, ZERO_USAGE, r.now, ""),
+    pgKeptRefusal,
+  );
 
   /** An account's billing row and caps, kept while `announcements` arrive (a serving host). */
   readonly #cache: BillingCache | undefined;
@@ -662,8 +671,8 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
   }
 
   /**
-   * Settles, or keeps the settle for a retry when the server's disk refuses it (53100
-   * disk_full: see KeptResolutions); so does {@link void}.
+   * Settles, or keeps the settle for a retry when the server refuses it (53100 disk_full, or
+   * unreachable: see KeptResolutions and unreachable.ts); so does {@link void}.
    */
   settle(
     holdId: string,
@@ -672,11 +681,19 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    return this.#kept.run(holdId, () => this.resolve(holdId, "settled", charge, usage, now, charges));
+    return this.#kept.run({ kind: "settle", holdId, charge, usage, now, charges });
   }
 
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
-    return this.#kept.run(holdId, () => this.resolve(holdId, status, 0n, ZERO_USAGE, now, ""));
+    return this.#kept.run({ kind: "void", holdId, status, now });
+  }
+
+  /**
+   * Keeps the resolutions the server refuses in `spool` too, and writes (or keeps) the ones a
+   * previous process on this host left there: a serving host's, before it serves or sweeps.
+   */
+  keepIn(spool: ResolutionSpool): Promise<void> {
+    return this.#kept.useSpool(spool);
   }
 
   /**
@@ -798,12 +815,12 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
   }
 
   /**
-   * Tries the kept resolutions one last time; nothing else to finish: every other write answered
+   * Tries the kept resolutions one last time (the spool keeps those still refused) and closes
+   * the spool; nothing else to finish: every other write answered
    * after its commit, and the pool is its opener's.
    */
   async close(): Promise<void> {
-    this.#kept.stop();
-    await this.#kept.flush().catch(() => undefined);
+    await this.#kept.close();
   }
 
   private async resolve(

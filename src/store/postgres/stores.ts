@@ -1,3 +1,4 @@
+import { openResolutionSpool } from "../shared/resolution-spool.js";
 import type { ChainWorkStores, StoreChoice, Stores } from "../shared/store-set.js";
 import { PgAccountStore, PgAuthStamp } from "./accounts.js";
 import { auditPostgres } from "./audit.js";
@@ -7,6 +8,7 @@ import { PgIdempotency } from "./idempotency.js";
 import { openImagePool, PgImageStore } from "./images.js";
 import { PgLedger } from "./ledger.js";
 import { PgSessionStore } from "./sessions.js";
+import { unreachableAsUnavailable } from "./unreachable.js";
 
 /** Where a process's PostgreSQL connections go (see {@link StoreChoice}). */
 type PgChoice = Extract<StoreChoice, { kind: "postgres" }>;
@@ -15,10 +17,16 @@ type PgChoice = Extract<StoreChoice, { kind: "postgres" }>;
  * Every port on one PostgreSQL pool on `url` (the schema brought up to date first). `listen`: a
  * serving process learns of auth changes by notification (see {@link PgAuthStamp}), on a
  * connection of its own to `directUrl` (LISTEN needs a real session, which a transaction pooler
- * does not keep); a one-shot command reads the counter when it needs it.
+ * does not keep); a one-shot command reads the counter when it needs it. A serving process
+ * keeps the settles and voids the server refuses in a spool in `dataDir` (replayed here, before
+ * anything is served: docs/store.md).
  */
-export async function openPgStores({ url, directUrl, poolSize }: PgChoice, listen: boolean): Promise<Stores> {
+export async function openPgStores(
+  { url, directUrl, poolSize, dataDir }: PgChoice,
+  listen: boolean,
+): Promise<Stores> {
   const pool = await openPostgres(url, poolSize, directUrl);
+  unreachableAsUnavailable(pool);
   let stamp: PgAuthStamp | undefined;
   if (listen) {
     stamp = new PgAuthStamp(directUrl);
@@ -31,6 +39,15 @@ export async function openPgStores({ url, directUrl, poolSize }: PgChoice, liste
   }
   // A serving host keeps its accounts' billing settings, told of changes by the same listener.
   const ledger = new PgLedger(pool, stamp);
+  if (listen && dataDir !== undefined) {
+    try {
+      await ledger.keepIn(await openResolutionSpool(dataDir));
+    } catch (error) {
+      await stamp?.close();
+      await pool.end();
+      throw error;
+    }
+  }
   // Not on `pool`: `url` images get a small pool of their own (see openImagePool).
   const images = openImagePool(url);
   return {

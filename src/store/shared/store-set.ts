@@ -19,6 +19,8 @@ export type StoreChoice =
        */
       readonly directUrl: string;
       readonly poolSize: number;
+      /** Where a serving host keeps its resolution spool (docs/store.md); none when undefined. */
+      readonly dataDir?: string;
     };
 
 /**

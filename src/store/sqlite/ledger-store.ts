@@ -1,4 +1,5 @@
 import type { SpendCap } from "../../core/billing/spend-caps.js";
+import { isStorageFull, storageFull } from "../../core/errors.js";
 import type {
   BacklogRow,
   BalanceRow,
@@ -14,6 +15,7 @@ import type {
 } from "../../core/ports/ledger.js";
 import type { X402PaymentRow, X402Store } from "../../core/ports/x402.js";
 import { KeptResolutions } from "../shared/kept-resolutions.js";
+import type { Resolution, ResolutionSpool } from "../shared/resolution-spool.js";
 import type { Db } from "./database.js";
 import { GroupCommit } from "./group-commit.js";
 import { LedgerRepository } from "./ledger.js";
@@ -107,7 +109,13 @@ export class SqliteLedger extends WritesThrough implements LedgerStore, OnchainS
   readonly #onchain: OnchainRepository;
   readonly #x402: X402Repository;
   /** Settles and voids the full disk refused, written when space returns (see KeptResolutions). */
-  readonly #kept = new KeptResolutions();
+  readonly #kept = new KeptResolutions(
+    (r: Resolution) =>
+      r.kind === "settle"
+        ? this.writes.settle(r.holdId, r.charge, r.usage, r.now, r.charges)
+        : this.writes.void(r.holdId, r.status, r.now),
+    (error) => (isStorageFull(error) ? storageFull() : undefined),
+  );
 
   constructor(db: Db, writes: LedgerWrites) {
     super(writes);
@@ -155,11 +163,19 @@ export class SqliteLedger extends WritesThrough implements LedgerStore, OnchainS
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    return this.#kept.run(holdId, () => this.writes.settle(holdId, charge, usage, now, charges));
+    return this.#kept.run({ kind: "settle", holdId, charge, usage, now, charges });
   }
 
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {
-    return this.#kept.run(holdId, () => this.writes.void(holdId, status, now));
+    return this.#kept.run({ kind: "void", holdId, status, now });
+  }
+
+  /**
+   * Keeps the resolutions the disk refuses in `spool` too, and writes (or keeps) the ones a
+   * previous process left there: a serving process's, before it serves or sweeps.
+   */
+  keepIn(spool: ResolutionSpool): Promise<void> {
+    return this.#kept.useSpool(spool);
   }
 
   /** Writes the kept resolutions first: a hold whose settlement waits for space is not voided. */
@@ -227,12 +243,11 @@ export class SqliteLedger extends WritesThrough implements LedgerStore, OnchainS
   }
 
   /**
-   * Finishes the writes in flight, tries the kept resolutions one last time, and stops the
-   * writer (the read connection is the caller's).
+   * Finishes the writes in flight, tries the kept resolutions one last time (the spool keeps
+   * those still refused), and stops the writer (the read connection is the caller's).
    */
   async close(): Promise<void> {
-    this.#kept.stop();
-    await this.#kept.flush().catch(() => undefined);
+    await this.#kept.close();
     return this.writes.close();
   }
 }

@@ -1,3 +1,4 @@
+import { openResolutionSpool } from "../shared/resolution-spool.js";
 import type { ChainWorkStores, Stores } from "../shared/store-set.js";
 import { AuthRepository } from "./accounts.js";
 import { auditLedger } from "./audit.js";
@@ -9,12 +10,22 @@ import { SessionRepository } from "./sessions.js";
 
 /**
  * Every port on the SQLite database in `dataDir` (its schema brought up to date first).
- * `ledgerThread`: ledger writes commit in a worker thread of their own rather than on this one.
+ * `ledgerThread` (a serving process): ledger writes commit in a worker thread of their own rather
+ * than on this one, and the settles and voids the disk refuses are spooled (docs/store.md).
  */
 export async function openSqliteStores(dataDir: string, ledgerThread: boolean): Promise<Stores> {
   const db = openDatabase(dataDir);
   try {
     const ledger = await openSqliteLedger(db, dataDir, { thread: ledgerThread });
+    // A serving process keeps the settles and voids the disk refuses in a spool beside the database.
+    if (ledgerThread && dataDir !== ":memory:") {
+      try {
+        await ledger.keepIn(await openResolutionSpool(dataDir));
+      } catch (error) {
+        await ledger.close();
+        throw error;
+      }
+    }
     const ping = db.prepare("SELECT 1");
     return {
       kind: "sqlite",

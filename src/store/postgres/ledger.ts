@@ -37,8 +37,8 @@ import {
   toSettlementView,
   toSpendCap,
 } from "../shared/ledger-rows.js";
-import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
 import type { Resolution, ResolutionSpool } from "../shared/resolution-spool.js";
+import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
 import { inTransaction } from "./database.js";
 
 import {

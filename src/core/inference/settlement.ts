@@ -31,6 +31,8 @@ export interface BilledCall extends MeasuredCall {
   readonly payment: X402Authorisation | undefined;
   /** The most output tokens the call can bill; undefined when several passes may write. */
   readonly outputCap: bigint | undefined;
+  /** The configured name of the endpoint that answered ("" before an answer, or without a router). */
+  readonly endpoint: string;
 }
 
 /** A settled call, as its caller is told: the charge, the hold's state (for its receipt), the payment's answer. */

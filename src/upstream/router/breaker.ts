@@ -15,9 +15,6 @@ export interface BreakerSettings {
   readonly cooldownMs: number;
 }
 
-/** The defaults of a providers file without a `breaker` section. */
-export const DEFAULT_BREAKER: BreakerSettings = { failures: 5, windowMs: 30_000, cooldownMs: 30_000 };
-
 /** A breaker's state as health and metrics show it. */
 export type BreakerState = "closed" | "open" | "half-open";
 

@@ -294,9 +294,27 @@ export class TextRouter implements TextUpstream {
   }
 }
 
-/** Frees a failed attempt's connection once another attempt is made. */
+/** Most of a failed attempt's error body read to keep its connection; past it the connection is closed. */
+const DISCARD_LIMIT = 64 * 1024;
+
+/**
+ * Frees a failed attempt's connection once another attempt is made: its (small) error body is
+ * read to its end, or, past {@link DISCARD_LIMIT}, left — leaving the iteration destroys it.
+ */
 function discard(attempt: Attempt & { kind: "failed" }): void {
-  if (!(attempt.last instanceof UpstreamFailure)) attempt.last().body.destroy();
+  if (attempt.last instanceof UpstreamFailure) return;
+  const { body } = attempt.last();
+  void (async () => {
+    let read = 0;
+    try {
+      for await (const chunk of body) {
+        read += chunk.byteLength;
+        if (read > DISCARD_LIMIT) break;
+      }
+    } catch {
+      // A failed attempt's body failing too changes nothing.
+    }
+  })();
 }
 
 function asFailure(error: unknown): UpstreamFailure {

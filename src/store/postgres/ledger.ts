@@ -59,7 +59,7 @@ const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain
   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
-  r.images AS u_images, r.charges AS u_charges, r.resolved_at`;
+  r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at`;
 
 /**
  * A hold in one statement (no transaction, one round trip): the funds check is the conditional
@@ -186,9 +186,9 @@ const RESOLVE = `
     RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
   ), resolved AS (
     INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
-                                  cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
+                                  cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at, endpoint)
     SELECT hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::integer,
-           $10::text, $11::bigint
+           $10::text, $11::bigint, $12::text
       FROM closed
     RETURNING hold_id
   ), released AS (
@@ -864,6 +864,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
           usage.images,
           charges,
           now,
+          usage.endpoint ?? "",
         ]),
       // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
       [CHECK_VIOLATION],
@@ -895,6 +896,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
             cacheWrite1hTokens: usage.cacheWrite1hTokens,
             cacheReadTokens: usage.cacheReadTokens,
             images: usage.images,
+            ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
           },
           charges,
           resolvedAt: now,

@@ -541,4 +541,15 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       ALTER TABLE open_holds ADD COLUMN raised BIGINT NOT NULL DEFAULT 0 CHECK (raised >= 0);
     `,
   },
+  {
+    // 15 and 16 are taken by other work in flight (issues 32 and 33's siblings); the runner
+    // applies each version not yet applied, so the gap is harmless.
+    version: 17,
+    name: "the provider endpoint of a settled call",
+    sql: `
+      -- The configured name of the provider endpoint that served a settled call (docs/providers.md);
+      -- as SQLite's migration 16. A constant default: no row is rewritten.
+      ALTER TABLE hold_resolutions ADD COLUMN endpoint TEXT NOT NULL DEFAULT '';
+    `,
+  },
 ];

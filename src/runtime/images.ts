@@ -1,11 +1,12 @@
 import type { Config } from "../config/config.js";
 import type { ImageDeps } from "../core/core.js";
 import type { ImageAdapter } from "../core/images/image-models.js";
-import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
+import { GEMINI_1K_ONLY, IMAGE_ADAPTERS } from "../core/images/image-models.js";
 import type { ImageUpstream } from "../core/ports/providers.js";
 import { LocalImageFiles } from "../store/shared/image-files.js";
 import { GeminiImageUpstream } from "../upstream/gemini/client.js";
 import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
+import type { ImageRouter } from "../upstream/router/image-router.js";
 
 /** How often expired `url` images are removed from storage. */
 export const IMAGE_SWEEP_INTERVAL_MS = 60_000;
@@ -21,9 +22,11 @@ export interface ImageResources {
 
 /**
  * Builds the image providers that are configured (a Gemini-format and an OpenAI-images
- * format one), the local-disk `url` store under the data directory, and its sweeper.
+ * format one), the local-disk `url` store under the data directory, and its sweeper. With a
+ * providers file's `router`, the models it routes go through its endpoints (docs/providers.md),
+ * any other to the provider of the variables.
  */
-export function imageResources(config: Config): ImageResources {
+export function imageResources(config: Config, router?: ImageRouter): ImageResources {
   const { images } = config;
   // The image providers' own (TOLLGATE_IMAGE_*_TIMEOUT_MS, the text provider's by default).
   const { timeouts } = images;
@@ -42,6 +45,10 @@ export function imageResources(config: Config): ImageResources {
       apiKey: images.openai.apiKey,
       ...timeouts,
     });
+  }
+  const plain = { ...upstreams };
+  if (router !== undefined) {
+    for (const adapter of IMAGE_ADAPTERS) upstreams[adapter] = router.upstream(plain[adapter]);
   }
   // The database's own directory: one data dir holds everything the gateway keeps.
   const store = new LocalImageFiles(config.dataDir);
@@ -64,7 +71,7 @@ export function imageResources(config: Config): ImageResources {
     },
     async close() {
       clearInterval(timer);
-      await Promise.all(Object.values(upstreams).map((upstream) => upstream.close()));
+      await Promise.all([...Object.values(plain).map((upstream) => upstream.close()), router?.close()]);
     },
   };
 }

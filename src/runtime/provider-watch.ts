@@ -17,9 +17,13 @@ export function routerMetrics(metrics: PrometheusMetrics): RouterEvents {
 }
 
 /** A gauge of the breakers open (1) or half-open (0.5), per endpoint and model. */
-export function breakerGauge(metrics: PrometheusMetrics, breakers: () => readonly BreakerView[]): void {
+export function breakerGauge(
+  metrics: PrometheusMetrics,
+  breakers: () => readonly BreakerView[],
+  kind: "text" | "image" = "text",
+): void {
   metrics.gauge(
-    "tollgate_provider_breaker_open",
+    kind === "text" ? "tollgate_provider_breaker_open" : "tollgate_image_provider_breaker_open",
     "Provider endpoint breakers (docs/providers.md): 1 open, 0.5 half-open (one probe allowed), 0 closed.",
     ["endpoint", "model"],
     async (set) => {
@@ -37,9 +41,12 @@ export function breakerGauge(metrics: PrometheusMetrics, breakers: () => readonl
  * The providers' health: not required (a breaker open is what failover is for); failing, with
  * the breakers named, while any is open or half-open.
  */
-export function breakerProbe(breakers: () => readonly BreakerView[]): HealthProbe {
+export function breakerProbe(
+  breakers: () => readonly BreakerView[],
+  name = "provider endpoints",
+): HealthProbe {
   return {
-    name: "provider endpoints",
+    name,
     required: false,
     check() {
       const all = breakers();

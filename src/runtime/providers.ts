@@ -67,7 +67,22 @@ export async function openProviders(a: Assembly): Promise<Providers> {
     a.parts.textUpstream = upstream;
     a.stack.defer(() => upstream.close());
   }
-  const images = imageResources(config);
+  let imageRouter: Awaited<ReturnType<typeof import("./image-endpoints.js")["imageRouter"]>> | undefined;
+  if (providers !== undefined && providers.images.size > 0) {
+    const built = await import("./image-endpoints.js");
+    const watch = await import("./provider-watch.js");
+    const metrics = a.parts.metrics?.registry;
+    imageRouter = await built.imageRouter(
+      providers,
+      config.images.timeouts,
+      metrics && watch.routerMetrics(metrics),
+    );
+    const router = imageRouter;
+    const breakers = () => router.breakers();
+    if (metrics !== undefined) watch.breakerGauge(metrics, breakers, "image");
+    probes.push(watch.breakerProbe(breakers, "image provider endpoints"));
+  }
+  const images = imageResources(config, imageRouter);
   a.parts.images = images;
   a.stack.defer(() => images.close());
   return { textUpstream, images, probes };

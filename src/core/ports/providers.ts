@@ -116,12 +116,20 @@ export interface ImageUpstreamRequest {
   /** Reference images for an edit; empty for a generation. */
   readonly references: readonly ImageInput[];
   readonly signal?: AbortSignal | undefined;
+  /** The gateway image model (its catalog id): a router chooses the model's endpoints by it. */
+  readonly model?: string;
 }
 
 /** What a provider answered. Failures without an HTTP answer throw UpstreamFailure instead. */
 export type ImageUpstreamOutcome =
   /** At least one image (bytes as the provider sent them; the core checks their type). */
-  | { readonly kind: "images"; readonly images: readonly ImageInput[]; readonly text: string }
+  | {
+      readonly kind: "images";
+      readonly images: readonly ImageInput[];
+      readonly text: string;
+      /** The configured name of the endpoint that returned them, when a router chose it. */
+      readonly endpoint?: string;
+    }
   /** The provider declined (safety, policy): `detail` says why, in its words. */
   | { readonly kind: "refused"; readonly detail: string }
   /** A 200 without any image and without a stated refusal. */

@@ -1,7 +1,7 @@
 /**
- * Which failures of an endpoint send the call on to the next one (docs/providers.md, "What
- * triggers failover"): only failures before any content reached the client, and only those that
- * are the endpoint's, never the caller's.
+ * Which failures of an endpoint send the call on to the next one: only failures before any
+ * content reached the client, and only those that are the endpoint's, never the caller's.
+ * docs/providers.md, "Failover before the first byte, never after".
  */
 
 /**

@@ -1,10 +1,11 @@
 /**
- * Holding a streamed answer back until its first content (docs/providers.md, "Failover before
- * the first byte"): the frames before the first `content_block_start` — `message_start`, `ping`,
- * comments — are read and kept, so that an `error` event among them can still send the call to
- * the next endpoint; once content starts, the kept frames are replayed ahead of the rest. What
- * is kept is bounded: past {@link FirstContentLimits.maxBytes} the answer is handed over as it
- * is (a provider that sends that much before any content is not one to fail over from).
+ * Holding a streamed answer back until its first content: the frames before the first
+ * `content_block_start` — `message_start`, `ping`, comments — are read and kept, so that an
+ * `error` event among them can still send the call to the next endpoint; once content starts,
+ * the kept frames are replayed ahead of the rest. What is kept is bounded: past
+ * {@link MAX_KEPT_CHARS} the answer is handed over as it is (a provider that sends that much
+ * before any content is not one to fail over from).
+ * docs/providers.md, "Failover before the first byte, never after".
  */
 import type { SseFrame } from "../../core/ports/providers.js";
 

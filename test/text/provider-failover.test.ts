@@ -271,3 +271,75 @@ describe("providers file: failover before the first byte, through the gateway (o
     t.expectSoundLedger();
   });
 });
+
+describe("providers file: the breaker seen in /v1/health and the metrics", () => {
+  let t: TextGateway;
+  let first: DevUpstream;
+  const dir = tempDir();
+
+  beforeAll(async () => {
+    first = await startDevUpstream({ script: messages(() => STATUS_529) });
+    const file = join(dir.path, "providers.yaml");
+    t = await startTextGateway((secondUrl) => {
+      writeFileSync(
+        file,
+        [
+          "endpoints:",
+          `  - { name: first, kind: anthropic, baseUrl: "${first.url}", apiKey: { env: TEST_FIRST_KEY } }`,
+          `  - { name: second, kind: anthropic, baseUrl: "${secondUrl}", apiKey: { env: TEST_SECOND_KEY } }`,
+          "text:",
+          "  model-haiku-4-5: [first, second]",
+          "breaker: { failures: 2, windowMs: 60000, cooldownMs: 600000 }",
+        ].join("\n"),
+      );
+      return {
+        TOLLGATE_PROVIDERS: file,
+        TEST_FIRST_KEY: "sk-first",
+        TEST_SECOND_KEY: "sk-second",
+        TOLLGATE_HEALTH_INTERVAL_S: "1",
+        // Opened, never listened on here: the registry is scraped in process.
+        TOLLGATE_METRICS_PORT: "19999",
+      };
+    });
+    await t.credit(10_000_000n);
+  });
+  afterAll(async () => {
+    t.expectSoundLedger();
+    await t.close();
+    await first.close();
+    dir.cleanup();
+  });
+
+  it("opens after two failures: later calls skip the endpoint; health degrades and the metrics say why", async () => {
+    const client = new Anthropic({ apiKey: t.secret, baseURL: t.baseUrl, maxRetries: 0 });
+    // Not streamed: the second endpoint's own (dev) answers.
+    for (let i = 0; i < 4; i++) await client.messages.create(REQUEST);
+    expect(first.messageRequests()).toHaveLength(2);
+    let health: { status: string; dependencies: { name: string; status: string }[] } | undefined;
+    for (let i = 0; i < 100; i++) {
+      const response = await fetch(`${t.baseUrl}/v1/health`);
+      expect(response.status).toBe(200);
+      health = (await response.json()) as typeof health;
+      if (health!.dependencies.some((d) => d.name === "provider endpoints" && d.status === "degraded")) break;
+      await sleep(50);
+    }
+    expect(health).toMatchObject({ status: "degraded" });
+    expect(health!.dependencies).toContainEqual(
+      expect.objectContaining({ name: "provider endpoints", status: "degraded" }),
+    );
+    const { text } = await t.gateway.app.metrics!.registry.scrape();
+    expect(text).toContain('tollgate_provider_breaker_open{endpoint="first",model="model-haiku-4-5"} 1');
+    expect(text).toContain('tollgate_provider_breaker_open{endpoint="second",model="model-haiku-4-5"} 0');
+    expect(text).toMatch(
+      /tollgate_provider_endpoint_events_total\{endpoint="first",model="model-haiku-4-5",event="failover",reason=""\} 2/,
+    );
+    expect(text).toMatch(
+      /tollgate_provider_endpoint_events_total\{endpoint="first",model="model-haiku-4-5",event="failure",reason="529"\} 2/,
+    );
+    expect(text).toMatch(
+      /tollgate_provider_endpoint_events_total\{endpoint="second",model="model-haiku-4-5",event="request",reason=""\} 4/,
+    );
+    const rows = await t.usage();
+    expect(rows.filter((row) => row.status === HoldStatus.SETTLED)).toHaveLength(4);
+  });
+});

@@ -187,6 +187,17 @@ describe("providers file: failover before the first byte, through the gateway (o
     expect(row!.status).toBe(HoldStatus.SETTLED);
     expect(row!.amount).toBe(CHARGE);
     expect(endpoints().get(row!.requestId)).toBe("second");
+    // The signed receipt names it too (docs/receipts.md), its payload read as any holder would.
+    const receipt = await fetch(`${t.baseUrl}/v1/receipts/${encodeURIComponent(row!.requestId)}`, {
+      headers: { "x-api-key": t.secret },
+    });
+    expect(receipt.status).toBe(200);
+    const jws = ((await receipt.json()) as { signature?: string }).signature ?? "";
+    const payload = JSON.parse(Buffer.from(jws.split(".")[1] ?? "", "base64url").toString()) as Record<
+      string,
+      unknown
+    >;
+    expect(payload).toMatchObject({ model: "model-haiku-4-5", endpoint: "second", status: "settled" });
   });
 
   it("the SDK's stream succeeds when the first endpoint sends overloaded_error before content", async () => {

@@ -329,7 +329,9 @@ function routes(
   if (json === undefined) return result;
   for (const [model, list] of Object.entries(object(json, field))) {
     const at = `${field}[${JSON.stringify(model)}]`;
-    if (!priced.has(model)) {
+    // "*": every text model the file does not name, sent with the catalog's own model ids.
+    const anyModel = field === "text" && model === "*";
+    if (!anyModel && !priced.has(model)) {
       const known = [...priced.keys()].join(", ");
       throw problem(
         at,
@@ -348,6 +350,11 @@ function routes(
         throw problem(where, `${entry.endpoint} is a ${target.kind} endpoint, which does not serve ${field}`);
       if (seen.has(entry.endpoint)) throw problem(where, `${entry.endpoint} is listed twice`);
       seen.add(entry.endpoint);
+      if (anyModel && target.kind !== "anthropic")
+        throw problem(
+          where,
+          `${entry.endpoint} is a ${target.kind} endpoint: only anthropic endpoints serve "*" (the others need a model id per model)`,
+        );
       if (target.kind !== "anthropic" && !target.models.has(model))
         throw problem(`${target.field}.models`, `has no model id for ${model}, which ${where} routes to it`);
     }

@@ -69,6 +69,11 @@ function exitOnSignal(runtime: Runtime, timeoutMs: number, name: string): void {
   process.on("SIGINT", onSignal);
 }
 
+/** The endpoints a providers file's routes name, each once, in the order first named. */
+function routedEndpoints(routes: ReadonlyMap<string, readonly { readonly endpoint: string }[]>): string {
+  return [...new Set([...routes.values()].flat().map((entry) => entry.endpoint))].join(", ");
+}
+
 /** The ready line's account of what runs: tier, provider, images and chains, stand-ins labelled. */
 function describe(runtime: Runtime): string {
   const { config, dev } = runtime;
@@ -79,7 +84,9 @@ function describe(runtime: Runtime): string {
         "(set TOLLGATE_ANTHROPIC_API_KEY for a real provider)"
       : runtime.core === undefined
         ? "text: via the core"
-        : `text: ${config.anthropic.url}`;
+        : config.providers !== undefined && config.providers.text.size > 0
+          ? `text: ${config.providers.file} (${routedEndpoints(config.providers.text)})`
+          : `text: ${config.anthropic.url}`;
   const images = dev.images
     ? `images: built-in dev upstream ${dev.upstream?.url}, generated labelled images, not a model ` +
       "(set TOLLGATE_GEMINI_API_KEY for a real provider)"

@@ -6,6 +6,7 @@ import { checkImageRoutes, type ImagesConfig, imagesConfig } from "./images.js";
 import { type LimitsConfig, limitsConfig } from "./limits.js";
 import { type MetricsConfig, metricsConfig } from "./metrics.js";
 import { chainRegistry, type OnchainConfig, onchainConfig } from "./onchain.js";
+import { type ProvidersConfig, providersConfig } from "./providers.js";
 import { type Env, integer, jsonFile } from "./read.js";
 import { type StoreConfig, storeConfig } from "./store.js";
 import { type TextConfig, textConfig } from "./text.js";
@@ -44,6 +45,8 @@ export type Config = GatewayConfig &
     readonly images: ImagesConfig;
     /** Onchain deposits, settlement and withdrawals (docs/chains.md). */
     readonly onchain: OnchainConfig;
+    /** The providers file (TOLLGATE_PROVIDERS, docs/providers.md); undefined: the single-endpoint variables. */
+    readonly providers: ProvidersConfig | undefined;
   };
 
 /**
@@ -71,5 +74,6 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     ...text,
     images,
     onchain: onchainConfig(env),
+    providers: providersConfig(env, cwd, billing.catalog),
   };
 }

@@ -47,6 +47,7 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
   private readonly holdsPlaced: Counter<"kind">;
   private readonly holdsEnded: Counter<"outcome">;
   private readonly x402Collections: Counter<"outcome">;
+  private readonly endpointEvents: Counter<"endpoint" | "model" | "event" | "reason">;
   /** Ledger units charged per `chain\0model`, exact, with the chain's ledger scale. */
   private readonly chargedTotals = new Map<string, { amount: bigint; decimals: number }>();
   private readonly providerTimes = new Map<string, number>();
@@ -115,6 +116,14 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.endpointEvents = new Counter({
+      name: "tollgate_provider_endpoint_events_total",
+      help:
+        "Provider endpoints behind the router (docs/providers.md): requests sent, failures before content " +
+        "(reason: status, stream_error, or a failure kind) and failovers to the next endpoint.",
+      labelNames: ["endpoint", "model", "event", "reason"],
+      registers,
+    });
     const totals = this.chargedTotals;
     new Counter({
       name: "tollgate_charged_microdollars_total",
@@ -129,6 +138,16 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
         }
       },
     });
+  }
+
+  /** Counts one router event of a provider endpoint: `request`, `failure` (with its reason) or `failover`. */
+  endpointEvent(
+    endpoint: string,
+    model: string,
+    event: "request" | "failure" | "failover",
+    reason = "",
+  ): void {
+    this.endpointEvents.inc({ endpoint, model, event, reason });
   }
 
   /** Exposes the core's billing anomaly counts (kept by the core since start) at scrape time. */

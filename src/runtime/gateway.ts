@@ -35,7 +35,12 @@ export async function buildCore(a: Assembly, onchain: OnchainSetup | undefined):
   const chains =
     onchain !== undefined && a.chainAdapters ? await openChainAdapters(a, onchain, stores) : undefined;
   const providers = serving ? await openProviders(a, stores) : undefined;
-  const probes: HealthProbe[] = [stores.probe, storageProbe(a.config.dataDir), ...(chains?.probes() ?? [])];
+  const probes: HealthProbe[] = [
+    stores.probe,
+    storageProbe(a.config.dataDir),
+    ...(chains?.probes() ?? []),
+    ...(providers?.probes ?? []),
+  ];
   const rateLimiter = serving ? await openRateLimits(a, probes) : memoryRateLimiter;
   // x402: keyless calls paid per request on the chains that run (docs/x402.md).
   const x402: X402Parts = serving

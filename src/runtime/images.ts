@@ -1,12 +1,13 @@
 import type { Config } from "../config/config.js";
 import type { ImageDeps } from "../core/core.js";
 import type { ImageAdapter } from "../core/images/image-models.js";
-import { GEMINI_1K_ONLY } from "../core/images/image-models.js";
+import { GEMINI_1K_ONLY, IMAGE_ADAPTERS } from "../core/images/image-models.js";
 import type { ImageStore } from "../core/ports/image-store.js";
 import type { ImageUpstream } from "../core/ports/providers.js";
 import { LocalImageFiles } from "../store/shared/image-files.js";
 import { GeminiImageUpstream } from "../upstream/gemini/client.js";
 import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
+import type { ImageRouter } from "../upstream/router/image-router.js";
 
 /** How often expired `url` images are removed from storage. */
 export const IMAGE_SWEEP_INTERVAL_MS = 60_000;
@@ -23,9 +24,11 @@ export interface ImageResources {
 /**
  * Builds the image providers that are configured (a Gemini-format and an OpenAI-images
  * format one), the `url` store and its sweeper: `shared` when the store has one every host
- * reads (PostgreSQL), else files under the data directory.
+ * reads (PostgreSQL), else files under the data directory. With a providers file's `router`, the
+ * models it routes go through its endpoints (docs/providers.md), any other to the provider of the
+ * variables.
  */
-export function imageResources(config: Config, shared?: ImageStore): ImageResources {
+export function imageResources(config: Config, shared?: ImageStore, router?: ImageRouter): ImageResources {
   const { images } = config;
   // The image providers' own (TOLLGATE_IMAGE_*_TIMEOUT_MS, the text provider's by default).
   const { timeouts } = images;
@@ -44,6 +47,10 @@ export function imageResources(config: Config, shared?: ImageStore): ImageResour
       apiKey: images.openai.apiKey,
       ...timeouts,
     });
+  }
+  const plain = { ...upstreams };
+  if (router !== undefined) {
+    for (const adapter of IMAGE_ADAPTERS) upstreams[adapter] = router.upstream(plain[adapter]);
   }
   // Several hosts: in the shared store, so that any host serves the URL. One host: the
   // database's own directory, where one data dir holds everything the gateway keeps.
@@ -67,7 +74,7 @@ export function imageResources(config: Config, shared?: ImageStore): ImageResour
     },
     async close() {
       clearInterval(timer);
-      await Promise.all(Object.values(upstreams).map((upstream) => upstream.close()));
+      await Promise.all([...Object.values(plain).map((upstream) => upstream.close()), router?.close()]);
     },
   };
 }

@@ -1,7 +1,8 @@
 import type { Config } from "../config/config.js";
+import type { HealthProbe } from "../core/health-service.js";
+import type { TextUpstream } from "../core/ports/providers.js";
 import type { DevUpstream } from "../dev/provider/dev-upstream.js";
 import type { Stores } from "../store/shared/store-set.js";
-import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
 import type { ImageResources } from "./images.js";
 import type { Assembly } from "./resources.js";
 
@@ -11,7 +12,7 @@ import type { Assembly } from "./resources.js";
  * stand-in (it speaks the Gemini format too). In production the image routes are simply not served.
  */
 export async function startDevProviders(a: Assembly): Promise<void> {
-  if (a.config.anthropic.url === undefined) {
+  if (a.config.anthropic.url === undefined && !routesText(a.config)) {
     const upstream = await startDevUpstreamOnce(a);
     a.config = { ...a.config, anthropic: { ...a.config.anthropic, url: upstream.url } };
   }
@@ -23,10 +24,14 @@ export async function startDevProviders(a: Assembly): Promise<void> {
   }
 }
 
-/** The model providers a gateway calls: the text provider's pool, when configured, and the image side. */
+/**
+ * The model providers a gateway calls: the text provider (the router of a providers file, else
+ * the one Anthropic endpoint of the variables), the image side, and the probes of its endpoints.
+ */
 export interface Providers {
-  readonly textUpstream: AnthropicUpstream | undefined;
+  readonly textUpstream: TextUpstream | undefined;
   readonly images: ImageResources;
+  readonly probes: readonly HealthProbe[];
 }
 
 /**
@@ -38,9 +43,20 @@ export async function openProviders(a: Assembly, stores: Stores): Promise<Provid
   // Loaded here, not at the top: the operator's commands never load the provider clients.
   const { AnthropicUpstream } = await import("../upstream/anthropic/client.js");
   const { imageResources } = await import("./images.js");
-  const { anthropic } = config;
-  let textUpstream: AnthropicUpstream | undefined;
-  if (anthropic.url !== undefined) {
+  const { anthropic, providers } = config;
+  let textUpstream: TextUpstream | undefined;
+  const probes: HealthProbe[] = [];
+  if (providers !== undefined && providers.text.size > 0) {
+    const { textRouter } = await import("./text-endpoints.js");
+    const watch = await import("./provider-watch.js");
+    const metrics = a.parts.metrics?.registry;
+    const router = await textRouter(providers, anthropic, metrics && watch.routerMetrics(metrics));
+    a.stack.defer(() => router.close());
+    const breakers = () => router.breakers();
+    if (metrics !== undefined) watch.breakerGauge(metrics, breakers);
+    probes.push(watch.breakerProbe(breakers));
+    textUpstream = router;
+  } else if (anthropic.url !== undefined) {
     const upstream = new AnthropicUpstream({
       baseUrl: anthropic.url,
       apiKey: anthropic.apiKey,
@@ -55,10 +71,30 @@ export async function openProviders(a: Assembly, stores: Stores): Promise<Provid
     a.parts.textUpstream = upstream;
     a.stack.defer(() => upstream.close());
   }
-  const images = imageResources(config, stores.images);
+  let imageRouter: Awaited<ReturnType<typeof import("./image-endpoints.js")["imageRouter"]>> | undefined;
+  if (providers !== undefined && providers.images.size > 0) {
+    const built = await import("./image-endpoints.js");
+    const watch = await import("./provider-watch.js");
+    const metrics = a.parts.metrics?.registry;
+    imageRouter = await built.imageRouter(
+      providers,
+      config.images.timeouts,
+      metrics && watch.routerMetrics(metrics),
+    );
+    const router = imageRouter;
+    const breakers = () => router.breakers();
+    if (metrics !== undefined) watch.breakerGauge(metrics, breakers, "image");
+    probes.push(watch.breakerProbe(breakers, "image provider endpoints"));
+  }
+  const images = imageResources(config, stores.images, imageRouter);
   a.parts.images = images;
   a.stack.defer(() => images.close());
-  return { textUpstream, images };
+  return { textUpstream, images, probes };
+}
+
+/** Whether a providers file routes text models (then no dev provider stands in for text). */
+function routesText(config: Config): boolean {
+  return config.providers !== undefined && config.providers.text.size > 0;
 }
 
 /** The dev provider, started at most once per runtime (text and images share it). */

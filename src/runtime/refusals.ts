@@ -1,4 +1,5 @@
 import type { Config } from "../config/config.js";
+import { missingSecrets } from "../config/providers.js";
 
 /** `serve` or `worker` without what production needs: the message names every missing variable. */
 export class ServeRefused extends Error {
@@ -34,9 +35,14 @@ export function missingForProduction(config: Config, mode: "serve" | "worker"): 
     if (config.facadeToken === undefined) missing.push(MISSING_FACADE_TOKEN);
     return missing;
   }
-  if (mode === "serve" && config.anthropic.url === undefined) {
-    missing.push("TOLLGATE_ANTHROPIC_API_KEY (the model provider's key; or TOLLGATE_ANTHROPIC_URL)");
+  const routed = config.providers !== undefined && config.providers.text.size > 0;
+  if (mode === "serve" && config.anthropic.url === undefined && !routed) {
+    missing.push(
+      "TOLLGATE_ANTHROPIC_API_KEY (the model provider's key; or TOLLGATE_ANTHROPIC_URL, or TOLLGATE_PROVIDERS)",
+    );
   }
+  // Every credential the providers file names must be set: none is ever sent empty.
+  if (mode === "serve" && config.providers !== undefined) missing.push(...missingSecrets(config.providers));
   if (config.onchain.mode !== "configured") missing.push(MISSING_CHAINS);
   if (config.onchain.masterSecret === undefined) missing.push(MISSING_SECRET);
   if (mode === "serve" && config.publicUrl === undefined) missing.push(MISSING_PUBLIC_URL);

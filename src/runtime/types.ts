@@ -10,13 +10,13 @@ import type { Config } from "../config/config.js";
 import type { BillingCounters } from "../core/billing/billing-counters.js";
 import type { HoldSweeper } from "../core/billing/hold-sweeper.js";
 import type { Log } from "../core/ports/log.js";
+import type { TextUpstream } from "../core/ports/providers.js";
 import type { DevChains } from "../dev/chains/dev-chains.js";
 import type { DevUpstream } from "../dev/provider/dev-upstream.js";
 import type { LogLevel } from "../logger.js";
 import type { MetricsEndpoint } from "../metrics/endpoint.js";
 import type { CoreServer } from "../serving/server.js";
 import type { Stores } from "../store/shared/store-set.js";
-import type { AnthropicUpstream } from "../upstream/anthropic/client.js";
 import type { ChainsWorker } from "./chains-worker.js";
 import type { ImageResources } from "./images.js";
 
@@ -86,8 +86,8 @@ export interface Runtime {
    * core report to it; `main` starts its listener, and closing the runtime stops it.
    */
   readonly metrics: MetricsEndpoint | undefined;
-  /** The text provider's connection pool. */
-  readonly textUpstream: AnthropicUpstream | undefined;
+  /** The text provider: its connection pool, or the router over a providers file's endpoints. */
+  readonly textUpstream: TextUpstream | undefined;
   /** Image providers and the `url` image sweeper. */
   readonly images: ImageResources | undefined;
   /**

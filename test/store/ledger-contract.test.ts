@@ -352,6 +352,24 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n });
     }));
 
+  it("settle records the provider endpoint that served the call, read back with the hold (issue 33)", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await s.ledger.credit(manualCredit("c1", "acct_a", 1000n));
+      await s.ledger.placeHold(newHold("h1", "acct_a", 500n, 10));
+      const routed = { ...USAGE, endpoint: "bedrock-east" };
+      const settled = await s.ledger.settle("h1", 200n, routed, 20, "");
+      expect((settled as { state: HoldState }).state.resolution?.usage).toEqual(routed);
+      expect((await s.ledger.getHold("h1"))?.resolution?.usage).toEqual(routed);
+      expect((await s.ledger.listHolds("acct_a", 1_000_000n, 10))[0]?.resolution?.usage.endpoint).toBe(
+        "bedrock-east",
+      );
+      // Without a router nothing is named: the usage reads back as it was written.
+      await s.ledger.placeHold(newHold("h2", "acct_a", 100n, 11));
+      await s.ledger.settle("h2", 10n, USAGE, 21, "");
+      expect((await s.ledger.getHold("h2"))?.resolution?.usage).toEqual(USAGE);
+    }));
+
   it("void releases; expireHolds expires holds placed before the cutoff, oldest first, each once, up to the limit", () =>
     withStores(async (s) => {
       await accounts(s, "acct_a");

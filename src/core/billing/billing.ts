@@ -476,10 +476,11 @@ export class Billing implements CallBilling {
       hold.callKind === "text"
         ? { ...chargedTokens(priced), images: 0 }
         : { ...NO_TOKENS, images: usage.images };
+    const recorded = usage.endpoint ? { ...counts, endpoint: usage.endpoint } : counts;
     const result = await this.deps.ledger.settle(
       holdId,
       charge,
-      counts,
+      recorded,
       this.deps.now(),
       encodeCharges(priced),
     );

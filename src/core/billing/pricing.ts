@@ -110,6 +110,11 @@ export interface DeliveredUsage extends TokenCounts {
   readonly webFetchRequests?: bigint;
   /** Usage fields the reader did not know (e.g. `usage.server_tool_use.foo`): priced as nothing. */
   readonly unpriced?: readonly string[];
+  /**
+   * The configured provider endpoint that served the call (docs/providers.md): recorded with the
+   * settlement, never priced — the gateway model's listed price applies whatever endpoint served.
+   */
+  readonly endpoint?: string;
 }
 
 /** One line of a priced call. */

@@ -75,6 +75,11 @@ export interface ReceiptPayload {
   /** The API key that made the call; absent for a call without one. */
   readonly keyId?: string;
   readonly model: string;
+  /**
+   * The configured name of the provider endpoint that served the call, when the gateway routes
+   * among several (docs/providers.md); absent otherwise. The price is the model's whatever it was.
+   */
+  readonly endpoint?: string;
   readonly imageSize?: string;
   /** The chain's id in the gateway (`x-gateway-billing-chain`). */
   readonly chain: string;
@@ -156,6 +161,7 @@ export function receiptPayload(
     accountId: hold.accountId,
     ...(hold.keyId === "" ? {} : { keyId: hold.keyId }),
     model: hold.model,
+    ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
     ...(hold.imageSize === "" ? {} : { imageSize: hold.imageSize }),
     chain: chain.id,
     status: resolution.status,

@@ -131,7 +131,13 @@ export class ImageInference {
           this.deps.billing.release(holdId),
         );
       }
-      const { state } = await this.deps.billing.settleDelivered(hold.hold, { ...NO_USAGE, images: 1 });
+      // Only the endpoint that returned the image is charged for; its row names it.
+      const usage = {
+        ...NO_USAGE,
+        images: 1,
+        ...(image.endpoint === "" ? {} : { endpoint: image.endpoint }),
+      };
+      const { state } = await this.deps.billing.settleDelivered(hold.hold, usage);
       charged = true;
       return {
         requestId: call.requestId,
@@ -169,13 +175,14 @@ export class ImageInference {
     params: ImageParams,
     signal: AbortSignal,
     requestId: string,
-  ): Promise<{ image: { data: Uint8Array; mimeType: ImageMimeType }; text: string }> {
+  ): Promise<{ image: { data: Uint8Array; mimeType: ImageMimeType }; text: string; endpoint: string }> {
     let outcome: Awaited<ReturnType<ImageUpstream["generate"]>>;
     const sink: UpstreamErrorSink = (error, context) =>
       this.deps.log.error({ err: error, requestId }, context);
     try {
       outcome = await upstream.generate({
         upstreamModel: params.model.route.upstreamModel,
+        model: params.model.id,
         prompt: params.prompt,
         size: params.size,
         aspectRatio: params.aspectRatio,
@@ -196,7 +203,7 @@ export class ImageInference {
       case "images": {
         const image = firstImage(outcome.images);
         if (image === undefined) throw upstreamError("what was returned is not a PNG, JPEG or WebP image");
-        return { image, text: outcome.text };
+        return { image, text: outcome.text, endpoint: outcome.endpoint ?? "" };
       }
     }
   }

@@ -20,6 +20,12 @@ export interface ReadFeatures {
   readonly rest: Fields;
   /** Each cap inserted (`tools.N.max_uses`), in order. */
   readonly repaired: readonly string[];
+  /**
+   * The server tools the request carries, by the prefix of each tool's `type` (its date suffix
+   * dropped: `web_search`, `mcp_toolset`, …; `mcp_servers` for the MCP connector), for routing
+   * to endpoints that run them (docs/providers.md).
+   */
+  readonly serverTools: readonly string[];
 }
 
 /** How the gateway treats a tool, by its `type`. */
@@ -73,12 +79,16 @@ export function readBillableFeatures(
     throw invalidField("container", `container: ${CODE_EXECUTION_REFUSED}.`);
   }
   let serverToolLoop = Array.isArray(json.mcp_servers) && json.mcp_servers.length > 0;
+  const serverTools = new Set<string>(serverToolLoop ? ["mcp_servers"] : []);
   let webSearchUses = 0n;
   let advisor: AdvisorSpec | undefined;
   const tools = Array.isArray(json.tools) ? (json.tools as readonly Fields[]) : [];
   const sentTools = tools.map((tool, i) => {
     const kind = toolKind(tool.type, `tools.${i}.type`);
-    if (kind !== "client") serverToolLoop = true;
+    if (kind !== "client") {
+      serverToolLoop = true;
+      serverTools.add(String(tool.type).replace(/_\d{8}$/, ""));
+    }
     if (kind === "web_search") {
       let sent = tool;
       if (tool.max_uses === undefined || tool.max_uses === null) {
@@ -142,13 +152,14 @@ export function readBillableFeatures(
   const toolsChanged = sentTools.some((tool, i) => tool !== tools[i]);
   const fallbacksChanged =
     sentFallbacks?.some((entry, i) => entry !== (fallbacks as readonly unknown[])[i]) === true;
-  if (!toolsChanged && !fallbacksChanged) return { features, rest: json, repaired };
+  if (!toolsChanged && !fallbacksChanged)
+    return { features, rest: json, repaired, serverTools: [...serverTools] };
   const rest = {
     ...json,
     ...(toolsChanged ? { tools: sentTools } : {}),
     ...(fallbacksChanged ? { fallbacks: sentFallbacks } : {}),
   };
-  return { features, rest, repaired };
+  return { features, rest, repaired, serverTools: [...serverTools] };
 }
 
 function toolKind(type: unknown, field: string): ToolKind {

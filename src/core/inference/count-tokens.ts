@@ -27,7 +27,7 @@ export async function countTokens(deps: CountTokensDeps, call: CountTokensCall):
   const rateLimit = await takeLimit(deps, deps.countTokensLimit, call.keyId);
   // The same repair, tool checks and model names as a call: what can be counted can be sent.
   const prepared = prepareRequest(deps, call.body, "count_tokens");
-  const text = await countWithProvider(deps, outgoingBody(prepared, call.body), call);
+  const text = await countWithProvider(deps, outgoingBody(prepared, call.body), call, prepared);
   let inputTokens: number;
   try {
     inputTokens = inputTokensOf(text);

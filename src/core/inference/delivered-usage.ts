@@ -24,6 +24,8 @@ export interface MeasuredCall {
   readonly call: ProviderHeaders & { readonly requestId: string };
   readonly request: MessagesRequest;
   readonly model: TextModel;
+  /** The server tools the request carries (its count goes where they can be counted). */
+  readonly serverTools: readonly string[];
 }
 
 /**
@@ -101,7 +103,9 @@ async function measured(
   let inputTokens: bigint;
   try {
     inputTokens = BigInt(
-      inputTokensOf(await countWithProvider(deps, text, call, AbortSignal.timeout(MEASURE_TIMEOUT_MS))),
+      inputTokensOf(
+        await countWithProvider(deps, text, call, measuredCall, AbortSignal.timeout(MEASURE_TIMEOUT_MS)),
+      ),
     );
     // Every request reads some input: a count of none is the counter failing too.
     if (inputTokens === 0n) throw new Error("the counter says the request has no input");
@@ -135,6 +139,8 @@ async function countDelivered(
 ): Promise<bigint> {
   if (blocks.length === 0) return 0n;
   const { model, call } = measuredCall;
+  // Text blocks only: no tool goes with these counts.
+  const route = { model, serverTools: [] };
   const body = (extra: string[]) =>
     JSON.stringify({
       model: model.upstreamId,
@@ -143,8 +149,8 @@ async function countDelivered(
   try {
     const signal = AbortSignal.timeout(MEASURE_TIMEOUT_MS);
     const [withBlocks, alone] = await Promise.all([
-      countWithProvider(deps, body(blocks), call, signal),
-      countWithProvider(deps, body([]), call, signal),
+      countWithProvider(deps, body(blocks), call, route, signal),
+      countWithProvider(deps, body([]), call, route, signal),
     ]);
     const tokens = inputTokensOf(withBlocks) - inputTokensOf(alone);
     if (tokens < 1) throw new Error(`the counter says delivered text has ${tokens} tokens`);

@@ -27,6 +27,8 @@ export interface PreparedRequest {
   readonly sent: MessagesRequest;
   /** Every change made (the x-gateway-repaired-params list). */
   readonly repaired: readonly string[];
+  /** The server tools it carries, by type prefix (see billable-features.ts), for routing. */
+  readonly serverTools: readonly string[];
 }
 
 /** A messages call ready to hold for: its request as sent and the worst case it can cost. */
@@ -124,6 +126,7 @@ function repairFor(deps: PrepareDeps, request: MessagesRequest) {
     request,
     sent,
     repaired: [...repair.repaired, ...billable.repaired],
+    serverTools: billable.serverTools,
   };
   return {
     prepared,

@@ -7,6 +7,7 @@ import {
   UpstreamFailure,
   type UpstreamResponse,
 } from "../ports/providers.js";
+import type { TextModel } from "./model-catalog.js";
 import { readBody } from "./read-body.js";
 import { type UpstreamErrorSink, upstreamFailureError, upstreamStatusError } from "./upstream-errors.js";
 import { readMessage } from "./usage.js";
@@ -18,6 +19,15 @@ export interface ProviderDeps {
   readonly metrics: Metrics;
   /** Told of the provider's failures masked for the caller. */
   readonly log: Log;
+}
+
+/**
+ * What a router chooses a call's endpoint by (docs/providers.md): the gateway model and the
+ * server tools the request carries. Sent on every provider request, the counts included.
+ */
+export interface ProviderRoute {
+  readonly model: TextModel;
+  readonly serverTools: readonly string[];
 }
 
 /** The protocol headers a call to the provider carries. */
@@ -69,6 +79,8 @@ export class ProviderRequest {
 export interface ProviderAnswer {
   readonly response: UpstreamResponse;
   readonly upstreamRequestId: string;
+  /** The configured name of the endpoint that answered; "" when there is no router. */
+  readonly endpoint: string;
 }
 
 /** Sends a messages call of `body` to the provider; anything but a 200 is the matching error. */
@@ -76,6 +88,7 @@ export async function sendMessages(
   deps: ProviderDeps,
   body: string | Uint8Array,
   headers: ProviderHeaders,
+  route: ProviderRoute,
   request: ProviderRequest,
   signal: AbortSignal,
 ): Promise<ProviderAnswer> {
@@ -87,11 +100,16 @@ export async function sendMessages(
       anthropicVersion: headers.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
       anthropicBeta: headers.anthropicBeta,
       signal: request.signal,
+      ...routeOf(route),
     },
     signal,
     headers.requestId,
   );
-  return { response, upstreamRequestId: headerValue(response.headers["request-id"]) };
+  return {
+    response,
+    upstreamRequestId: headerValue(response.headers["request-id"]),
+    endpoint: response.endpoint ?? "",
+  };
 }
 
 /** Reports the provider's latency for a call sent at `sentAt` (performance.now()). */
@@ -124,6 +142,7 @@ export async function countWithProvider(
   deps: ProviderDeps,
   body: string | Uint8Array,
   headers: ProviderHeaders,
+  route: ProviderRoute,
   signal?: AbortSignal,
 ): Promise<string> {
   const response = await send(
@@ -134,6 +153,7 @@ export async function countWithProvider(
       anthropicVersion: headers.anthropicVersion || DEFAULT_ANTHROPIC_VERSION,
       anthropicBeta: headers.anthropicBeta,
       signal,
+      ...routeOf(route),
     },
     undefined,
     headers.requestId,
@@ -164,6 +184,14 @@ export function providerFailure(
 /** A header's (first) value, "" when absent. */
 export function headerValue(value: string | string[] | undefined): string {
   return (Array.isArray(value) ? value[0] : value) ?? "";
+}
+
+/** The routing fields of a provider request. */
+function routeOf(route: ProviderRoute): Pick<UpstreamCall, "model" | "serverTools"> {
+  return {
+    model: { id: route.model.id, sent: route.model.upstreamId },
+    serverTools: route.serverTools,
+  };
 }
 
 /** Sends to the provider; anything but a 200 becomes the matching error (the body is read). */

@@ -31,6 +31,8 @@ export interface BilledCall extends MeasuredCall {
   readonly payment: X402Authorisation | undefined;
   /** The most output tokens the call can bill; undefined when several passes may write. */
   readonly outputCap: bigint | undefined;
+  /** The configured name of the endpoint that answered ("" before an answer, or without a router). */
+  readonly endpoint: string;
 }
 
 /** A settled call, as its caller is told: the charge, the hold's state (for its receipt), the payment's answer. */
@@ -159,7 +161,9 @@ async function settle(
   delivered: DeliveredUsage,
 ): Promise<HoldState> {
   const { placed, call } = billed;
-  const usage = capOutput(delivered, billed.outputCap);
+  const within = capOutput(delivered, billed.outputCap);
+  // Only the attempt that delivered is charged; its endpoint is named on the row.
+  const usage = billed.endpoint === "" ? within : { ...within, endpoint: billed.endpoint };
   const { state, capped, priced } = await deps.billing.settleDelivered(placed, usage);
   if (priced.unpriced.length > 0) {
     deps.counters.add("unpriced_usage");
@@ -168,7 +172,7 @@ async function settle(
       "usage the gateway cannot price; charged what it knows",
     );
   }
-  if (capped || usage !== delivered) {
+  if (capped || within !== delivered) {
     deps.counters.add("capped_charge");
     deps.log.error(
       { requestId: call.requestId, holdId: placed.id, maxTokens: billed.outputCap },

@@ -107,8 +107,10 @@ export class TextInference {
     const sentAt = performance.now();
     try {
       const body = byPass && !prepared.stream ? streamedBody(prepared) : prepared.outgoing;
-      const answer = await sendMessages(deps, body, call, provider, signal);
+      const answer = await sendMessages(deps, body, call, prepared, provider, signal);
       const { response } = answer;
+      // Only the attempt that answered is charged, and its row names it (docs/providers.md).
+      billed = { ...billed, endpoint: answer.endpoint };
       yield { kind: "head", head: messageHead(held, prepared, answer) };
       providerAnswered(deps, call.requestId, sentAt);
       const raise = byPass
@@ -165,6 +167,8 @@ function billedCall(held: HeldCall<BilledCall["call"] & PaidCaller>, prepared: P
     call: held.call,
     request: prepared.sent,
     model: prepared.model,
+    serverTools: prepared.serverTools,
+    endpoint: "",
     payment: held.payment,
     outputCap: prepared.outputCap,
   };

@@ -41,6 +41,11 @@ export interface UsageCounts {
   readonly cacheWrite1hTokens: bigint;
   readonly cacheReadTokens: bigint;
   readonly images: number;
+  /**
+   * The configured name of the provider endpoint that served the call, when a router chose it
+   * (docs/providers.md); absent otherwise (stored as '').
+   */
+  readonly endpoint?: string;
 }
 
 /**

@@ -40,6 +40,11 @@ export interface UpstreamResponse {
    * until then its pooled connection stays busy.
    */
   readonly body: AsyncIterable<Uint8Array> & { destroy(error?: Error): void };
+  /**
+   * The configured name of the endpoint that answered, when a router chose among several
+   * (docs/providers.md): recorded on the usage row and named in the receipt. No secret.
+   */
+  readonly endpoint?: string;
 }
 
 /** The text provider endpoints the gateway calls. */
@@ -55,6 +60,18 @@ export interface UpstreamCall {
   /** Forwarded verbatim as `anthropic-beta`; "" omits the header. */
   readonly anthropicBeta: string;
   readonly signal?: AbortSignal;
+  /**
+   * The gateway model the call is for (its catalog id) and the model id its body names (the
+   * catalog's upstream id): a router chooses the model's endpoints by `id`, and an endpoint whose
+   * own id differs rewrites the body (docs/providers.md). Absent: the body goes as it is.
+   */
+  readonly model?: { readonly id: string; readonly sent: string };
+  /**
+   * The server tools the call carries, by the prefix of each tool's `type` (`web_search`,
+   * `web_fetch`, `mcp_toolset`, …; `mcp_servers` for the MCP connector): only endpoints that run
+   * them all may take the call.
+   */
+  readonly serverTools?: readonly string[];
 }
 
 /** One SSE frame as the upstream sent it. `data` is the raw data text (not re-serialised). */
@@ -99,12 +116,20 @@ export interface ImageUpstreamRequest {
   /** Reference images for an edit; empty for a generation. */
   readonly references: readonly ImageInput[];
   readonly signal?: AbortSignal | undefined;
+  /** The gateway image model (its catalog id): a router chooses the model's endpoints by it. */
+  readonly model?: string;
 }
 
 /** What a provider answered. Failures without an HTTP answer throw UpstreamFailure instead. */
 export type ImageUpstreamOutcome =
   /** At least one image (bytes as the provider sent them; the core checks their type). */
-  | { readonly kind: "images"; readonly images: readonly ImageInput[]; readonly text: string }
+  | {
+      readonly kind: "images";
+      readonly images: readonly ImageInput[];
+      readonly text: string;
+      /** The configured name of the endpoint that returned them, when a router chose it. */
+      readonly endpoint?: string;
+    }
   /** The provider declined (safety, policy): `detail` says why, in its words. */
   | { readonly kind: "refused"; readonly detail: string }
   /** A 200 without any image and without a stated refusal. */

@@ -63,7 +63,7 @@ const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain
   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
-  r.images AS u_images, r.charges AS u_charges, r.resolved_at`;
+  r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at`;
 
 /**
  * A hold in one statement (no transaction, one round trip): `tollgate_place_hold` (migration 15).
@@ -153,7 +153,7 @@ const PLACE_HOLD_REFUSED = `
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
- * Settles or voids a hold in one statement, `tollgate_resolve` (migration 15). The hold's
+ * Settles or voids a hold in one statement, `tollgate_resolve` (migrations 15 and 17). The hold's
  * open-list row is its lock: whoever deletes it resolves the hold (a sweeper holding it makes
  * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
  * the row it deletes: `held` comes from that row, not from this statement's snapshot), and the
@@ -168,7 +168,7 @@ const PLACE_HOLD_REFUSED = `
  */
 const RESOLVE = `
   SELECT * FROM tollgate_resolve($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint,
-                                 $8::bigint, $9::integer, $10::text, $11::bigint)`;
+                                 $8::bigint, $9::integer, $10::text, $11::bigint, $12::text)`;
 
 /**
  * A hold's x402 payment is collected, or its collection begun: its hold is never expired (see
@@ -845,6 +845,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
           usage.images,
           charges,
           now,
+          usage.endpoint ?? "",
         ]),
       // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
       [CHECK_VIOLATION],
@@ -876,6 +877,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
             cacheWrite1hTokens: usage.cacheWrite1hTokens,
             cacheReadTokens: usage.cacheReadTokens,
             images: usage.images,
+            ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
           },
           charges,
           resolvedAt: now,

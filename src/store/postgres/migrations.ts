@@ -758,4 +758,93 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX stored_images_expiry ON stored_images (expires_at);
     `,
   },
+  {
+    version: 17,
+    name: "the provider endpoint of a settled call",
+    sql: `
+      -- The configured name of the provider endpoint that served a settled call (docs/providers.md);
+      -- as SQLite's migration 16. A constant default: no row is rewritten.
+      ALTER TABLE hold_resolutions ADD COLUMN endpoint TEXT NOT NULL DEFAULT '';
+
+      -- The resolution writes it: tollgate_resolve (migration 15) again, with the endpoint as its
+      -- twelfth argument and u_endpoint among the hold's columns it answers with.
+      DROP FUNCTION tollgate_resolve(TEXT, TEXT, BIGINT, BIGINT, BIGINT, BIGINT, BIGINT, BIGINT, INTEGER, TEXT, BIGINT);
+      CREATE FUNCTION tollgate_resolve(
+        p_hold TEXT, p_status TEXT, p_amount BIGINT, p_input BIGINT, p_output BIGINT, p_cw5m BIGINT, p_cw1h BIGINT,
+        p_read BIGINT, p_images INTEGER, p_charges TEXT, p_at BIGINT, p_endpoint TEXT
+      ) RETURNS TABLE (
+        seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT, amount BIGINT, call_kind TEXT,
+        model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT, image_count INTEGER, created_at BIGINT,
+        raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT, u_output BIGINT, u_cw5m BIGINT,
+        u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT, u_endpoint TEXT, resolved_at BIGINT, resolved_now BOOLEAN,
+        raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        BEGIN
+          RETURN QUERY
+          WITH hold AS (
+            SELECT h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+                   h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
+                   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
+                   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+                   r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at
+              FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
+          ), closed AS (
+            DELETE FROM open_holds o USING hold
+             WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount + o.raised
+            RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
+          ), resolved AS (
+            INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                          cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at, endpoint)
+            SELECT closed.hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint,
+                   $9::integer, $10::text, $11::bigint, $12::text
+              FROM closed
+            RETURNING hold_resolutions.hold_id
+          ), released AS (
+            UPDATE ledger_balances b
+               SET debits_pending = b.debits_pending - closed.held, debits_posted = b.debits_posted + $3::bigint
+              FROM hold, closed, resolved
+             WHERE closed.held > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
+            RETURNING 1
+          ), revenue AS (
+            UPDATE ledger_balances b
+               SET credits_pending = b.credits_pending - closed.held, credits_posted = b.credits_posted + $3::bigint
+              FROM hold, closed, released
+             WHERE b.account = 'system:revenue' AND b.chain = hold.chain AND b.shard = hold.seq % 16
+            RETURNING 1
+          ), charge AS (
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                        created_at)
+            SELECT hold.id || '/charge', hold.chain, hold.account_id, 'system:revenue', $3::bigint, false, 'charge',
+                   hold.id, '', $11::bigint
+              FROM hold, revenue
+             WHERE $3::bigint > 0
+          ), backing AS (
+            SELECT b.account_id, b.chain, LEAST($3::bigint, b.deposited - b.committed) AS onchain
+              FROM onchain_backing b, hold, revenue
+             WHERE $2::text = 'settled' AND $3::bigint > 0 AND b.account_id = hold.account_id AND b.chain = hold.chain
+               FOR UPDATE OF b
+          ), committed AS (
+            UPDATE onchain_backing b SET committed = b.committed + k.onchain
+              FROM backing k
+             WHERE k.onchain > 0 AND b.account_id = k.account_id AND b.chain = k.chain
+          ), intent AS (
+            INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount,
+                                            created_at)
+            SELECT hold.id, hold.account_id, hold.chain, $3::bigint, COALESCE(k.onchain, 0),
+                   $3::bigint - COALESCE(k.onchain, 0), $11::bigint
+              FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
+             WHERE $2::text = 'settled' AND $3::bigint > 0
+          ), spent AS (
+            UPDATE spend_days d SET spent = d.spent + $3::bigint - closed.held
+              FROM hold, closed, released
+             WHERE $3::bigint <> closed.held AND d.account_id = hold.account_id AND d.chain = hold.chain
+               AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % 86400000
+          )
+          SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now, (SELECT closed.raised FROM closed) AS raised_now
+            FROM hold;
+        END $$;
+    `,
+  },
 ];

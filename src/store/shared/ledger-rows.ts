@@ -81,6 +81,8 @@ export function toHoldState(row: Raw): HoldState {
         cacheWrite1hTokens: row.u_cw1h as bigint,
         cacheReadTokens: row.u_read as bigint,
         images: Number(row.u_images),
+        // Absent rather than '' (migration 16 / PostgreSQL 17): rows without a router stay as they were.
+        ...(typeof row.u_endpoint === "string" && row.u_endpoint !== "" ? { endpoint: row.u_endpoint } : {}),
       },
       charges: row.u_charges as string,
       resolvedAt: Number(row.resolved_at),

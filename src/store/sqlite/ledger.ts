@@ -36,7 +36,7 @@ import { SettlementOutbox } from "./settlement-outbox.js";
 const HOLD_STATE = `SELECT h.*, COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
                 r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
                 r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h,
-                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.resolved_at
+                r.cache_read_tokens AS u_read, r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at
            FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
@@ -130,11 +130,24 @@ export class LedgerRepository {
                  @inputTokens, @maxTokens, @imageSize, @imageCount, @createdAt)`,
       ),
       insertResolution: db.prepare<
-        [string, ResolutionStatus, bigint, bigint, bigint, bigint, bigint, bigint, number, string, number]
+        [
+          string,
+          ResolutionStatus,
+          bigint,
+          bigint,
+          bigint,
+          bigint,
+          bigint,
+          bigint,
+          number,
+          string,
+          string,
+          number,
+        ]
       >(
         `INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
-                                       cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+                                       cache_write_1h_tokens, cache_read_tokens, images, charges, endpoint, resolved_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       // The caps that bound a hold: the account's own and its key's, on the hold's chain.
       capsFor: money<[string, string, string]>(
@@ -433,6 +446,7 @@ export class LedgerRepository {
       usage.cacheReadTokens,
       usage.images,
       charges,
+      usage.endpoint ?? "",
       now,
     );
     this.s.closeHold.run(holdId);
@@ -473,6 +487,7 @@ export class LedgerRepository {
             cacheWrite1hTokens: usage.cacheWrite1hTokens,
             cacheReadTokens: usage.cacheReadTokens,
             images: usage.images,
+            ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
           },
           charges,
           resolvedAt: now,

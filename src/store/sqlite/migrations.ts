@@ -578,4 +578,14 @@ export const migrations: readonly Migration[] = [
       ALTER TABLE open_holds ADD COLUMN raised INTEGER NOT NULL DEFAULT 0 CHECK (raised >= 0);
     `,
   },
+  {
+    version: 16,
+    name: "the provider endpoint of a settled call",
+    sql: `
+      -- The configured name of the provider endpoint that served a settled call, when the router
+      -- chose among several (docs/providers.md): only the attempt that delivered is charged, and
+      -- its row names it. '' for calls without a router, voided holds and rows before it existed.
+      ALTER TABLE hold_resolutions ADD COLUMN endpoint TEXT NOT NULL DEFAULT '';
+    `,
+  },
 ];

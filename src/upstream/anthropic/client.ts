@@ -1,10 +1,11 @@
 /**
  * The client for an upstream provider that speaks the Anthropic wire format, on the shared
  * pooled HTTP client (../pool.ts): the core's text provider port (`TextUpstream`,
- * src/core/ports/providers.ts). Failures without an HTTP answer surface as the core's
- * `UpstreamFailure`.
+ * src/core/ports/providers.ts), and a router's endpoint of kind `anthropic` (../endpoint.ts,
+ * docs/providers.md). Failures without an HTTP answer surface as the core's `UpstreamFailure`.
  */
-import type { SseFrame, TextUpstream, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
+import type { SseFrame, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
+import type { EndpointCapabilities, EndpointModels, TextEndpoint } from "../endpoint.js";
 import { UpstreamPool, type UpstreamPoolOptions } from "../pool.js";
 import { sseFrames } from "../sse.js";
 
@@ -12,16 +13,40 @@ import { sseFrames } from "../sse.js";
 export interface AnthropicUpstreamOptions extends UpstreamPoolOptions {
   /** Sent as `x-api-key`; the gateway's own credential, never the caller's. */
   readonly apiKey: string;
+  /** The endpoint's configured name (default `anthropic`). */
+  readonly name?: string;
+  /**
+   * Gateway model id → this endpoint's model id; a call whose body names another id than this
+   * endpoint's has its `model` rewritten. Empty (the default): every body goes as it is.
+   */
+  readonly models?: EndpointModels;
 }
 
+/**
+ * What Anthropic's own API runs: token counting and every server tool the gateway lets through
+ * (billable-features.ts names them).
+ */
+export const ANTHROPIC_CAPABILITIES: EndpointCapabilities = {
+  countTokens: true,
+  serverTools: ["web_search", "web_fetch", "advisor", "tool_search_tool", "mcp_toolset", "mcp_servers"],
+};
+
 /** A keep-alive pool of connections to one Anthropic-format upstream. */
-export class AnthropicUpstream implements TextUpstream {
+export class AnthropicUpstream implements TextEndpoint {
+  readonly name: string;
+  readonly kind = "anthropic" as const;
+  readonly capabilities = ANTHROPIC_CAPABILITIES;
+  readonly models: ReadonlySet<string>;
   readonly #pool: UpstreamPool;
   readonly #apiKey: string;
+  readonly #modelIds: EndpointModels;
 
   constructor(options: AnthropicUpstreamOptions) {
     this.#pool = new UpstreamPool(options);
     this.#apiKey = options.apiKey;
+    this.name = options.name ?? "anthropic";
+    this.#modelIds = options.models ?? new Map();
+    this.models = new Set(this.#modelIds.keys());
   }
 
   /** Sends one request; resolves at the response headers. Throws UpstreamFailure for no answer. */
@@ -35,7 +60,15 @@ export class AnthropicUpstream implements TextUpstream {
       "anthropic-version": call.anthropicVersion,
     };
     if (call.anthropicBeta !== "") headers["anthropic-beta"] = call.anthropicBeta;
-    return this.#pool.post({ path: call.path, headers, body: call.body, signal: call.signal });
+    return this.#pool.post({ path: call.path, headers, body: this.#body(call), signal: call.signal });
+  }
+
+  /** The body as this endpoint takes it: re-serialised only when its model id differs. */
+  #body(call: UpstreamCall): string | Uint8Array {
+    const own = call.model === undefined ? undefined : this.#modelIds.get(call.model.id);
+    if (own === undefined || own === call.model?.sent) return call.body;
+    const text = typeof call.body === "string" ? call.body : Buffer.from(call.body).toString("utf8");
+    return JSON.stringify({ ...(JSON.parse(text) as object), model: own });
   }
 
   /** A streamed answer's body as SSE frames, parsed as they arrive (src/upstream/sse.ts). */

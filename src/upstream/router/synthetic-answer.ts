@@ -1,0 +1,31 @@
+/**
+ * Answers a router gives itself, in Anthropic's error format, when no endpoint is asked: none
+ * can take the call (400 naming why), the model has no route (404), or every endpoint is
+ * cooling down or has its breaker open (529, with `retry-after`).
+ */
+import type { UpstreamResponse } from "../../core/ports/providers.js";
+
+/** An Anthropic error answer of `status` with `type` and `message`, read like a provider's. */
+export function errorAnswer(
+  status: number,
+  type: string,
+  message: string,
+  headers: Record<string, string> = {},
+): UpstreamResponse {
+  const bytes = Buffer.from(JSON.stringify({ type: "error", error: { type, message } }));
+  let done = false;
+  return {
+    status,
+    headers: { "content-type": "application/json", ...headers },
+    body: {
+      async *[Symbol.asyncIterator]() {
+        if (done) return;
+        done = true;
+        yield bytes;
+      },
+      destroy() {
+        done = true;
+      },
+    },
+  };
+}

@@ -62,7 +62,8 @@ describe("the spool file", () => {
       const first = await openResolutionSpool(dir.path, SMALL);
       expect(readFileSync(spoolFile(dir.path)).length).toBe(SMALL);
       expect(first.found).toEqual([]);
-      const written = [settle("h1", 120n), release("h2"), settle("h3", 2n ** 62n, "x".repeat(3000))];
+      const routed: Resolution = { ...settle("h4", 99n), usage: { ...USAGE, endpoint: "bedrock-east" } };
+      const written = [settle("h1", 120n), release("h2"), settle("h3", 2n ** 62n, "x".repeat(3000)), routed];
       for (const r of written) await first.append(r);
       await first.close();
 

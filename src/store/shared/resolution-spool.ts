@@ -304,6 +304,7 @@ function decode(payload: Buffer, at: number): Resolution {
         cacheWrite1hTokens: BigInt(u.cacheWrite1hTokens!),
         cacheReadTokens: BigInt(u.cacheReadTokens!),
         images: Number(u.images),
+        ...(typeof u.endpoint === "string" ? { endpoint: u.endpoint } : {}),
       },
       now,
       charges: raw.charges,

@@ -1,3 +1,4 @@
+import type Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NO_USAGE } from "../../src/core/billing/pricing.js";
 import { heldOf, SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
@@ -40,6 +41,20 @@ afterEach(() => f.db.close());
 /** Raises a hold in the store itself (the audit's concern is what the store wrote). */
 const raise = (holdId: string, pass: number, amount: bigint) =>
   new LedgerRepository(f.db).raiseHold({ holdId, pass, amount, createdAt: 2 });
+
+/**
+ * A LedgerRepository on a database an old migration left: its statements name the provider
+ * endpoint of a resolution (migration 16), so that column is there while it writes, and gone
+ * again ({@link dropEndpoint}) before the migrations under test run.
+ */
+function oldLedger(db: Database.Database): LedgerRepository {
+  db.exec("ALTER TABLE hold_resolutions ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''");
+  return new LedgerRepository(db);
+}
+
+function dropEndpoint(db: Database.Database): void {
+  db.exec("ALTER TABLE hold_resolutions DROP COLUMN endpoint");
+}
 
 describe("the ledger audit", () => {
   it("passes a sound ledger", () => {
@@ -151,9 +166,10 @@ describe("the ledger audit", () => {
     // The ledger as version 14 left it.
     f.db.exec(`DROP TABLE hold_raises;
                ALTER TABLE open_holds DROP COLUMN raised;
+               ALTER TABLE hold_resolutions DROP COLUMN endpoint;
                PRAGMA user_version = 14;`);
     migrate(f.db, migrations);
-    expect(f.db.pragma("user_version", { simple: true })).toBe(15);
+    expect(f.db.pragma("user_version", { simple: true })).toBe(migrations.at(-1)!.version);
     expect(openHolds()).toEqual(before);
     expect(f.db.prepare("SELECT raised FROM open_holds").all()).toEqual([{ raised: 0 }]);
     expect(auditLedger(f.db)).toEqual([]);
@@ -284,7 +300,7 @@ describe("the ledger audit of x402 payments", () => {
     );
     try {
       new AuthRepository(db).createAccount("acct_m", "", 1);
-      const ledger = new LedgerRepository(db);
+      const ledger = oldLedger(db);
       ledger.credit({
         entryId: "c1",
         accountId: "acct_m",
@@ -336,6 +352,7 @@ describe("the ledger audit of x402 payments", () => {
                  VALUES ('x402_early', 'base', 'system:x402', 'acct_m', 1, 0, 'x402', 4)`),
       ).toThrow(/CHECK constraint failed/);
 
+      dropEndpoint(db);
       migrate(db, migrations);
       expect(db.pragma("user_version", { simple: true })).toBe(migrations.at(-1)?.version);
       expect(entries()).toEqual(before.entries);
@@ -390,7 +407,7 @@ describe("the ledger audit of x402 payments", () => {
     );
     try {
       new AuthRepository(db).createAccount("acct_m", "", 1);
-      const ledger = new LedgerRepository(db);
+      const ledger = oldLedger(db);
       // Payments as version 12 wrote them, by hand (X402Repository speaks version 13): each with
       // its credit, a closed one with its return; the settled one's call charged 10 of 50.
       const pay = (id: string, holdId: string, authorised: bigint, status: string, closed: string) => {
@@ -466,6 +483,7 @@ describe("the ledger audit of x402 payments", () => {
         /CHECK constraint failed/,
       );
 
+      dropEndpoint(db);
       migrate(db, migrations);
       expect(db.pragma("user_version", { simple: true })).toBe(migrations.at(-1)?.version);
       const after = payments();

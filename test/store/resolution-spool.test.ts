@@ -39,7 +39,11 @@ const USAGE: UsageCounts = {
   images: 0,
 };
 
-const settle = (holdId: string, charge: bigint, charges = '{"lines":[]}'): Resolution => ({
+const settle = (
+  holdId: string,
+  charge: bigint,
+  charges = '{"lines":[]}',
+): Extract<Resolution, { kind: "settle" }> => ({
   kind: "settle",
   holdId,
   charge,
@@ -142,14 +146,27 @@ describe("the spool file", () => {
     }
   });
 
-  it("is held by one process at a time, and free again once closed", async () => {
+  it("gives each process on one data dir a slot of its own; a slot whose process is gone is adopted", async () => {
     const dir = tempDir();
     try {
       const first = await openResolutionSpool(dir.path, SMALL);
-      await expect(openResolutionSpool(dir.path, SMALL)).rejects.toThrow(/held by another gateway process/);
-      await first.close();
       const second = await openResolutionSpool(dir.path, SMALL);
+      expect(first.path).toBe(spoolFile(dir.path));
+      expect(second.path).not.toBe(first.path);
+      // The second process keeps a settle and dies.
+      await second.append(settle("h9", 5n));
       await second.close();
+      await first.close();
+
+      const third = await openResolutionSpool(dir.path, SMALL);
+      expect(third.path).toBe(spoolFile(dir.path));
+      expect(third.found).toEqual([settle("h9", 5n)]);
+      // Moved, not copied: the slot left behind is empty, and the record is in the adopter's own.
+      expect(readFileSync(second.path).every((b) => b === 0)).toBe(true);
+      await third.close();
+      const fourth = await openResolutionSpool(dir.path, SMALL);
+      expect(fourth.found).toEqual([settle("h9", 5n)]);
+      await fourth.close();
     } finally {
       dir.cleanup();
     }

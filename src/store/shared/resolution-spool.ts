@@ -1,5 +1,6 @@
 import {
   closeSync,
+  existsSync,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -69,8 +70,14 @@ export class ResolutionSpool {
   #chain: Promise<unknown> = Promise.resolve();
   readonly #unlock: () => void;
 
-  /** The resolutions a previous process spooled, oldest first (a hold's last one wins). */
-  readonly found: readonly Resolution[];
+  /**
+   * The resolutions a previous process spooled, oldest first (a hold's last one wins): this
+   * slot's, then those adopted from the slots of processes that are gone.
+   */
+  get found(): readonly Resolution[] {
+    return this.#found;
+  }
+  readonly #found: Resolution[];
   /** Whether the last record found was torn (ignored). */
   readonly torn: boolean;
   readonly path: string;
@@ -86,7 +93,7 @@ export class ResolutionSpool {
     this.path = path;
     this.#file = file;
     this.#end = end;
-    this.found = found;
+    this.#found = found;
     this.torn = torn;
     this.#unlock = unlock;
   }
@@ -110,6 +117,23 @@ export class ResolutionSpool {
       throw error;
     }
     return new ResolutionSpool(path, file, end, found, torn, unlock);
+  }
+
+  /**
+   * Takes over the records of `other`, the spool of a process that is gone: each is appended
+   * here (on disk before `other` is cleared, so a crash in between replays it twice, which the
+   * ledger makes harmless, and never loses it), then `other` is zeroed and closed.
+   */
+  async adopt(other: ResolutionSpool): Promise<void> {
+    try {
+      for (const resolution of other.found) {
+        await this.append(resolution);
+        this.#found.push(resolution);
+      }
+      await other.clearIfEmpty(() => true);
+    } finally {
+      await other.close();
+    }
   }
 
   /** How many bytes the records take (0: empty). */
@@ -159,30 +183,57 @@ export class ResolutionSpool {
   }
 }
 
+/** Most gateway processes one host may run on one data dir (each holds a slot of the spool). */
+const SLOTS = 16;
+
 /**
- * Opens this host's spool in `dataDir` (`resolution-spool/<host name>.spool`), holding its lock
- * (`<host name>.lock`, an exclusive SQLite lock the kernel drops with the process, however it
- * dies). A second process on the same spool is refused, naming the reason.
+ * Opens this process's spool in `dataDir`: the first free slot of this host
+ * (`resolution-spool/<host name>.spool`, then `<host name>-1.spool`, …), holding its lock (`.lock`
+ * beside it, an exclusive SQLite lock the kernel drops with the process, however it dies). Several
+ * processes on one data dir (hosts on one SQLite file) each take a slot; the records of a slot
+ * whose process is gone (its lock free) are adopted by the process that opens it, or, when that
+ * process has a lower slot, moved into its own. More than {@link SLOTS} processes are refused.
  */
 export async function openResolutionSpool(dataDir: string, bytes = SPOOL_BYTES): Promise<ResolutionSpool> {
   const dir = join(dataDir, SPOOL_DIR);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const name = hostname().replace(/[^A-Za-z0-9._-]/g, "_");
-  const unlock = await lockFile(join(dir, `${name}.lock`));
+  const host = hostname().replace(/[^A-Za-z0-9._-]/g, "_");
+  let own: ResolutionSpool | undefined;
   try {
-    return await ResolutionSpool.open(join(dir, `${name}.spool`), unlock, bytes);
+    for (let slot = 0; slot < SLOTS; slot++) {
+      const base = join(dir, slot === 0 ? host : `${host}-${slot}`);
+      // Past this process's own slot, only slots a process left behind matter.
+      if (own !== undefined && !existsSync(`${base}.spool`)) continue;
+      const unlock = await tryLock(`${base}.lock`);
+      if (unlock === undefined) continue;
+      let spool: ResolutionSpool;
+      try {
+        spool = await ResolutionSpool.open(`${base}.spool`, unlock, bytes);
+      } catch (error) {
+        unlock();
+        throw error;
+      }
+      if (own === undefined) own = spool;
+      else await own.adopt(spool);
+    }
   } catch (error) {
-    unlock();
+    await own?.close();
     throw error;
   }
+  if (own === undefined)
+    throw new Error(
+      `every resolution spool slot in ${dir} is held by another gateway process (${SLOTS} at most per data dir and host): give this one its own TOLLGATE_DATA_DIR`,
+    );
+  return own;
 }
 
 /**
- * Takes the exclusive lock of the SQLite file at `path`: better-sqlite3's (POSIX) file locks are
+ * Takes the exclusive lock of the SQLite file at `path`, or answers undefined when another process
+ * holds it: better-sqlite3's (POSIX) file locks are
  * the process's own, released by the kernel when it exits or is killed, so a crash never leaves a
  * stale lock behind.
  */
-async function lockFile(path: string): Promise<() => void> {
+async function tryLock(path: string): Promise<(() => void) | undefined> {
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(path, { timeout: 0 });
   try {
@@ -193,10 +244,7 @@ async function lockFile(path: string): Promise<() => void> {
     db.exec("BEGIN EXCLUSIVE");
   } catch (error) {
     db.close();
-    if ((error as { code?: unknown }).code === "SQLITE_BUSY")
-      throw new Error(
-        `the resolution spool lock ${path} is held by another gateway process: give each process its own TOLLGATE_DATA_DIR`,
-      );
+    if ((error as { code?: unknown }).code === "SQLITE_BUSY") return undefined;
     throw error;
   }
   return () => {

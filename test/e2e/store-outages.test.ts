@@ -164,7 +164,16 @@ describe("PostgreSQL restarted under load on two hosts", () => {
     });
     const running = load(hosts, secret, 6, finished);
     await sleep(1_500);
-    await postgres.restart("immediate");
+    // `pg_ctl restart -m immediate` in its two halves, with a call to each host while the server
+    // is away (the load's callers may all be mid-stream in that moment): each is refused 503.
+    postgres.halt("immediate");
+    const whileAway = await Promise.all([0, 1].map((host) => call(hosts, host, secret)));
+    // The server stays away until a stream that was running has ended and its settle was refused.
+    await until("a running stream's settle to be refused", async () =>
+      /settling a stream failed/.test(hosts.map((h) => h.stdout()).join("")) ? true : undefined,
+    );
+    postgres.start();
+    expect(whileAway.map((o) => o.status)).toEqual([503, 503]);
     // Both hosts serve again on their own: a call on each succeeds (new connections).
     for (const host of [0, 1])
       await until(`host ${host} to serve again`, async () => {
@@ -173,7 +182,7 @@ describe("PostgreSQL restarted under load on two hosts", () => {
       });
     await sleep(1_000);
     restarted();
-    const outcomes = await running;
+    const outcomes = [...(await running), ...whileAway];
 
     const byStatus = new Map<number, Outcome[]>();
     for (const o of outcomes) byStatus.set(o.status, [...(byStatus.get(o.status) ?? []), o]);

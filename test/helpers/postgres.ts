@@ -1,9 +1,8 @@
-import { execFile, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { freePort } from "./ports.js";
 
 /** Debian's PostgreSQL 15 (`make test` installs it when missing). */
@@ -29,11 +28,6 @@ export interface PostgresServer {
   halt(mode?: "fast" | "immediate"): void;
   /** Starts the server {@link halt} stopped, on the same port, once it accepts connections. */
   start(): void;
-  /**
-   * `pg_ctl restart -m <mode>` (`immediate`: a crash and WAL recovery), without blocking this
-   * process: every connection is cut; resolves once the server accepts connections again.
-   */
-  restart(mode?: "fast" | "immediate"): Promise<void>;
 }
 
 /**
@@ -135,13 +129,6 @@ export async function startPostgres({
       run("pg_ctl", ["-D", data, "-m", mode, "-w", "stop"]);
     },
     start,
-    restart: async (mode = "immediate") => {
-      const args = ["-D", data, "-l", join(dir, "log"), "-m", mode, "-w", "-o", options, "restart"];
-      await promisify(execFile)(
-        asRoot ? "runuser" : join(BIN, "pg_ctl"),
-        asRoot ? ["-u", "postgres", "--", join(BIN, "pg_ctl"), ...args] : args,
-      );
-    },
   };
 }
 

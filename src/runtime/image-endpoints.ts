@@ -1,8 +1,8 @@
 /**
  * Builds the image endpoints and the image router of a providers file (docs/providers.md,
  * "Images"): Gemini- and OpenAI-format endpoints with the clients in src/upstream/gemini/ and
- * src/upstream/openai/, Vertex's by dynamic import of src/upstream/vertex/images.ts (a build
- * without it refuses a file naming one, by the endpoint's name).
+ * src/upstream/openai/, Vertex's with src/upstream/vertex/images.ts (imported when a file names
+ * one).
  */
 import type { UpstreamTimeouts } from "../config/config.js";
 import type { EndpointConfig, ProvidersConfig } from "../config/providers.js";
@@ -12,12 +12,7 @@ import { GeminiImageUpstream } from "../upstream/gemini/client.js";
 import { OpenaiImagesUpstream } from "../upstream/openai/client.js";
 import type { ImageEndpoint, ImageRouter } from "../upstream/router/image-router.js";
 import type { RouterEvents } from "../upstream/router/router-events.js";
-import { EndpointUnavailable, serviceAccountKey } from "./text-endpoints.js";
-
-/** A module path held in a variable, so the type checker does not require the module to exist. */
-async function load(path: string): Promise<Record<string, unknown>> {
-  return (await import(path)) as Record<string, unknown>;
-}
+import { serviceAccountKey } from "./text-endpoints.js";
 
 /** One image endpoint of the file. */
 async function imageEndpoint(
@@ -44,16 +39,8 @@ async function imageEndpoint(
       });
       break;
     case "vertex": {
-      let Vertex: new (options: never) => ImageUpstream;
-      try {
-        const found = (await load("../upstream/vertex/images.js")).VertexImages;
-        if (typeof found !== "function")
-          throw new Error("../upstream/vertex/images.js exports no VertexImages");
-        Vertex = found as typeof Vertex;
-      } catch (error) {
-        throw new EndpointUnavailable(providers.file, endpoint, error);
-      }
-      client = new Vertex({
+      const { VertexImages } = await import("../upstream/vertex/images.js");
+      client = new VertexImages({
         name: endpoint.name,
         models: endpoint.models,
         connections: endpoint.connections,
@@ -62,7 +49,7 @@ async function imageEndpoint(
         projectId: endpoint.projectId,
         ...(endpoint.baseUrl === undefined ? {} : { baseUrl: endpoint.baseUrl }),
         serviceAccountKey: serviceAccountKey(providers, endpoint),
-      } as never);
+      });
       break;
     }
     default:

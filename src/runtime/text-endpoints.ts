@@ -1,49 +1,13 @@
 /**
  * Builds the text endpoints and the router of a providers file (docs/providers.md). Each kind's
- * client is loaded when a file names it: Bedrock's and Vertex's (src/upstream/bedrock/,
- * src/upstream/vertex/) by dynamic import, so a build without them still runs every file that
- * does not name them, and refuses one that does with a message naming the endpoint.
+ * client (src/upstream/anthropic/, src/upstream/bedrock/, src/upstream/vertex/) is imported when
+ * a file names it, not at the top: the operator's commands never load the provider clients.
  */
 import type { UpstreamTimeouts } from "../config/config.js";
 import type { EndpointConfig, ProvidersConfig } from "../config/providers.js";
 import type { EndpointBase, TextEndpoint } from "../upstream/endpoint.js";
 import type { RouterEvents } from "../upstream/router/router-events.js";
 import type { TextRouter } from "../upstream/router/text-router.js";
-
-/** A providers file's endpoint whose kind this build cannot reach. */
-export class EndpointUnavailable extends Error {
-  constructor(file: string, endpoint: EndpointConfig, cause: unknown) {
-    super(
-      `${file}: ${endpoint.field}: kind ${endpoint.kind} (endpoint ${endpoint.name}) is not available in this build`,
-      { cause },
-    );
-    this.name = "EndpointUnavailable";
-  }
-}
-
-/** A module path held in a variable, so the type checker does not require the module to exist. */
-async function load(path: string): Promise<Record<string, unknown>> {
-  return (await import(path)) as Record<string, unknown>;
-}
-
-type EndpointClass = new (options: never) => TextEndpoint;
-
-/** The client class a kind's module exports, or the build's refusal. */
-async function clientClass(
-  providers: ProvidersConfig,
-  endpoint: EndpointConfig,
-  path: string,
-  exported: string,
-): Promise<EndpointClass> {
-  try {
-    const module = await load(path);
-    const found = module[exported];
-    if (typeof found !== "function") throw new Error(`${path} exports no ${exported}`);
-    return found as EndpointClass;
-  } catch (error) {
-    throw new EndpointUnavailable(providers.file, endpoint, error);
-  }
-}
 
 /** One text endpoint of the file, its secrets resolved (an unset one is "": `serve` refused it already). */
 export async function textEndpoint(
@@ -67,14 +31,9 @@ export async function textEndpoint(
       });
     }
     case "bedrock": {
-      const Bedrock = await clientClass(
-        providers,
-        endpoint,
-        "../upstream/bedrock/client.js",
-        "BedrockUpstream",
-      );
+      const { BedrockUpstream } = await import("../upstream/bedrock/client.js");
       const { auth } = endpoint;
-      return new Bedrock({
+      return new BedrockUpstream({
         ...base,
         region: endpoint.region,
         ...(endpoint.baseUrl === undefined ? {} : { baseUrl: endpoint.baseUrl }),
@@ -87,17 +46,17 @@ export async function textEndpoint(
                 secretAccessKey: auth.secretAccessKey.value ?? "",
                 ...(auth.sessionToken?.value === undefined ? {} : { sessionToken: auth.sessionToken.value }),
               },
-      } as never);
+      });
     }
     case "vertex": {
-      const Vertex = await clientClass(providers, endpoint, "../upstream/vertex/client.js", "VertexUpstream");
-      return new Vertex({
+      const { VertexUpstream } = await import("../upstream/vertex/client.js");
+      return new VertexUpstream({
         ...base,
         region: endpoint.region,
         projectId: endpoint.projectId,
         ...(endpoint.baseUrl === undefined ? {} : { baseUrl: endpoint.baseUrl }),
         serviceAccountKey: serviceAccountKey(providers, endpoint),
-      } as never);
+      });
     }
     default:
       throw new TypeError(`${providers.file}: ${endpoint.field}: ${endpoint.kind} is not a text endpoint`);

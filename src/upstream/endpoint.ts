@@ -27,8 +27,8 @@ export interface EndpointCapabilities {
 
 /**
  * A text endpoint: `send` takes the call exactly as the core builds it for Anthropic (the JSON
- * body with the gateway's model id, `stream` in the body, `anthropic-version`/`-beta` as
- * fields) and answers in Anthropic's terms:
+ * body naming the catalog's upstream model id, `stream` in the body, `anthropic-version`/`-beta`
+ * as fields, and the gateway model in `call.model.id`) and answers in Anthropic's terms:
  *
  * - status codes and error bodies as Anthropic's (`{"type":"error","error":{"type":…}}`; a
  *   platform's throttling is 429, its overload 529, its own faults 500–503);
@@ -36,7 +36,8 @@ export interface EndpointCapabilities {
  * - a streaming 200 has `content-type: text/event-stream` and a body of Messages SSE events
  *   (a platform's own stream format converted; an error inside the stream as an `error` event).
  *
- * The platform's model id for a gateway model comes from the endpoint's own `models` map.
+ * The platform's model id for a gateway model (`call.model.id`; the body's `model` when the call
+ * names none) comes from the endpoint's own `models` map.
  */
 export interface TextEndpoint extends TextUpstream {
   /** The configured name: named in usage rows, receipts, logs, metrics and health (no secrets). */

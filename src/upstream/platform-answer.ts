@@ -96,3 +96,41 @@ export function betaFlags(header: string): string[] {
     .map((flag) => flag.trim())
     .filter((flag) => flag !== "");
 }
+
+/**
+ * `body` with every `"model": "<platformId>"` naming `sent` instead: a platform may answer with
+ * its own model id (Bedrock's `us.anthropic.…-v1:0`, Vertex's `…@date`), where Anthropic names
+ * the model the call sent; the core prices each pass by the model its answer names, so the
+ * gateway model's listed price holds whatever endpoint served (docs/providers.md, "Money"). Read
+ * line by line (SSE events and JSON keep a `"model"` field on one line); everything else passes
+ * as it came. Destroying it destroys the original.
+ */
+export function withModelNamed(
+  body: UpstreamResponse["body"],
+  platformId: string,
+  sent: string,
+): UpstreamResponse["body"] {
+  if (platformId === sent) return body;
+  const quoted = JSON.stringify(platformId);
+  const pattern = new RegExp(`"model"(\\s*):(\\s*)${quoted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "g");
+  const named = JSON.stringify(sent);
+  const rename = (text: string) =>
+    text.includes(quoted)
+      ? text.replace(pattern, (_all, a: string, b: string) => `"model"${a}:${b}${named}`)
+      : text;
+  async function* renamed(): AsyncGenerator<Uint8Array> {
+    const decoder = new TextDecoder("utf-8");
+    const encoder = new TextEncoder();
+    let pending = "";
+    for await (const chunk of body) {
+      pending += decoder.decode(chunk, { stream: true });
+      const cut = pending.lastIndexOf("\n") + 1;
+      if (cut === 0) continue;
+      yield encoder.encode(rename(pending.slice(0, cut)));
+      pending = pending.slice(cut);
+    }
+    pending += decoder.decode();
+    if (pending !== "") yield encoder.encode(rename(pending));
+  }
+  return { [Symbol.asyncIterator]: renamed, destroy: (error?: Error) => body.destroy(error) };
+}

@@ -14,7 +14,14 @@ import {
   type UpstreamResponse,
 } from "../../core/ports/providers.js";
 import type { EndpointBase, EndpointCapabilities, TextEndpoint } from "../endpoint.js";
-import { anthropicError, bodyOf, headerOf, jsonObjectOf, readErrorBody } from "../platform-answer.js";
+import {
+  anthropicError,
+  bodyOf,
+  headerOf,
+  jsonObjectOf,
+  readErrorBody,
+  withModelNamed,
+} from "../platform-answer.js";
 import { UpstreamPool } from "../pool.js";
 import { sseFrames } from "../sse.js";
 import { errorTypeOf, mapBedrockError } from "./errors.js";
@@ -64,12 +71,14 @@ export class BedrockUpstream implements TextEndpoint {
     if (messages === undefined) {
       return anthropicError(400, "invalid_request_error", "the request body is not a JSON object");
     }
-    const modelId = typeof messages.model === "string" ? this.#modelIds.get(messages.model) : undefined;
+    // The gateway model the core says the call is for; a body alone names it by its own `model`.
+    const model = call.model?.id ?? messages.model;
+    const modelId = typeof model === "string" ? this.#modelIds.get(model) : undefined;
     if (modelId === undefined) {
       return anthropicError(
         404,
         "not_found_error",
-        `model ${JSON.stringify(messages.model)} is not served by the Bedrock endpoint ${this.name}`,
+        `model ${JSON.stringify(model)} is not served by the Bedrock endpoint ${this.name}`,
       );
     }
     const counting = call.path === "/v1/messages/count_tokens";
@@ -92,7 +101,12 @@ export class BedrockUpstream implements TextEndpoint {
       signal: call.signal,
     });
     const answered = await answer(response);
-    return counting && answered.status === 200 ? countAnswer(answered) : answered;
+    if (answered.status !== 200) return answered;
+    if (counting) return countAnswer(answered);
+    // Named as the call sent it, as Anthropic would: the core prices by the answer's model.
+    if (call.model === undefined) return answered;
+    const { "content-length": _length, ...kept } = answered.headers;
+    return { ...answered, headers: kept, body: withModelNamed(answered.body, modelId, call.model.sent) };
   }
 
   /** A streamed answer's body (already Messages SSE) as SSE frames (src/upstream/sse.ts). */

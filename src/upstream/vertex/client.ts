@@ -8,7 +8,7 @@
  */
 import type { SseFrame, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
 import type { EndpointBase, EndpointCapabilities, TextEndpoint } from "../endpoint.js";
-import { anthropicError, bodyOf, jsonObjectOf, readErrorBody } from "../platform-answer.js";
+import { anthropicError, bodyOf, jsonObjectOf, readErrorBody, withModelNamed } from "../platform-answer.js";
 import { UpstreamPool } from "../pool.js";
 import { sseFrames } from "../sse.js";
 import { AccessTokens, TokenRefused } from "./access-token.js";
@@ -61,12 +61,14 @@ export class VertexUpstream implements TextEndpoint {
     if (messages === undefined) {
       return anthropicError(400, "invalid_request_error", "the request body is not a JSON object");
     }
-    const modelId = typeof messages.model === "string" ? this.#modelIds.get(messages.model) : undefined;
+    // The gateway model the core says the call is for; a body alone names it by its own `model`.
+    const model = call.model?.id ?? messages.model;
+    const modelId = typeof model === "string" ? this.#modelIds.get(model) : undefined;
     if (modelId === undefined) {
       return anthropicError(
         404,
         "not_found_error",
-        `model ${JSON.stringify(messages.model)} is not served by the Vertex AI endpoint ${this.name}`,
+        `model ${JSON.stringify(model)} is not served by the Vertex AI endpoint ${this.name}`,
       );
     }
     let token: string;
@@ -95,7 +97,11 @@ export class VertexUpstream implements TextEndpoint {
       body: predict.body,
       signal: call.signal,
     });
-    return answer(response);
+    const answered = await answer(response);
+    // Named as the call sent it, as Anthropic would: the core prices by the answer's model.
+    if (answered.status !== 200 || call.model === undefined) return answered;
+    const { "content-length": _length, ...kept } = answered.headers;
+    return { ...answered, headers: kept, body: withModelNamed(answered.body, modelId, call.model.sent) };
   }
 
   /** A streamed answer's body (Messages SSE as Vertex sends it) as SSE frames (src/upstream/sse.ts). */

@@ -5,7 +5,7 @@
  */
 import type { UpstreamResponse } from "../core/ports/providers.js";
 
-/** Anthropic's error types (docs/providers-platforms.md maps each platform's errors onto them). */
+/** Anthropic's error types (docs/providers.md maps each platform's errors onto them). */
 export type AnthropicErrorType =
   | "invalid_request_error"
   | "authentication_error"

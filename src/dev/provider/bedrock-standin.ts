@@ -1,5 +1,5 @@
 /**
- * A stand-in for Amazon Bedrock's runtime API (docs/providers-platforms.md) on a real socket,
+ * A stand-in for Amazon Bedrock's runtime API (docs/providers.md, "Amazon Bedrock") on a real socket,
  * for tests and end-to-end runs: it checks what Bedrock checks and answers in Bedrock's wire
  * format, with the dev upstream's (dev-upstream.ts) messages inside so the gateway can bill them.
  *

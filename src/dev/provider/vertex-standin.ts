@@ -1,6 +1,6 @@
 /**
  * A stand-in for Claude on Google Vertex AI and for Google's OAuth token endpoint
- * (docs/providers-platforms.md), on one real socket, for tests and end-to-end runs. It checks
+ * (docs/providers.md, "Google Vertex AI"), on one real socket, for tests and end-to-end runs. It checks
  * what Google checks and answers with the dev upstream's (dev-upstream.ts) messages, so the
  * gateway can bill them.
  *

@@ -1,5 +1,5 @@
 /**
- * The client for Anthropic's models on Amazon Bedrock (docs/providers-platforms.md), on the
+ * The client for Anthropic's models on Amazon Bedrock (docs/providers.md, "Amazon Bedrock"), on the
  * shared pooled HTTP client (../pool.ts): a text endpoint (../endpoint.ts) that takes the call
  * as the core builds it for Anthropic and answers in Anthropic's terms. The body is rewritten
  * for InvokeModel (./request.ts), signed (./sign.ts), and the answer translated back: a stream's
@@ -40,7 +40,7 @@ export interface BedrockUpstreamOptions extends EndpointBase {
 
 /**
  * What Bedrock runs beyond `/v1/messages`: count_tokens through its CountTokens API, and none of
- * Anthropic's server tools (docs/providers-platforms.md).
+ * Anthropic's server tools (docs/providers.md, "Amazon Bedrock").
  */
 export const BEDROCK_CAPABILITIES: EndpointCapabilities = { countTokens: true, serverTools: [] };
 

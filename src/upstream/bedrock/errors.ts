@@ -1,5 +1,5 @@
 /**
- * Bedrock's errors in Anthropic's terms (docs/providers-platforms.md has the table and why):
+ * Bedrock's errors in Anthropic's terms (docs/providers.md, "Amazon Bedrock", has the table and why):
  * a non-200 answer names its exception in `x-amzn-ErrorType` with `{"message": …}` as the body;
  * a stream's exception frame names it in `:exception-type`. Both map through one table so an
  * exception means the same whether it arrives before the headers or inside the stream.

@@ -1,6 +1,6 @@
 /**
  * Bedrock's streamed answer (`application/vnd.amazon.eventstream`) converted to the Messages SSE
- * stream Anthropic would have sent (docs/providers-platforms.md). Frames are split by their
+ * stream Anthropic would have sent (docs/providers.md, "Amazon Bedrock"). Frames are split by their
  * length prelude and decoded (both CRCs checked) by `@smithy/core`'s event-stream codec. A `chunk`
  * event's payload `{"bytes":"<base64>"}` holds one Messages event, which becomes
  * `event: <type>\ndata: <json>\n\n` with the event's JSON text as Bedrock sent it (re-serialised

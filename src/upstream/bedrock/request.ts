@@ -1,6 +1,6 @@
 /**
  * The Messages call rewritten for Amazon Bedrock's InvokeModel, as Anthropic's own Bedrock SDK
- * does (docs/providers-platforms.md): `anthropic_version: "bedrock-2023-05-31"` in the body,
+ * does (docs/providers.md, "Amazon Bedrock"): `anthropic_version: "bedrock-2023-05-31"` in the body,
  * `model` out of the body and into the path (URL-encoded: inference-profile ids carry a `:`),
  * `stream` out of the body and into the path (`/invoke-with-response-stream`), and the
  * `anthropic-beta` flags into the body as `anthropic_beta`. A count goes to Bedrock's CountTokens

@@ -1,5 +1,5 @@
 /**
- * Bedrock's request authentication (docs/providers-platforms.md): AWS Signature Version 4 for
+ * Bedrock's request authentication (docs/providers.md, "Amazon Bedrock"): AWS Signature Version 4 for
  * service `bedrock` by `@smithy/signature-v4` (the signer Anthropic's Bedrock SDK and the AWS
  * SDK use), its SHA-256 and HMAC from node:crypto through `@smithy/core`'s `Hash` (as the AWS SDK
  * for Node does: a pure-JS SHA-256 costs milliseconds per large body on the serving thread), or a

@@ -1,5 +1,5 @@
 /**
- * OAuth access tokens for Vertex AI from a service-account key (docs/providers-platforms.md), by
+ * OAuth access tokens for Vertex AI from a service-account key (docs/providers.md, "Google Vertex AI"), by
  * `google-auth-library`'s JWT client: it signs the JWT assertion with the key and trades it at
  * the token endpoint. Tokens are cached and refreshed {@link REFRESH_EARLY_MS} before they
  * expire, and calls that find the token stale while a refresh is under way share that refresh:

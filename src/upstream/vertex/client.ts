@@ -1,5 +1,5 @@
 /**
- * The client for Anthropic's models on Google Vertex AI (docs/providers-platforms.md), on the
+ * The client for Anthropic's models on Google Vertex AI (docs/providers.md, "Google Vertex AI"), on the
  * shared pooled HTTP client (../pool.ts): a text endpoint (../endpoint.ts) that takes the call as
  * the core builds it for Anthropic and answers in Anthropic's terms. The body is rewritten for
  * rawPredict (./request.ts) and sent with an OAuth access token from the service-account key
@@ -28,7 +28,7 @@ export interface VertexUpstreamOptions extends EndpointBase {
 
 /**
  * What Claude on Vertex runs beyond `/v1/messages`: count_tokens (its `count-tokens:rawPredict`);
- * no server tools are claimed (not confirmed for Vertex: see docs/providers-platforms.md).
+ * no server tools are claimed (not confirmed for Vertex: see docs/providers.md, "Google Vertex AI").
  */
 export const VERTEX_CAPABILITIES: EndpointCapabilities = { countTokens: true, serverTools: [] };
 

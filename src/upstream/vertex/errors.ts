@@ -1,5 +1,5 @@
 /**
- * Vertex AI's errors in Anthropic's terms (docs/providers-platforms.md): an error from the model
+ * Vertex AI's errors in Anthropic's terms (docs/providers.md, "Google Vertex AI"): an error from the model
  * itself already comes in Anthropic's envelope and passes as it is; one from Google's front end
  * comes as `{"error": {"code", "message", "status"}}` (sometimes in a one-element list) and maps
  * through the table below.

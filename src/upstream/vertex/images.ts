@@ -1,5 +1,5 @@
 /**
- * Image calls to Google's Gemini image models on Vertex AI (docs/providers-platforms.md): the
+ * Image calls to Google's Gemini image models on Vertex AI (docs/providers.md, "Gemini images on Vertex AI"): the
  * Gemini `generateContent` body and answer exactly as src/upstream/gemini/ builds and reads them,
  * at `POST {base}/v1/projects/{p}/locations/{r}/publishers/google/models/{model}:generateContent`
  * with an OAuth access token from the service-account key (./access-token.ts) instead of an API

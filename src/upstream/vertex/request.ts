@@ -1,6 +1,6 @@
 /**
  * The Messages call rewritten for Claude on Vertex AI, as Anthropic's own Vertex SDK does
- * (docs/providers-platforms.md): `anthropic_version: "vertex-2023-10-16"` in the body, `model`
+ * (docs/providers.md, "Google Vertex AI"): `anthropic_version: "vertex-2023-10-16"` in the body, `model`
  * out of the body and into the path (`…/publishers/anthropic/models/{model}:rawPredict`, or
  * `:streamRawPredict` when the body says `stream: true`, which stays in the body); a count goes
  * to `…/models/count-tokens:rawPredict` with the model kept in the body. Beta flags stay the

@@ -149,6 +149,32 @@ describe("BedrockUpstream", () => {
     expect(got).not.toContain("amazon-bedrock-invocationMetrics");
   });
 
+  it("takes the model from the call as the core sends it, and names it in the answer as the call sent it", async () => {
+    // Through the gateway the body names the catalog's upstream id; `model.id` is the gateway model.
+    const endpoint = client({ models: new Map([["model-sonnet-4-5", MODEL_ID]]) });
+    const model = { id: "model-sonnet-4-5", sent: "claude-sonnet-4-5-20250929" };
+    const body = { ...REQUEST, model: model.sent };
+    const plain = await endpoint.send(call(body, { model }));
+    expect(plain.status).toBe(200);
+    expect(plain.headers["content-length"]).toBeUndefined();
+    expect(standin.requests.at(-1)!.path).toBe(`/model/${encodeURIComponent(MODEL_ID)}/invoke`);
+    const text = await readBody(plain.body, 1 << 20);
+    expect(JSON.parse(text)).toMatchObject({ type: "message", model: model.sent });
+    // Nothing else changed: the dev provider's own answer with the Bedrock id renamed.
+    const renamed = (await devAnswer(REQUEST)).replace(`"model":"${MODEL_ID}"`, `"model":"${model.sent}"`);
+    expect(withoutIds(text)).toBe(withoutIds(renamed));
+    const streamed = await endpoint.send(call({ ...body, stream: true }, { model }));
+    const sse = await readBody(streamed.body, 1 << 20);
+    expect(sse).toContain(`"model":"${model.sent}"`);
+    expect(sse).not.toContain(MODEL_ID);
+    // A model the endpoint does not serve is named by its gateway id.
+    const other = await endpoint.send(
+      call(body, { model: { id: "model-opus-4-8", sent: "claude-opus-4-8" } }),
+    );
+    expect(other.status).toBe(404);
+    expect(await readBody(other.body, 1 << 20)).toContain('\\"model-opus-4-8\\" is not served');
+  });
+
   it("signs with a session token too, and takes a Bedrock API key as a bearer token", async () => {
     const bearer = await client({ auth: { kind: "bearer", token: "ABSKbedrock-api-key" } }).send(call());
     expect(bearer.status).toBe(200);

@@ -119,6 +119,30 @@ describe("VertexUpstream", () => {
     return response.text();
   }
 
+  it("takes the model from the call as the core sends it, and names it in the answer as the call sent it", async () => {
+    // Through the gateway the body names the catalog's upstream id; `model.id` is the gateway model.
+    const endpoint = client({ models: new Map([["model-sonnet-4-5", MODEL_ID]]) });
+    const model = { id: "model-sonnet-4-5", sent: "claude-sonnet-4-5-20250929" };
+    const body = { ...REQUEST, model: model.sent };
+    const plain = await endpoint.send(call(body, { model }));
+    expect(plain.status).toBe(200);
+    expect(standin.requests.at(-1)!.model).toBe(MODEL_ID);
+    const text = await readBody(plain.body, 1 << 20);
+    const renamed = (await devAnswer(REQUEST)).replace(`"model":"${MODEL_ID}"`, `"model":"${model.sent}"`);
+    expect(withoutIds(text)).toBe(withoutIds(renamed));
+    const streamed = await endpoint.send(call({ ...body, stream: true }, { model }));
+    const sse = await readBody(streamed.body, 1 << 20);
+    expect(withoutIds(sse)).toBe(
+      withoutIds(
+        (await devAnswer({ ...REQUEST, stream: true })).replace(
+          `"model":"${MODEL_ID}"`,
+          `"model":"${model.sent}"`,
+        ),
+      ),
+    );
+    expect(sse).not.toContain(MODEL_ID);
+  });
+
   it("rewrites for rawPredict: version in the body, model in the path, betas as the header", async () => {
     const endpoint = client();
     const response = await endpoint.send(call(REQUEST, { anthropicBeta: "context-1m-2025-08-07" }));

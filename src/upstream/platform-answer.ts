@@ -102,8 +102,8 @@ export function betaFlags(header: string): string[] {
  * its own model id (Bedrock's `us.anthropic.…-v1:0`, Vertex's `…@date`), where Anthropic names
  * the model the call sent; the core prices each pass by the model its answer names, so the
  * gateway model's listed price holds whatever endpoint served (docs/providers.md, "Money"). Read
- * line by line (SSE events and JSON keep a `"model"` field on one line); everything else passes
- * as it came. Destroying it destroys the original.
+ * in whole lines (SSE events and JSON keep a `"model"` field on one line): lines without the id
+ * pass as the same bytes, the others are rewritten. Destroying it destroys the original.
  */
 export function withModelNamed(
   body: UpstreamResponse["body"],
@@ -112,25 +112,35 @@ export function withModelNamed(
 ): UpstreamResponse["body"] {
   if (platformId === sent) return body;
   const quoted = JSON.stringify(platformId);
+  const needle = Buffer.from(quoted, "utf8");
   const pattern = new RegExp(`"model"(\\s*):(\\s*)${quoted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "g");
   const named = JSON.stringify(sent);
-  const rename = (text: string) =>
-    text.includes(quoted)
-      ? text.replace(pattern, (_all, a: string, b: string) => `"model"${a}:${b}${named}`)
-      : text;
+  /** Whole lines: a newline byte is never inside a UTF-8 sequence, so the text decodes whole. */
+  const rename = (lines: Buffer): Uint8Array =>
+    lines.includes(needle)
+      ? Buffer.from(
+          lines
+            .toString("utf8")
+            .replace(pattern, (_all, before: string, after: string) => `"model"${before}:${after}${named}`),
+          "utf8",
+        )
+      : lines;
   async function* renamed(): AsyncGenerator<Uint8Array> {
-    const decoder = new TextDecoder("utf-8");
-    const encoder = new TextEncoder();
-    let pending = "";
+    // The bytes after the last newline so far, kept as chunks (joined once a line ends).
+    let pending: Buffer[] = [];
     for await (const chunk of body) {
-      pending += decoder.decode(chunk, { stream: true });
-      const cut = pending.lastIndexOf("\n") + 1;
-      if (cut === 0) continue;
-      yield encoder.encode(rename(pending.slice(0, cut)));
-      pending = pending.slice(cut);
+      const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      const cut = bytes.lastIndexOf(0x0a) + 1;
+      if (cut === 0) {
+        pending.push(bytes);
+        continue;
+      }
+      const lines =
+        pending.length === 0 ? bytes.subarray(0, cut) : Buffer.concat([...pending, bytes.subarray(0, cut)]);
+      pending = cut < bytes.length ? [bytes.subarray(cut)] : [];
+      yield rename(lines);
     }
-    pending += decoder.decode();
-    if (pending !== "") yield encoder.encode(rename(pending));
+    if (pending.length > 0) yield rename(Buffer.concat(pending));
   }
   return { [Symbol.asyncIterator]: renamed, destroy: (error?: Error) => body.destroy(error) };
 }

@@ -107,7 +107,7 @@ function humanReport(report: MigrationReport): string {
     "",
     table(["table", "copied", "sqlite rows", "postgres rows", ""], rows),
     "",
-    `Open holds' pending credits moved to the system shards PostgreSQL's ledger releases them from: ${report.pendingShards} balance rows.`,
+    `Calls' revenue moved onto the paying accounts' own balance rows, where PostgreSQL's ledger keeps it: ${report.revenueRows} rows.`,
     `Sequences moved past the copied rows: ${report.sequences.map((s) => `${s.table}.${s.column} → ${s.next}`).join(", ")}.`,
     `Balances compared (SQLite row against the sum of PostgreSQL's shard rows, all four totals): ${v.balancesCompared}, ${v.balancesMismatched} differ.`,
     `Ledger audit on SQLite: ${audit(v.audit.sqlite)}`,

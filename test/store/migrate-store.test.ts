@@ -288,7 +288,7 @@ async function postgresRows(pool: pg.Pool, table: string): Promise<string[]> {
         ? `SELECT account, chain, bool_and(may_overdraw) AS may_overdraw, SUM(debits_pending) AS debits_pending,
                   SUM(debits_posted) AS debits_posted, SUM(credits_pending) AS credits_pending,
                   SUM(credits_posted) AS credits_posted
-             FROM ledger_balances GROUP BY account, chain`
+             FROM ledger_totals GROUP BY account, chain`
         : `SELECT * FROM ${table}`,
     types: { getTypeParser: () => (value: string) => value },
   });
@@ -316,7 +316,10 @@ function canonical(row: Record<string, unknown>): string {
   );
 }
 
-/** Every (account, chain) balance of each store: SQLite's row, PostgreSQL's sum over shards. */
+/**
+ * Every (account, chain) balance of each store: SQLite's row, PostgreSQL's sum over shards (with
+ * system:revenue's part on the paying accounts' rows: ledger_totals, migration 18).
+ */
 async function bothBalances(db: Db, pool: pg.Pool) {
   const sqlite = db
     .prepare(
@@ -329,7 +332,7 @@ async function bothBalances(db: Db, pool: pg.Pool) {
   const { rows } = await pool.query(
     `SELECT account, chain, SUM(debits_pending)::text AS debits_pending, SUM(debits_posted)::text AS debits_posted,
             SUM(credits_pending)::text AS credits_pending, SUM(credits_posted)::text AS credits_posted
-       FROM ledger_balances GROUP BY account, chain`,
+       FROM ledger_totals GROUP BY account, chain`,
   );
   return { sqlite, postgres: rows.map((r) => canonical(r)).sort() };
 }
@@ -340,7 +343,7 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 
 interface JsonReport {
   rowsCopied: number;
-  pendingShards: number;
+  revenueRows: number;
   tables: { table: string; rows: number }[];
   sequences: { table: string; column: string; next: string }[];
   verification: {
@@ -390,20 +393,27 @@ describe("tollgate migrate-store", () => {
         // SQLite has no seq column).
         expect(await postgresRows(target.pool, table), table).toEqual(sqliteRows(db, table));
       }
-      // The 50 open holds' pending credits (their raises' with them) sit on system:revenue's shard
-      // seq % 16, as PgLedger places them; everything else on shard 0.
-      const shards = await target.pool.query(
-        `SELECT b.shard, b.credits_pending::text AS pending,
+      // The 50 open holds' pending credits (their raises' with them) sit on their accounts' own
+      // rows (revenue_pending), as PgLedger places them (migration 18), none on system:revenue's;
+      // every row on shard 0.
+      const revenue = await target.pool.query(
+        `SELECT b.account, b.chain, b.revenue_pending::text AS pending,
                 (SELECT COALESCE(SUM(h.amount + o.raised), 0)::text FROM holds h JOIN open_holds o ON o.hold_id = h.id
-                  WHERE h.chain = 'base' AND h.seq % 16 = b.shard) AS open
-           FROM ledger_balances b WHERE b.account = 'system:revenue' AND b.chain = 'base' AND b.shard > 0`,
+                  WHERE h.account_id = b.account AND h.chain = b.chain) AS open
+           FROM ledger_balances b WHERE b.revenue_pending <> 0 OR b.revenue_posted <> 0`,
       );
-      expect(shards.rows.length).toBeGreaterThan(10);
-      const beyondShard0 = await target.pool.query(
-        "SELECT COUNT(*)::int AS n FROM ledger_balances WHERE shard > 0",
+      expect(revenue.rows.length).toBeGreaterThan(0);
+      expect(report.revenueRows).toBe(revenue.rows.length);
+      for (const row of revenue.rows) expect(row.pending, `${row.account} on ${row.chain}`).toBe(row.open);
+      const open = await target.pool.query(
+        `SELECT (SELECT SUM(h.amount + o.raised) FROM open_holds o JOIN holds h ON h.id = o.hold_id)::text AS held,
+                (SELECT SUM(revenue_pending) FROM ledger_balances)::text AS pending`,
       );
-      expect(report.pendingShards).toBe(beyondShard0.rows[0].n);
-      for (const row of shards.rows) expect(row.pending, `shard ${row.shard}`).toBe(row.open);
+      expect(open.rows[0].pending).toBe(open.rows[0].held);
+      const systemPending = await target.pool.query(
+        "SELECT COUNT(*)::int AS n FROM ledger_balances WHERE shard > 0 OR (account = 'system:revenue' AND credits_pending <> 0)",
+      );
+      expect(systemPending.rows[0].n).toBe(0);
       const balances = await bothBalances(db, target.pool);
       expect(balances.sqlite.length).toBeGreaterThan(6);
       expect(balances.postgres).toEqual(balances.sqlite);
@@ -445,8 +455,8 @@ describe("tollgate migrate-store", () => {
   });
 
   it("leaves a ledger PostgreSQL's own store carries on: the copied pending holds settle, release and expire", async () => {
-    // PgLedger keeps a hold's pending amount on system:revenue's shard seq % 16 and takes it back
-    // from there when the hold resolves: the copy must have put it there.
+    // PgLedger keeps a hold's pending amount on its account's own row (revenue_pending) and takes
+    // it back from there when the hold resolves: the copy must have put it there.
     const { pool } = target;
     const ledger = new PgLedger(pool);
     // hold_base_600 holds 1,600 + its raises of 700 and 7: settled above its own amount.
@@ -509,7 +519,7 @@ describe("tollgate migrate-store", () => {
     const alice = await ledger.balance(ids.alice, "base");
     expect(alice.debitsPending).toBe(0n);
     const revenue = await pool.query(
-      "SELECT SUM(credits_pending)::text AS pending FROM ledger_balances WHERE account = 'system:revenue' AND chain = 'base'",
+      "SELECT SUM(credits_pending)::text AS pending FROM ledger_totals WHERE account = 'system:revenue' AND chain = 'base'",
     );
     expect(revenue.rows[0].pending).toBe("0");
   });

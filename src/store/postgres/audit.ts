@@ -13,20 +13,59 @@ const EXACT_INTEGERS = {
 };
 
 /**
+ * PostgreSQL's balances as the audit compares them with the entries' replay: each account's
+ * totals per chain as the ledger port reads them (ledger_totals, migration 18: system:revenue
+ * credited with the revenue columns of the paying accounts' rows), so both stores report the
+ * same (account, chain) totals.
+ */
+const PG_BALANCES = `SELECT account, chain, debits_pending, debits_posted, credits_pending, credits_posted
+                       FROM ledger_totals`;
+
+/**
+ * Each account's revenue columns (migration 18) that disagree with its entries: revenue_pending
+ * with its open holds' pending entries to system:revenue, revenue_posted with its charges. The
+ * balances check sees system:revenue's total; this one sees which account's row carries it.
+ */
+const REVENUE_ROWS = `
+  SELECT COALESCE(b.account, o.account) AS account, COALESCE(b.chain, o.chain) AS chain,
+         COALESCE(b.revenue_pending, 0) AS stored_pending, COALESCE(o.pending, 0) AS pending,
+         COALESCE(b.revenue_posted, 0) AS stored_posted, COALESCE(o.posted, 0) AS posted
+    FROM (SELECT account, chain, revenue_pending, revenue_posted FROM ledger_balances
+           WHERE revenue_pending <> 0 OR revenue_posted <> 0) b
+    FULL JOIN (SELECT e.debit_account AS account, e.chain,
+                      COALESCE(SUM(e.amount) FILTER (WHERE e.pending AND r.hold_id IS NULL), 0) AS pending,
+                      COALESCE(SUM(e.amount) FILTER (WHERE NOT e.pending), 0) AS posted
+                 FROM ledger_entries e LEFT JOIN hold_resolutions r ON r.hold_id = e.hold_id
+                WHERE e.credit_account = 'system:revenue' AND e.kind IN ('hold', 'charge')
+                GROUP BY e.debit_account, e.chain) o
+      ON o.account = b.account AND o.chain = b.chain
+   WHERE COALESCE(b.revenue_pending, 0) <> COALESCE(o.pending, 0)
+      OR COALESCE(b.revenue_posted, 0) <> COALESCE(o.posted, 0)
+   ORDER BY 1, 2`;
+
+/**
  * The ledger audit (see `auditLedger`) over PostgreSQL: the same reads and checks, in one
  * REPEATABLE READ, READ ONLY transaction, so every query sees one snapshot while hosts keep
- * writing.
+ * writing; and where each account's row carries system:revenue's part (REVENUE_ROWS).
  */
 export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     const rows: Record<string, AuditRows> = {};
-    for (const [name, sql] of Object.entries(AUDIT_QUERIES)) {
+    for (const [name, sql] of Object.entries({ ...AUDIT_QUERIES, balances: PG_BALANCES })) {
       rows[name] = (await client.query({ text: sql, types: EXACT_INTEGERS })).rows as AuditRows;
     }
+    const revenue = (await client.query({ text: REVENUE_ROWS, types: EXACT_INTEGERS })).rows;
     await client.query("COMMIT");
-    return checkLedger(rows as AuditResults);
+    return [
+      ...checkLedger(rows as AuditResults),
+      ...revenue.map(
+        (r) =>
+          `${r.account} on ${r.chain}: its row holds revenue pending ${r.stored_pending}, posted ${r.stored_posted};` +
+          ` its entries give ${r.pending}, ${r.posted}`,
+      ),
+    ];
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
     throw error;

@@ -49,7 +49,6 @@ import {
   type Raw,
   REFUSAL_RETRIES,
   retrying,
-  SYSTEM_SHARDS,
   shardFor,
   sqlState,
 } from "./queries.js";
@@ -158,9 +157,10 @@ const PLACE_HOLD_REFUSED = `
  * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
  * the row it deletes: `held` comes from that row, not from this statement's snapshot), and the
  * resolution's primary key still refuses a second outcome. Rows are then locked in the order every writer uses: the
- * account's balance row, the revenue shard holding the hold's pending amount (its raises'
- * too), and (settled with a charge) the account's onchain backing, read FOR UPDATE so that the
- * intent's onchain part is computed from its newest version, as SettlementOutbox.record does.
+ * account's balance row (which also holds the hold's pending revenue, its raises' too, and
+ * takes its charge as revenue: migration 18), and (settled with a charge) the account's onchain
+ * backing, read FOR UPDATE so that the intent's onchain part is computed from its newest
+ * version, as SettlementOutbox.record does.
  * A raise this statement waited for also added to the balance rows and the hold's day after
  * the snapshot: the release is computed from their newest versions, but their CHECKs may first
  * refuse it as computed from the snapshot's (CHECK_VIOLATION); the statement then runs again,
@@ -194,10 +194,11 @@ const LOCK_DUE = `
  * the hold's open-list row first (FOR NO KEY UPDATE: a resolution or a sweeper deleting it
  * waits, or makes this wait and then find nothing; an x402 collection's FOR KEY SHARE does
  * not), then the funds check, PLACE_HOLD's conditional UPDATE of the account's balance row.
- * Every other row is written only if the funds moved: the raise (its primary key refuses a
- * pass raised before, failing the whole statement), the open hold's total, the pending entry,
- * the revenue shard the hold's pending amount sits on, and the hold's day in spend_days (the
- * last two created if the hold placed nothing). Nothing updated: nothing written.
+ * The same UPDATE adds the raise to the revenue the account's row holds for system:revenue
+ * (migration 18). Every other row is written only if the funds moved: the raise (its primary
+ * key refuses a pass raised before, failing the whole statement), the open hold's total, the
+ * pending entry, and the hold's day in spend_days (created if the hold placed nothing).
+ * Nothing updated: nothing written.
  */
 const RAISE_HOLD = `
   WITH opened AS (
@@ -205,7 +206,8 @@ const RAISE_HOLD = `
      WHERE o.hold_id = $1::text
        FOR NO KEY UPDATE OF o
   ), funds AS (
-    UPDATE ledger_balances b SET debits_pending = b.debits_pending + $3::bigint
+    UPDATE ledger_balances b
+       SET debits_pending = b.debits_pending + $3::bigint, revenue_pending = b.revenue_pending + $3::bigint
       FROM opened
      WHERE b.account = opened.account_id AND b.chain = opened.chain AND b.shard = 0
        AND b.credits_posted - b.debits_posted - b.debits_pending >= $3::bigint
@@ -223,10 +225,6 @@ const RAISE_HOLD = `
     SELECT $5::text, opened.chain, opened.account_id, '${SYSTEM_REVENUE}', $3::bigint, true, 'hold', $1::text, '',
            $4::bigint
       FROM opened, raise
-  ), revenue AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_pending)
-    SELECT '${SYSTEM_REVENUE}', opened.chain, opened.seq % ${SYSTEM_SHARDS}, true, $3::bigint FROM opened, raise
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_pending = b.credits_pending + EXCLUDED.credits_pending
   ), spent AS (
     INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
     SELECT opened.account_id, opened.key_id, opened.chain, opened.created_at - opened.created_at % ${DAY_MS},
@@ -274,20 +272,23 @@ const UNSPEND = `
     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u (account_id, chain, key_id, day, amount)
    WHERE d.account_id = u.account_id AND d.chain = u.chain AND d.key_id = u.key_id AND d.day = u.day`;
 
-/** Users' rows before system rows, each in key order: the order every writer locks them in. */
+/** The expired holds' accounts' rows, in key order: the order every writer locks them in. */
 const LOCK_BALANCES = `
   SELECT 1 FROM ledger_balances b
-    JOIN unnest($1::text[], $2::text[], $3::smallint[]) AS k (account, chain, shard)
-      ON b.account = k.account AND b.chain = k.chain AND b.shard = k.shard
-   ORDER BY b.account LIKE 'system:%', b.account, b.chain, b.shard
+    JOIN unnest($1::text[], $2::text[]) AS k (account, chain)
+      ON b.account = k.account AND b.chain = k.chain AND b.shard = 0
+   ORDER BY b.account, b.chain
      FOR UPDATE OF b`;
 
+/**
+ * Takes expired holds' pending amounts off their accounts' rows: the debit, and the revenue the
+ * row holds for system:revenue (migration 18), both on the one row.
+ */
 const RELEASE_PENDING = `
   UPDATE ledger_balances b
-     SET debits_pending = b.debits_pending - d.debits, credits_pending = b.credits_pending - d.credits
-    FROM unnest($1::text[], $2::text[], $3::smallint[], $4::bigint[], $5::bigint[])
-         AS d (account, chain, shard, debits, credits)
-   WHERE b.account = d.account AND b.chain = d.chain AND b.shard = d.shard`;
+     SET debits_pending = b.debits_pending - d.amount, revenue_pending = b.revenue_pending - d.amount
+    FROM unnest($1::text[], $2::text[], $3::bigint[]) AS d (account, chain, amount)
+   WHERE b.account = d.account AND b.chain = d.chain AND b.shard = 0`;
 
 /**
  * A credit in one statement: the entry (its id is the idempotency key: a second credit with it
@@ -299,9 +300,9 @@ const CREDIT = `
     INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
                                 created_at)
     SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, false, 'credit', NULL, $6::text, $7::bigint
-     WHERE COALESCE((SELECT SUM(credits_posted) FROM ledger_balances WHERE account = $4::text AND chain = $2::text), 0)
+     WHERE COALESCE((SELECT SUM(credits_posted) FROM ledger_totals WHERE account = $4::text AND chain = $2::text), 0)
              + $5::bigint <= ${INT64_MAX_SQL}
-       AND COALESCE((SELECT SUM(debits_posted) FROM ledger_balances WHERE account = $3::text AND chain = $2::text), 0)
+       AND COALESCE((SELECT SUM(debits_posted) FROM ledger_totals WHERE account = $3::text AND chain = $2::text), 0)
              + $5::bigint <= ${INT64_MAX_SQL}
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
@@ -399,7 +400,10 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     this.#cache?.forget(accountId);
   }
 
-  /** A system account's totals are the sum of its shard rows; a user's, its one row. */
+  /**
+   * A system account's totals are the sum of its shard rows (system:revenue's with every
+   * account's revenue columns); a user's, its one row (ledger_totals, migration 18).
+   */
   async balance(account: string, chain: string): Promise<BalanceRow> {
     const [row] = await exactRows(this.pool, BALANCE, [account, chain]);
     return toBalance({ ...row, account, chain });
@@ -411,7 +415,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
       // SQLite orders chains bytewise; so does the "C" collation.
       `SELECT account, chain, SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
               SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
-         FROM ledger_balances WHERE account = $1::text GROUP BY account, chain ORDER BY chain COLLATE "C"`,
+         FROM ledger_totals WHERE account = $1::text GROUP BY account, chain ORDER BY chain COLLATE "C"`,
       [account],
     );
     return rows.map(toBalance);
@@ -698,9 +702,10 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
 
   /**
    * One transaction, off the calls' path: lock the due holds (LOCK_DUE), claim those whose x402
-   * payment is still not collected (CLAIM_EXPIRED), then lock the balance rows they moved in
-   * the common order (users, then shards) and release their pending amounts. Two hosts'
-   * sweepers claim disjoint holds and never wait on each other in a cycle.
+   * payment is still not collected (CLAIM_EXPIRED), then lock their accounts' balance rows in
+   * key order and release their pending amounts (the revenue side is on those rows too:
+   * migration 18). Two hosts' sweepers claim disjoint holds and never wait on each other in a
+   * cycle.
    */
   async expireHolds(cutoff: number, now: number, limit: number): Promise<number> {
     // This host's kept resolutions first: a hold whose settlement waits for space is not voided.
@@ -710,34 +715,24 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
         const due = await client.query<{ hold_id: string }>(LOCK_DUE, [cutoff, limit]);
         if (due.rows.length === 0) return 0;
         const expired = await exactRows(client, CLAIM_EXPIRED, [due.rows.map((r) => r.hold_id), now]);
-        const deltas = new Map<string, { key: [string, string, number]; debits: bigint; credits: bigint }>();
-        const add = (account: string, chain: string, shard: number, debits: bigint, credits: bigint) => {
-          const id = `${account}\u0000${chain}\u0000${shard}`;
-          const delta = deltas.get(id) ?? { key: [account, chain, shard], debits: 0n, credits: 0n };
-          delta.debits += debits;
-          delta.credits += credits;
-          deltas.set(id, delta);
-        };
+        const deltas = new Map<string, { account: string; chain: string; amount: bigint }>();
         for (const h of expired) {
           const amount = h.amount as bigint;
           if (amount === 0n) continue;
-          add(h.account_id as string, h.chain as string, 0, amount, 0n);
-          add(
-            SYSTEM_REVENUE,
-            h.chain as string,
-            Number((h.seq as bigint) % BigInt(SYSTEM_SHARDS)),
-            0n,
-            amount,
-          );
+          const account = h.account_id as string;
+          const chain = h.chain as string;
+          const id = `${account}\u0000${chain}`;
+          const delta = deltas.get(id) ?? { account, chain, amount: 0n };
+          delta.amount += amount;
+          deltas.set(id, delta);
         }
         if (deltas.size > 0) {
           const rows = [...deltas.values()];
-          const keys = [rows.map((d) => d.key[0]), rows.map((d) => d.key[1]), rows.map((d) => d.key[2])];
+          const keys = [rows.map((d) => d.account), rows.map((d) => d.chain)];
           await client.query(LOCK_BALANCES, keys);
           const released = await client.query(RELEASE_PENDING, [
             ...keys,
-            rows.map((d) => d.debits.toString()),
-            rows.map((d) => d.credits.toString()),
+            rows.map((d) => d.amount.toString()),
           ]);
           // Every pending amount sits on a row its hold created: one missing is a broken ledger.
           if (released.rowCount !== rows.length) throw new Error("expired holds without their balance rows");

@@ -10,7 +10,6 @@ import { auditLedger } from "../sqlite/audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";
-import { SYSTEM_SHARDS } from "./queries.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both
@@ -48,10 +47,11 @@ const TABLES: readonly TableCopy[] = [
   // Raises of holds (and open_holds.raised, their running total while open, copied with its row).
   { table: "hold_raises" },
   // A SQLite balance is one row; in PostgreSQL it is shard 0 (a user account's only row, one of a
-  // system account's up to 16, all read as their sum), less what shardPendingHolds moves.
+  // system account's up to 16, all read as their sum), system:revenue's less what
+  // tollgate_revenue_onto_accounts moves onto the paying accounts' rows.
   {
     table: "ledger_balances",
-    derived: { shard: "0" },
+    derived: { shard: "0", revenue_pending: "0", revenue_posted: "0" },
     counted: "(SELECT DISTINCT account, chain FROM ledger_balances) b",
   },
   { table: "deposit_addresses" },
@@ -138,10 +138,10 @@ export interface MigrationReport {
   readonly tables: readonly TableCount[];
   readonly rowsCopied: number;
   /**
-   * Balance rows written beyond shard 0: the open holds' pending credits, each on the system
-   * account's shard PostgreSQL's ledger takes it back from.
+   * Accounts' balance rows given their part of system:revenue (what their open holds hold, what
+   * their charges charged), where PostgreSQL's ledger keeps it (migration 18).
    */
-  readonly pendingShards: number;
+  readonly revenueRows: number;
   readonly sequences: readonly SequenceMove[];
   readonly verification: Verification;
 }
@@ -193,7 +193,7 @@ export async function migrateStore(
   const client = await pool.connect();
   const tables: TableCount[] = [];
   const sequences: SequenceMove[] = [];
-  let pendingShards = 0;
+  let revenueRows = 0;
   // One read transaction on SQLite: every table is copied from the same snapshot.
   db.exec("BEGIN");
   try {
@@ -207,7 +207,7 @@ export async function migrateStore(
     await refuseNonEmpty(client, plans);
     for (const plan of plans)
       tables.push({ table: plan.table, rows: await copyTable(db, client, plan, batchSize) });
-    pendingShards = await shardPendingHolds(client);
+    revenueRows = await revenueOntoAccounts(client);
     for (const plan of plans) {
       for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
     }
@@ -224,7 +224,7 @@ export async function migrateStore(
     schemaVersion,
     tables,
     rowsCopied: tables.reduce((sum, t) => sum + t.rows, 0),
-    pendingShards,
+    revenueRows,
     sequences,
     verification: await verifyMigration(db, pool),
   };
@@ -449,52 +449,22 @@ function toPostgres(value: unknown, type: PgType, table: string, column: string,
 }
 
 /**
- * PostgreSQL's ledger (postgres/ledger.ts) keeps an open hold's pending amount (its raises' with
- * it) on the shard `seq % 16` of the system account it credits, and takes it back from that very
- * row when the hold settles, is released or expires. Copied to shard 0 it would be taken from a
- * row that lacks it (or does not exist): each open hold's pending credit moves there from shard
- * 0, in the copy's transaction.
+ * PostgreSQL's ledger (postgres/ledger.ts) keeps system:revenue's part of each call on the paying
+ * account's own balance row (revenue_pending: what its open holds hold; revenue_posted: what its
+ * charges charged) and takes a release from there. Copied as SQLite has it, that revenue is on
+ * system:revenue's row: tollgate_revenue_onto_accounts (migration 18) moves it, in the copy's
+ * transaction, leaving system:revenue's totals (ledger_totals) as SQLite's.
  */
-const SHARD_PENDING_HOLDS = `
-  WITH pending AS (
-    SELECT e.credit_account AS account, e.chain, (h.seq % ${SYSTEM_SHARDS})::smallint AS shard,
-           SUM(e.amount) AS amount
-      FROM ledger_entries e JOIN holds h ON h.id = e.hold_id
-     WHERE e.pending AND e.credit_account LIKE 'system:%' AND h.seq % ${SYSTEM_SHARDS} <> 0
-       AND NOT EXISTS (SELECT 1 FROM hold_resolutions r WHERE r.hold_id = e.hold_id)
-     GROUP BY 1, 2, 3
-  ), totals AS (
-    SELECT account, chain, SUM(amount) AS amount FROM pending GROUP BY account, chain
-  ), sharded AS (
-    INSERT INTO ledger_balances (account, chain, shard, may_overdraw, credits_pending)
-    SELECT account, chain, shard, true, amount FROM pending
-    RETURNING 1
-  ), taken AS (
-    UPDATE ledger_balances b SET credits_pending = b.credits_pending - t.amount
-      FROM totals t
-     WHERE b.account = t.account AND b.chain = t.chain AND b.shard = 0
-    RETURNING 1
-  )
-  SELECT (SELECT COUNT(*) FROM totals)::int AS expected, (SELECT COUNT(*) FROM taken)::int AS taken,
-         (SELECT COUNT(*) FROM sharded)::int AS sharded`;
-
-/** Moves the open holds' pending credits to their shards; returns the shard rows written. */
-async function shardPendingHolds(client: pg.PoolClient): Promise<number> {
-  let row: { expected: number; taken: number; sharded: number };
+async function revenueOntoAccounts(client: pg.PoolClient): Promise<number> {
   try {
-    row = (await client.query(SHARD_PENDING_HOLDS)).rows[0];
+    return (await client.query<{ moved: number }>("SELECT tollgate_revenue_onto_accounts() AS moved"))
+      .rows[0]!.moved;
   } catch (error) {
     throw new Error(
-      `the open holds' pending credits do not fit their system balances (is the SQLite ledger sound? its audit says): ${(error as Error).message}`,
+      `the calls' revenue does not fit the accounts and system balances it moves between (is the SQLite ledger sound? its audit says): ${(error as Error).message}`,
       { cause: error },
     );
   }
-  if (row.taken !== row.expected) {
-    throw new Error(
-      "open holds credit a system account with no balance row in SQLite: the source ledger is unsound (its audit says where)",
-    );
-  }
-  return row.sharded;
 }
 
 /** Sets a column's sequence so that its next value is one past the column's largest. */
@@ -580,7 +550,10 @@ async function compareBalances(
   return { compared, mismatched, listed };
 }
 
-/** PostgreSQL's balances (the sum of each pair's shard rows) with keys in (`after`, `upTo`]. */
+/**
+ * PostgreSQL's balances (the sum of each pair's shard rows, system:revenue's with the accounts'
+ * revenue columns: ledger_totals) with keys in (`after`, `upTo`].
+ */
 async function postgresBalances(
   pool: pg.Pool,
   after: BalanceKey | undefined,
@@ -597,7 +570,7 @@ async function postgresBalances(
   }>(
     `SELECT account, chain, SUM(debits_pending)::text AS debits_pending, SUM(debits_posted)::text AS debits_posted,
             SUM(credits_pending)::text AS credits_pending, SUM(credits_posted)::text AS credits_posted
-       FROM ledger_balances
+       FROM ledger_totals
       WHERE ($1::text IS NULL OR ${key} > ROW($1::text, $2::text))
         AND ($3::text IS NULL OR ${key} <= ROW($3::text, $4::text))
       GROUP BY account, chain`,

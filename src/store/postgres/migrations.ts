@@ -847,4 +847,194 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 18,
+    name: "revenue on the paying account's own balance row",
+    sql: `
+      -- What an account's holds hold for system:revenue (revenue_pending) and what its charges
+      -- credited it (revenue_posted) sit on the account's own balance row, the row its holds and
+      -- settlements already lock, instead of on the 16 shared system:revenue rows (migration 4),
+      -- which made a call wait for another account's call in flight on the same shard, until its
+      -- commit (docs/store.md, "Where a billed call's time goes"). system:revenue's totals on a
+      -- chain are its own rows (credits or debits of it that are not a call's) plus these columns
+      -- of every account on the chain: the view ledger_totals below reads them so.
+      ALTER TABLE ledger_balances
+        ADD COLUMN revenue_pending BIGINT NOT NULL DEFAULT 0 CHECK (revenue_pending >= 0),
+        ADD COLUMN revenue_posted  BIGINT NOT NULL DEFAULT 0 CHECK (revenue_posted >= 0),
+        ADD CONSTRAINT revenue_on_user_rows CHECK (NOT may_overdraw OR (revenue_pending = 0 AND revenue_posted = 0));
+
+      -- Every account's totals on every chain, as the ledger port and the audit read them: a
+      -- system account's shard rows summed, and system:revenue credited with every account's
+      -- revenue columns. A filter on account (and chain) reaches the table's primary key.
+      CREATE VIEW ledger_totals AS
+        SELECT account, chain, bool_and(may_overdraw) AS may_overdraw,
+               SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
+               SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
+          FROM (SELECT account, chain, may_overdraw, debits_pending, debits_posted, credits_pending, credits_posted
+                  FROM ledger_balances
+                UNION ALL
+                SELECT 'system:revenue', chain, true, 0, 0, revenue_pending, revenue_posted
+                  FROM ledger_balances WHERE revenue_pending <> 0 OR revenue_posted <> 0) AS rows
+         GROUP BY account, chain;
+
+      -- Puts system:revenue's calls' part on the paying accounts' rows, from the entries: each
+      -- account's revenue_pending becomes what its open holds hold (their raises' too),
+      -- revenue_posted what its charges charged; system:revenue's own rows on each chain become
+      -- one (shard 0) keeping the rest, so that its totals (ledger_totals) are unchanged. Run by
+      -- this migration and by migrate-store after its copy; run again, it changes nothing. An
+      -- account whose entries move revenue but that has no balance row, or revenue rows short of
+      -- what moves off them, mean an unsound ledger: it refuses. Answers the rows given revenue.
+      CREATE FUNCTION tollgate_revenue_onto_accounts() RETURNS INTEGER LANGUAGE plpgsql AS $$
+        DECLARE
+          v_moved INTEGER;
+          v_missing INTEGER;
+        BEGIN
+          -- No call writes a balance row meanwhile: the totals read below stay the totals.
+          LOCK TABLE ledger_balances IN EXCLUSIVE MODE;
+          CREATE TEMP TABLE revenue_before ON COMMIT DROP AS
+            SELECT chain, SUM(debits_pending) AS dp, SUM(debits_posted) AS dpo,
+                   SUM(credits_pending) AS cp, SUM(credits_posted) AS cpo
+              FROM ledger_totals WHERE account = 'system:revenue' GROUP BY chain;
+          CREATE TEMP TABLE revenue_of ON COMMIT DROP AS
+            SELECT e.debit_account AS account, e.chain,
+                   COALESCE(SUM(e.amount) FILTER (WHERE e.pending AND r.hold_id IS NULL), 0) AS pending,
+                   COALESCE(SUM(e.amount) FILTER (WHERE NOT e.pending), 0) AS posted
+              FROM ledger_entries e LEFT JOIN hold_resolutions r ON r.hold_id = e.hold_id
+             WHERE e.credit_account = 'system:revenue' AND e.kind IN ('hold', 'charge')
+             GROUP BY e.debit_account, e.chain;
+          UPDATE ledger_balances b SET revenue_pending = 0, revenue_posted = 0
+           WHERE b.revenue_pending <> 0 OR b.revenue_posted <> 0;
+          UPDATE ledger_balances b SET revenue_pending = o.pending, revenue_posted = o.posted
+            FROM revenue_of o
+           WHERE b.account = o.account AND b.chain = o.chain AND b.shard = 0 AND NOT b.may_overdraw;
+          GET DIAGNOSTICS v_moved = ROW_COUNT;
+          SELECT COUNT(*) INTO v_missing FROM revenue_of;
+          IF v_missing <> v_moved THEN
+            RAISE EXCEPTION 'entries move revenue from % account(s) with no balance row of their own', v_missing - v_moved
+              USING ERRCODE = 'check_violation';
+          END IF;
+          DELETE FROM ledger_balances WHERE account = 'system:revenue';
+          INSERT INTO ledger_balances (account, chain, shard, may_overdraw, debits_pending, debits_posted,
+                                       credits_pending, credits_posted)
+          SELECT 'system:revenue', t.chain, 0, true, t.dp, t.dpo,
+                 t.cp - COALESCE((SELECT SUM(o.pending) FROM revenue_of o WHERE o.chain = t.chain), 0),
+                 t.cpo - COALESCE((SELECT SUM(o.posted) FROM revenue_of o WHERE o.chain = t.chain), 0)
+            FROM revenue_before t;
+          RETURN v_moved;
+        END $$;
+      SELECT tollgate_revenue_onto_accounts();
+
+      -- The calls' path writes the new shape: tollgate_place_hold and tollgate_resolve (migrations
+      -- 15 and 17) with the revenue side on the account's row, in the UPDATE that already locks
+      -- it; tollgate_place_capped_hold calls tollgate_place_hold by name, unchanged. The one row
+      -- another host's call can make a call wait on is now its own account's.
+      CREATE OR REPLACE FUNCTION tollgate_place_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT
+      ) RETURNS TABLE (seq BIGINT) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        BEGIN
+          RETURN QUERY
+          WITH funds AS (
+            UPDATE ledger_balances
+               SET debits_pending = debits_pending + $6::bigint, revenue_pending = revenue_pending + $6::bigint
+             WHERE $6::bigint > 0 AND account = $2::text AND chain = $5::text AND shard = 0
+               AND credits_posted - debits_posted - debits_pending >= $6::bigint
+            RETURNING 1
+          ), hold AS (
+            INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                               max_tokens, image_size, image_count, created_at)
+            SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::text, $9::bigint,
+                   $10::bigint, $11::text, $12::integer, $13::bigint
+             WHERE $6::bigint = 0 OR EXISTS (SELECT 1 FROM funds)
+            RETURNING holds.seq
+          ), opened AS (
+            INSERT INTO open_holds (hold_id, created_at) SELECT $1::text, $13::bigint FROM hold
+          ), entry AS (
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id,
+                                        memo, created_at)
+            SELECT $1::text || '/hold', $5::text, $2::text, 'system:revenue', $6::bigint, true, 'hold', $1::text, '',
+                   $13::bigint
+              FROM funds
+          ), spent AS (
+            INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+            SELECT $2::text, $4::text, $5::text, $13::bigint - $13::bigint % 86400000, $6::bigint FROM hold, funds
+            ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent
+          )
+          SELECT hold.seq FROM hold;
+        END $$;
+
+      CREATE OR REPLACE FUNCTION tollgate_resolve(
+        p_hold TEXT, p_status TEXT, p_amount BIGINT, p_input BIGINT, p_output BIGINT, p_cw5m BIGINT, p_cw1h BIGINT,
+        p_read BIGINT, p_images INTEGER, p_charges TEXT, p_at BIGINT, p_endpoint TEXT
+      ) RETURNS TABLE (
+        seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT, amount BIGINT, call_kind TEXT,
+        model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT, image_count INTEGER, created_at BIGINT,
+        raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT, u_output BIGINT, u_cw5m BIGINT,
+        u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT, u_endpoint TEXT, resolved_at BIGINT, resolved_now BOOLEAN,
+        raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        BEGIN
+          RETURN QUERY
+          WITH hold AS (
+            SELECT h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+                   h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
+                   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
+                   r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                   r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+                   r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at
+              FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id WHERE h.id = $1::text
+          ), closed AS (
+            DELETE FROM open_holds o USING hold
+             WHERE o.hold_id = hold.id AND hold.status IS NULL AND $3::bigint BETWEEN 0 AND hold.amount + o.raised
+            RETURNING o.hold_id, o.raised, hold.amount + o.raised AS held
+          ), resolved AS (
+            INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                          cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at, endpoint)
+            SELECT closed.hold_id, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint,
+                   $9::integer, $10::text, $11::bigint, $12::text
+              FROM closed
+            RETURNING hold_resolutions.hold_id
+          ), released AS (
+            UPDATE ledger_balances b
+               SET debits_pending = b.debits_pending - closed.held, debits_posted = b.debits_posted + $3::bigint,
+                   revenue_pending = b.revenue_pending - closed.held, revenue_posted = b.revenue_posted + $3::bigint
+              FROM hold, closed, resolved
+             WHERE closed.held > 0 AND b.account = hold.account_id AND b.chain = hold.chain AND b.shard = 0
+            RETURNING 1
+          ), charge AS (
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo,
+                                        created_at)
+            SELECT hold.id || '/charge', hold.chain, hold.account_id, 'system:revenue', $3::bigint, false, 'charge',
+                   hold.id, '', $11::bigint
+              FROM hold, released
+             WHERE $3::bigint > 0
+          ), backing AS (
+            SELECT b.account_id, b.chain, LEAST($3::bigint, b.deposited - b.committed) AS onchain
+              FROM onchain_backing b, hold, released
+             WHERE $2::text = 'settled' AND $3::bigint > 0 AND b.account_id = hold.account_id AND b.chain = hold.chain
+               FOR UPDATE OF b
+          ), committed AS (
+            UPDATE onchain_backing b SET committed = b.committed + k.onchain
+              FROM backing k
+             WHERE k.onchain > 0 AND b.account_id = k.account_id AND b.chain = k.chain
+          ), intent AS (
+            INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount,
+                                            created_at)
+            SELECT hold.id, hold.account_id, hold.chain, $3::bigint, COALESCE(k.onchain, 0),
+                   $3::bigint - COALESCE(k.onchain, 0), $11::bigint
+              FROM hold JOIN resolved ON true LEFT JOIN backing k ON true
+             WHERE $2::text = 'settled' AND $3::bigint > 0
+          ), spent AS (
+            UPDATE spend_days d SET spent = d.spent + $3::bigint - closed.held
+              FROM hold, closed, released
+             WHERE $3::bigint <> closed.held AND d.account_id = hold.account_id AND d.chain = hold.chain
+               AND d.key_id = hold.key_id AND d.day = hold.created_at - hold.created_at % 86400000
+          )
+          SELECT hold.*, EXISTS (SELECT 1 FROM resolved) AS resolved_now, (SELECT closed.raised FROM closed) AS raised_now
+            FROM hold;
+        END $$;
+    `,
+  },
 ];

@@ -38,7 +38,7 @@ export function sqlState(error: unknown): string | undefined {
  * serialization failure, or failed it with one of the SQLSTATEs in `also` (see RESOLVE); `work`
  * must be a whole transaction (or one statement), so nothing of the failed attempt remains. Rare
  * by design: every writer locks the account's balance row before any shard or backing row, and
- * the sweeper locks users' rows before system shards.
+ * the sweeper locks only users' rows, in key order.
  */
 export async function retrying<T>(work: () => Promise<T>, also: readonly string[] = []): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -66,9 +66,9 @@ export const SYSTEM_SHARDS = 16;
 
 /**
  * The balance row a transaction adds to for `account`: a user's single row, or a random shard
- * of a system account (only ever added to, never taken from, so any shard will do). A hold's
- * pending amount goes to shard `seq % 16` instead, so that its release takes it from the row
- * that holds it (each row's pending total is checked ≥ 0).
+ * of a system account (only ever added to, never taken from, so any shard will do). A call's
+ * revenue (a hold's pending amount, its charge) is not on system:revenue's rows at all but on
+ * the paying account's own row (migration 18), so that releasing it takes it from that row.
  */
 export function shardFor(account: string): { shard: number; mayOverdraw: boolean } {
   return isSystem(account)
@@ -76,11 +76,14 @@ export function shardFor(account: string): { shard: number; mayOverdraw: boolean
     : { shard: 0, mayOverdraw: false };
 }
 
-/** An account's totals on a chain: the sum of its rows (a system account's shards). */
+/**
+ * An account's totals on a chain: the sum of its rows (a system account's shards; for
+ * system:revenue, with every account's revenue columns: the view ledger_totals, migration 18).
+ */
 export const BALANCE = `
   SELECT COALESCE(SUM(debits_pending), 0) AS debits_pending, COALESCE(SUM(debits_posted), 0) AS debits_posted,
          COALESCE(SUM(credits_pending), 0) AS credits_pending, COALESCE(SUM(credits_posted), 0) AS credits_posted
-    FROM ledger_balances WHERE account = $1::text AND chain = $2::text`;
+    FROM ledger_totals WHERE account = $1::text AND chain = $2::text`;
 
 /** How often a refused hold or withdrawal is tried again when the funds it lacked appeared meanwhile. */
 export const REFUSAL_RETRIES = 3;

@@ -9,7 +9,8 @@
  *
  *   node scripts/build.mjs && npx tsc -p tsconfig.bench.json && node dist/bench/pg-statements.js
  *
- * Options: --calls N (default 2000), --concurrency N (16), --idempotency, --json (one JSON line),
+ * Options: --calls N (default 2000), --concurrency N (16), --accounts N (1: the calls go round
+ * the accounts, each with its own key and credit), --idempotency, --json (one JSON line),
  * --profile DIR (run the gateway with --cpu-prof, its profile written into DIR on exit, and print
  * where its CPU went: self time by package or source folder, the whole run's).
  */
@@ -38,6 +39,7 @@ const { values } = parseArgs({
   options: {
     calls: { type: "string", default: "2000" },
     concurrency: { type: "string", default: "16" },
+    accounts: { type: "string", default: "1" },
     idempotency: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     profile: { type: "string" },
@@ -198,12 +200,15 @@ try {
     TOLLGATE_RATE_LIMIT_RPM: "1000000",
   };
   const cli = { ...env, TOLLGATE_DATA_DIR: dir() };
-  const account = cliJson<{ id: string }>(["account", "create", "--name", "pg-statements"], cli).id;
-  const secret = cliJson<{ secret: string }>(["key", "create", "--account", account], cli).secret;
-  cliJson(
-    ["credit", "--account", account, "--chain", "base", "--amount", "100000", "--reason", "bench"],
-    cli,
-  );
+  const secrets: string[] = [];
+  for (let a = 0; a < Number(values.accounts); a++) {
+    const account = cliJson<{ id: string }>(["account", "create", "--name", `pg-statements-${a}`], cli).id;
+    secrets.push(cliJson<{ secret: string }>(["key", "create", "--account", account], cli).secret);
+    cliJson(
+      ["credit", "--account", account, "--chain", "base", "--amount", "100000", "--reason", "bench"],
+      cli,
+    );
+  }
   const flags = values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
   gateway = await serve({ ...env, TOLLGATE_DATA_DIR: dir() }, flags);
   const host = gateway;
@@ -215,7 +220,7 @@ try {
       method: "POST",
       headers: {
         "content-type": "application/json",
-        "x-api-key": secret,
+        "x-api-key": secrets[n % secrets.length]!,
         "anthropic-version": "2023-06-01",
         ...(values.idempotency ? { "idempotency-key": `pgstat-${process.pid}-${n}` } : {}),
       },
@@ -276,6 +281,7 @@ try {
   const result = {
     calls,
     concurrency,
+    accounts: secrets.length,
     idempotency: values.idempotency,
     callsPerSecond: Math.round(calls / seconds),
     statementsPerCall: Number(perCall.toFixed(2)),
@@ -297,7 +303,7 @@ try {
             `| ${s.part} | \`${s.text.replace(/\|/g, "\\|")}\` | ${s.perCall.toFixed(2)} | ${s.meanMs.toFixed(3)} | ${s.planMs.toFixed(3)} |`,
         ),
       "",
-      `${calls} calls, ${concurrency} at a time${values.idempotency ? ", each with an Idempotency-Key" : ""}: ` +
+      `${calls} calls, ${concurrency} at a time over ${secrets.length} account(s)${values.idempotency ? ", each with an Idempotency-Key" : ""}: ` +
         `${result.callsPerSecond} calls/s; ${result.statementsPerCall} statements (round trips) per call, ` +
         `${result.serverMsPerCall} ms of statement execution and ${result.planMsPerCall} ms of planning per call; CPU per call: PostgreSQL ` +
         `${result.postgresCpuMsPerCall} ms, gateway ${result.gatewayCpuMsPerCall} ms.`,

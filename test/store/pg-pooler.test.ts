@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PgChainRoles } from "../../src/store/postgres/chain-work.js";
@@ -32,6 +33,25 @@ describe("the session check", () => {
     const direct = await postgres.freshDatabase();
     await expect(assertSessionLevel(direct)).resolves.toBeUndefined();
     await expect(assertSessionLevel(sessionPool.pooled(direct))).resolves.toBeUndefined();
+  });
+
+  it("stops, naming the URL and the wait, when a server accepts the connection and never answers", async () => {
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const started = Date.now();
+      const refused = await assertSessionLevel(`postgres://tollgate@127.0.0.1:${port}/tollgate`, 500).catch(
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(Error);
+      expect((refused as Error).message).toMatch(
+        /TOLLGATE_DATABASE_DIRECT_URL.*no answer from PostgreSQL within 0\.5 s/,
+      );
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      silent.close();
+    }
   });
 
   it("refuses a transaction-mode pool, naming TOLLGATE_DATABASE_DIRECT_URL", async () => {

@@ -21,6 +21,37 @@ export class PooledSessionError extends Error {
   }
 }
 
+/**
+ * How long the check waits for a connection, or for one statement's answer: a server or pooler
+ * that accepts the connection and then says nothing stops the start with a message instead of
+ * holding it forever.
+ */
+export const SESSION_CHECK_TIMEOUT_MS = 10_000;
+
+/** The clients of the checks: named in pg_stat_activity, and bounded in time. */
+function checkClient(url: string, timeoutMs: number): pg.Client {
+  const client = new pg.Client({
+    connectionString: url,
+    application_name: "tollgate session check",
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+  });
+  // An idle client's failure must not crash the process; the next query reports it.
+  client.on("error", () => {});
+  return client;
+}
+
+/** Names the URL and the wait in a check's failure to connect or to be answered in time. */
+function unanswered(error: unknown, timeoutMs: number): unknown {
+  const message = error instanceof Error ? error.message : String(error);
+  if (!/timeout/i.test(message)) return error;
+  return new Error(
+    `TOLLGATE_DATABASE_DIRECT_URL (or TOLLGATE_DATABASE_URL when it is unset): no answer from PostgreSQL within ${timeoutMs / 1000} s ` +
+      `while checking that it keeps a session (${message})`,
+    { cause: error },
+  );
+}
+
 /** Rounds of the check: a pooler busy with other clients may hide it in one, hardly in all. */
 const ROUNDS = 3;
 
@@ -32,13 +63,9 @@ const ROUNDS = 3;
  * reuses the one released last) or moves A to another. A direct connection or a session-mode
  * pool is never refused.
  */
-export async function assertSessionLevel(url: string): Promise<void> {
-  const config = { connectionString: url, application_name: "tollgate session check" };
-  const a = new pg.Client(config);
-  const b = new pg.Client(config);
-  // An idle client's failure must not crash the process; the next query reports it.
-  a.on("error", () => {});
-  b.on("error", () => {});
+export async function assertSessionLevel(url: string, timeoutMs = SESSION_CHECK_TIMEOUT_MS): Promise<void> {
+  const a = checkClient(url, timeoutMs);
+  const b = checkClient(url, timeoutMs);
   try {
     await a.connect();
     const first = await backend(a);
@@ -59,6 +86,8 @@ export async function assertSessionLevel(url: string): Promise<void> {
         );
       }
     }
+  } catch (error) {
+    throw unanswered(error, timeoutMs);
   } finally {
     await Promise.all([a.end().catch(() => {}), b.end().catch(() => {})]);
   }
@@ -80,8 +109,7 @@ const SAME_DATABASE_WAIT_MS = 5_000;
 export async function assertSameDatabase(pool: pg.Pool, directUrl: string): Promise<void> {
   const channel = "tollgate_same_database";
   const nonce = randomUUID();
-  const client = new pg.Client({ connectionString: directUrl, application_name: "tollgate session check" });
-  client.on("error", () => {});
+  const client = checkClient(directUrl, SESSION_CHECK_TIMEOUT_MS);
   try {
     await client.connect();
     await client.query(`LISTEN ${channel}`);
@@ -101,6 +129,8 @@ export async function assertSameDatabase(pool: pg.Pool, directUrl: string): Prom
           'name the same database, one through the pooler and one directly (docs/deployment.md, "Behind PgBouncer")',
       );
     }
+  } catch (error) {
+    throw unanswered(error, SESSION_CHECK_TIMEOUT_MS);
   } finally {
     await client.end().catch(() => {});
   }

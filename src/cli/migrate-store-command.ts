@@ -109,7 +109,7 @@ function humanReport(report: MigrationReport): string {
     "",
     `Calls' revenue moved onto the paying accounts' own balance rows, where PostgreSQL's ledger keeps it: ${report.revenueRows} rows.`,
     `Sequences moved past the copied rows: ${report.sequences.map((s) => `${s.table}.${s.column} → ${s.next}`).join(", ")}.`,
-    `Balances compared (SQLite row against PostgreSQL's totals, all four): ${v.balancesCompared}, ${v.balancesMismatched} differ.`,
+    `Balances compared (SQLite row against PostgreSQL's, all four totals): ${v.balancesCompared}, ${v.balancesMismatched} differ.`,
     `Ledger audit on SQLite: ${audit(v.audit.sqlite)}`,
     `Ledger audit on PostgreSQL: ${audit(v.audit.postgres)}`,
     "",

@@ -5,6 +5,7 @@
  * it (half-open): a probe that succeeds closes it, one that fails opens it again. A `retry-after`
  * from the endpoint is a cooldown of its own, whatever the breaker's state.
  */
+import type { BreakerView } from "./router-events.js";
 
 /** When a breaker opens, and for how long. */
 export interface BreakerSettings {
@@ -97,5 +98,34 @@ export class CircuitBreaker {
     this.#openedAt = now;
     this.#probing = false;
     this.#failures = [];
+  }
+}
+
+/** A router's breakers, one per endpoint and model, each made on first use. */
+export class Breakers {
+  readonly #breakers = new Map<string, CircuitBreaker>();
+
+  constructor(
+    private readonly settings: BreakerSettings,
+    private readonly now: () => number,
+  ) {}
+
+  /** The breaker of `endpoint` for `model`, made on first use. */
+  of(endpoint: string, model: string): CircuitBreaker {
+    const key = `${endpoint}\n${model}`;
+    let breaker = this.#breakers.get(key);
+    if (breaker === undefined) {
+      breaker = new CircuitBreaker(this.settings, this.now);
+      this.#breakers.set(key, breaker);
+    }
+    return breaker;
+  }
+
+  /** Every endpoint-and-model breaker so far, for health and metrics. */
+  views(): BreakerView[] {
+    return [...this.#breakers].map(([key, breaker]) => {
+      const [endpoint = "", model = ""] = key.split("\n");
+      return { endpoint, model, state: breaker.state };
+    });
   }
 }

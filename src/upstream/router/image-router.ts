@@ -11,7 +11,7 @@ import {
   type ImageUpstreamRequest,
   UpstreamFailure,
 } from "../../core/ports/providers.js";
-import { type BreakerSettings, CircuitBreaker } from "./breaker.js";
+import { type BreakerSettings, Breakers, type CircuitBreaker } from "./breaker.js";
 import { failsOver, retryAfterMs } from "./failover-rules.js";
 import { type RouteEntry, routeOrder } from "./route-order.js";
 import { type BreakerView, NO_ROUTER_EVENTS, type RouterEvents } from "./router-events.js";
@@ -40,7 +40,7 @@ export interface ImageRouterOptions {
 /** Routes image calls over several endpoints, failing over before an image is returned. */
 export class ImageRouter {
   readonly #endpoints: ReadonlyMap<string, ImageEndpoint>;
-  readonly #breakers = new Map<string, CircuitBreaker>();
+  readonly #breakers: Breakers;
   readonly #options: ImageRouterOptions;
   readonly #events: RouterEvents;
   readonly #now: () => number;
@@ -50,6 +50,7 @@ export class ImageRouter {
     this.#endpoints = new Map(options.endpoints.map((endpoint) => [endpoint.name, endpoint]));
     this.#events = options.events ?? NO_ROUTER_EVENTS;
     this.#now = options.now ?? Date.now;
+    this.#breakers = new Breakers(options.breaker, this.#now);
   }
 
   /**
@@ -76,7 +77,7 @@ export class ImageRouter {
     let last: ImageUpstreamOutcome | UpstreamFailure | undefined;
     for (const [i, entry] of ordered.entries()) {
       const endpoint = this.#endpoints.get(entry.endpoint)!;
-      const breaker = this.breaker(endpoint.name, model);
+      const breaker = this.#breakers.of(endpoint.name, model);
       const grant = breaker.acquire();
       if (grant === undefined) continue;
       const outcome = await this.#attempt(endpoint, model, request, breaker, deadline);
@@ -86,7 +87,7 @@ export class ImageRouter {
       }
       if (outcome.kind === "kept") return outcome.outcome;
       last = outcome.last;
-      const more = ordered.slice(i + 1).some((next) => this.breaker(next.endpoint, model).available);
+      const more = ordered.slice(i + 1).some((next) => this.#breakers.of(next.endpoint, model).available);
       if (!more || this.#now() >= deadline) break;
       this.#events.failedOver(endpoint.name, model);
     }
@@ -98,21 +99,7 @@ export class ImageRouter {
 
   /** Every endpoint-and-model breaker so far. */
   breakers(): BreakerView[] {
-    return [...this.#breakers].map(([key, breaker]) => {
-      const [endpoint = "", model = ""] = key.split("\n");
-      return { endpoint, model, state: breaker.state };
-    });
-  }
-
-  /** The breaker of `endpoint` for `model`, made on first use. */
-  breaker(endpoint: string, model: string): CircuitBreaker {
-    const key = `${endpoint}\n${model}`;
-    let breaker = this.#breakers.get(key);
-    if (breaker === undefined) {
-      breaker = new CircuitBreaker(this.#options.breaker, this.#now);
-      this.#breakers.set(key, breaker);
-    }
-    return breaker;
+    return this.#breakers.views();
   }
 
   /** Stops every endpoint. */

@@ -16,7 +16,7 @@ import {
 } from "../../core/ports/providers.js";
 import type { TextEndpoint } from "../endpoint.js";
 import { encodeSseFrame, sseFrames } from "../sse.js";
-import { type BreakerGrant, type BreakerSettings, CircuitBreaker } from "./breaker.js";
+import { type BreakerGrant, type BreakerSettings, Breakers, type CircuitBreaker } from "./breaker.js";
 import { failsOver, retryAfterMs, streamErrorFailsOver } from "./failover-rules.js";
 import { firstContent } from "./first-content.js";
 import { type RouteEntry, routeOrder } from "./route-order.js";
@@ -77,7 +77,7 @@ type Attempt =
 export class TextRouter implements TextUpstream {
   readonly #endpoints: ReadonlyMap<string, TextEndpoint>;
   readonly #routes: ReadonlyMap<string, readonly RouteEntry[]>;
-  readonly #breakers = new Map<string, CircuitBreaker>();
+  readonly #breakers: Breakers;
   /** Which endpoint produced a body handed out as it came (its frames are that endpoint's). */
   readonly #origins = new WeakMap<object, TextEndpoint>();
   readonly #options: TextRouterOptions;
@@ -91,6 +91,7 @@ export class TextRouter implements TextUpstream {
     this.#routes = options.routes;
     this.#events = options.events ?? NO_ROUTER_EVENTS;
     this.#now = options.now ?? Date.now;
+    this.#breakers = new Breakers(options.breaker, this.#now);
     this.#random = options.random ?? Math.random;
     for (const [model, entries] of options.routes) {
       for (const entry of entries) {
@@ -113,14 +114,14 @@ export class TextRouter implements TextUpstream {
     let last: Attempt | undefined;
     for (let i = 0; i < capable.length; i++) {
       const endpoint = capable[i]!;
-      const breaker = this.breaker(endpoint.name, model);
+      const breaker = this.#breakers.of(endpoint.name, model);
       const grant = breaker.acquire();
       if (grant === undefined) continue;
       if (last !== undefined && last.kind === "failed") discard(last);
       const attempt = await this.#attempt(endpoint, model, call, breaker, grant, deadline);
       if (attempt.kind === "answer") return attempt.response;
       last = attempt;
-      const more = capable.slice(i + 1).some((next) => this.breaker(next.name, model).available);
+      const more = capable.slice(i + 1).some((next) => this.#breakers.of(next.name, model).available);
       if (call.signal?.aborted === true || !more || this.#now() >= deadline) break;
       this.#events.failedOver(endpoint.name, model);
     }
@@ -139,21 +140,7 @@ export class TextRouter implements TextUpstream {
 
   /** Every endpoint-and-model breaker so far, for health and metrics. */
   breakers(): BreakerView[] {
-    return [...this.#breakers].map(([key, breaker]) => {
-      const [endpoint = "", model = ""] = key.split("\n");
-      return { endpoint, model, state: breaker.state };
-    });
-  }
-
-  /** The breaker of `endpoint` for `model`, made on first use. */
-  breaker(endpoint: string, model: string): CircuitBreaker {
-    const key = `${endpoint}\n${model}`;
-    let breaker = this.#breakers.get(key);
-    if (breaker === undefined) {
-      breaker = new CircuitBreaker(this.#options.breaker, this.#now);
-      this.#breakers.set(key, breaker);
-    }
-    return breaker;
+    return this.#breakers.views();
   }
 
   /** Stops every endpoint; resolves once their calls in flight have finished. */
@@ -193,7 +180,7 @@ export class TextRouter implements TextUpstream {
 
   /** Every capable endpoint is cooling down or has its breaker open: 529 until the first is back. */
   #allResting(model: string, capable: readonly TextEndpoint[]): UpstreamResponse {
-    const at = Math.min(...capable.map((endpoint) => this.breaker(endpoint.name, model).availableAt));
+    const at = Math.min(...capable.map((endpoint) => this.#breakers.of(endpoint.name, model).availableAt));
     const seconds = Number.isFinite(at) ? Math.max(1, Math.ceil((at - this.#now()) / 1000)) : 1;
     return errorAnswer(
       529,
@@ -239,17 +226,21 @@ export class TextRouter implements TextUpstream {
       this.#events.failed(name, model, last.reason);
       return last;
     };
+    // The endpoint threw: the caller's leaving goes back to it, anything else fails the attempt.
+    const thrown = (error: unknown): Attempt => {
+      if (caller?.aborted === true) {
+        breaker.released(grant);
+        throw error;
+      }
+      const failure = timedOut ? deadlineFailure(name, error) : asFailure(error);
+      return fail({ kind: "failed", last: failure, reason: failure.kind });
+    };
     try {
       let response: UpstreamResponse;
       try {
         response = await endpoint.send({ ...call, signal: abort.signal });
       } catch (error) {
-        if (caller?.aborted === true) {
-          breaker.released(grant);
-          throw error;
-        }
-        const failure = timedOut ? deadlineFailure(name, error) : asFailure(error);
-        return fail({ kind: "failed", last: failure, reason: failure.kind });
+        return thrown(error);
       }
       const tagged = { ...response, endpoint: name };
       if (response.status !== 200) {
@@ -271,12 +262,7 @@ export class TextRouter implements TextUpstream {
       try {
         start = await firstContent(endpoint.frames(response.body));
       } catch (error) {
-        if (caller?.aborted === true) {
-          breaker.released(grant);
-          throw error;
-        }
-        const failure = timedOut ? deadlineFailure(name, error) : asFailure(error);
-        return fail({ kind: "failed", last: failure, reason: failure.kind });
+        return thrown(error);
       }
       const replayed = { ...tagged, body: new ReplayBody(start.frames, response.body) };
       if (start.kind === "content" || (start.kind === "error" && !streamErrorFailsOver(start.data)))

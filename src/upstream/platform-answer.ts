@@ -1,9 +1,11 @@
 /**
  * What the cloud platforms' clients (bedrock/, vertex/) share to answer in Anthropic's terms
- * (src/upstream/endpoint.ts): a response whose body is text they wrote, a platform's error body
- * read to a limit, and the Anthropic error envelope.
+ * (src/upstream/endpoint.ts): the call's body and its model's platform id, a response whose body
+ * is text they wrote, a platform's error body read to a limit, the Anthropic error envelope, and
+ * the answer naming the model as the call sent it.
  */
-import type { UpstreamResponse } from "../core/ports/providers.js";
+import type { UpstreamCall, UpstreamResponse } from "../core/ports/providers.js";
+import type { EndpointModels } from "./endpoint.js";
 
 /** Anthropic's error types (docs/providers.md maps each platform's errors onto them). */
 export type AnthropicErrorType =
@@ -89,6 +91,40 @@ export function jsonObjectOf(body: string | Uint8Array): Record<string, unknown>
   }
 }
 
+/** What a platform client sends a call with: its body as JSON, and the platform's id for its model. */
+export interface PlatformTarget {
+  readonly messages: Record<string, unknown>;
+  readonly modelId: string;
+}
+
+/**
+ * The call's body and its model's platform id (the gateway model the core says the call is for;
+ * a body alone names it by its own `model`), or `refused`, the answer when the body is not a JSON
+ * object (400) or `endpoint` (e.g. "the Bedrock endpoint east") does not serve the model (404).
+ */
+export function platformTarget(
+  call: UpstreamCall,
+  modelIds: EndpointModels,
+  endpoint: string,
+): PlatformTarget | { readonly refused: UpstreamResponse } {
+  const messages = jsonObjectOf(call.body);
+  if (messages === undefined) {
+    return { refused: anthropicError(400, "invalid_request_error", "the request body is not a JSON object") };
+  }
+  const model = call.model?.id ?? messages.model;
+  const modelId = typeof model === "string" ? modelIds.get(model) : undefined;
+  if (modelId === undefined) {
+    return {
+      refused: anthropicError(
+        404,
+        "not_found_error",
+        `model ${JSON.stringify(model)} is not served by ${endpoint}`,
+      ),
+    };
+  }
+  return { messages, modelId };
+}
+
 /** The `anthropic-beta` header's flags as a list ("" → none). */
 export function betaFlags(header: string): string[] {
   return header
@@ -143,4 +179,19 @@ export function withModelNamed(
     if (pending.length > 0) yield rename(Buffer.concat(pending));
   }
   return { [Symbol.asyncIterator]: renamed, destroy: (error?: Error) => body.destroy(error) };
+}
+
+/**
+ * A platform's answer to a call for `model`, named as the call sent it, as Anthropic would (the
+ * core prices by the answer's model): a 200's body through {@link withModelNamed}, its
+ * `content-length` dropped; anything else, or a call that names no model, as it is.
+ */
+export function namedAsSent(
+  answered: UpstreamResponse,
+  modelId: string,
+  model: UpstreamCall["model"],
+): UpstreamResponse {
+  if (answered.status !== 200 || model === undefined) return answered;
+  const { "content-length": _length, ...kept } = answered.headers;
+  return { ...answered, headers: kept, body: withModelNamed(answered.body, modelId, model.sent) };
 }

@@ -19,8 +19,9 @@ import {
   bodyOf,
   headerOf,
   jsonObjectOf,
+  namedAsSent,
+  platformTarget,
   readErrorBody,
-  withModelNamed,
 } from "../platform-answer.js";
 import { UpstreamPool } from "../pool.js";
 import { sseFrames } from "../sse.js";
@@ -67,20 +68,9 @@ export class BedrockUpstream implements TextEndpoint {
 
   /** Sends one request; resolves at the response headers. Throws UpstreamFailure for no answer. */
   async send(call: UpstreamCall): Promise<UpstreamResponse> {
-    const messages = jsonObjectOf(call.body);
-    if (messages === undefined) {
-      return anthropicError(400, "invalid_request_error", "the request body is not a JSON object");
-    }
-    // The gateway model the core says the call is for; a body alone names it by its own `model`.
-    const model = call.model?.id ?? messages.model;
-    const modelId = typeof model === "string" ? this.#modelIds.get(model) : undefined;
-    if (modelId === undefined) {
-      return anthropicError(
-        404,
-        "not_found_error",
-        `model ${JSON.stringify(model)} is not served by the Bedrock endpoint ${this.name}`,
-      );
-    }
+    const target = platformTarget(call, this.#modelIds, `the Bedrock endpoint ${this.name}`);
+    if ("refused" in target) return target.refused;
+    const { messages, modelId } = target;
     const counting = call.path === "/v1/messages/count_tokens";
     const invoke = counting
       ? bedrockCountTokens(messages, modelId, call.anthropicBeta)
@@ -103,10 +93,7 @@ export class BedrockUpstream implements TextEndpoint {
     const answered = await answer(response);
     if (answered.status !== 200) return answered;
     if (counting) return countAnswer(answered);
-    // Named as the call sent it, as Anthropic would: the core prices by the answer's model.
-    if (call.model === undefined) return answered;
-    const { "content-length": _length, ...kept } = answered.headers;
-    return { ...answered, headers: kept, body: withModelNamed(answered.body, modelId, call.model.sent) };
+    return namedAsSent(answered, modelId, call.model);
   }
 
   /** A streamed answer's body (already Messages SSE) as SSE frames (src/upstream/sse.ts). */

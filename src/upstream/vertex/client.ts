@@ -8,7 +8,7 @@
  */
 import type { SseFrame, UpstreamCall, UpstreamResponse } from "../../core/ports/providers.js";
 import type { EndpointBase, EndpointCapabilities, TextEndpoint } from "../endpoint.js";
-import { anthropicError, bodyOf, jsonObjectOf, readErrorBody, withModelNamed } from "../platform-answer.js";
+import { anthropicError, bodyOf, namedAsSent, platformTarget, readErrorBody } from "../platform-answer.js";
 import { UpstreamPool } from "../pool.js";
 import { sseFrames } from "../sse.js";
 import { AccessTokens, TokenRefused } from "./access-token.js";
@@ -57,20 +57,9 @@ export class VertexUpstream implements TextEndpoint {
 
   /** Sends one request; resolves at the response headers. Throws UpstreamFailure for no answer. */
   async send(call: UpstreamCall): Promise<UpstreamResponse> {
-    const messages = jsonObjectOf(call.body);
-    if (messages === undefined) {
-      return anthropicError(400, "invalid_request_error", "the request body is not a JSON object");
-    }
-    // The gateway model the core says the call is for; a body alone names it by its own `model`.
-    const model = call.model?.id ?? messages.model;
-    const modelId = typeof model === "string" ? this.#modelIds.get(model) : undefined;
-    if (modelId === undefined) {
-      return anthropicError(
-        404,
-        "not_found_error",
-        `model ${JSON.stringify(model)} is not served by the Vertex AI endpoint ${this.name}`,
-      );
-    }
+    const target = platformTarget(call, this.#modelIds, `the Vertex AI endpoint ${this.name}`);
+    if ("refused" in target) return target.refused;
+    const { messages, modelId } = target;
     let token: string;
     try {
       token = await this.#tokens.token(call.signal);
@@ -97,11 +86,7 @@ export class VertexUpstream implements TextEndpoint {
       body: predict.body,
       signal: call.signal,
     });
-    const answered = await answer(response);
-    // Named as the call sent it, as Anthropic would: the core prices by the answer's model.
-    if (answered.status !== 200 || call.model === undefined) return answered;
-    const { "content-length": _length, ...kept } = answered.headers;
-    return { ...answered, headers: kept, body: withModelNamed(answered.body, modelId, call.model.sent) };
+    return namedAsSent(await answer(response), modelId, call.model);
   }
 
   /** A streamed answer's body (Messages SSE as Vertex sends it) as SSE frames (src/upstream/sse.ts). */

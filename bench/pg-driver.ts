@@ -17,11 +17,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { SYSTEM_MANUAL_CREDIT } from "../src/core/ports/ledger.js";
-import { PgAccountStore } from "../src/store/postgres/accounts.js";
 import { openPostgres } from "../src/store/postgres/database.js";
-import { PgLedger } from "../src/store/postgres/ledger.js";
 import { startPostgres } from "../test/helpers/postgres.js";
+import { fundAccounts, type PairFigures, runPairs } from "./pg-load.js";
 
 /** The version measured: the newest of 3.4 when measured (its engines accept Node 20). */
 const PORSAGER_VERSION = "3.4.9";
@@ -62,61 +60,35 @@ async function loadPorsager(): Promise<(url: string, options: Record<string, unk
   return ((await import(pathToFileURL(entry).href)) as { default: never }).default;
 }
 
-/** Runs the pair from every worker for `seconds`: pairs per second and the pair's p50/p99 (ms). */
-async function measure(send: Send, run: string) {
-  const pairMs: number[] = [];
-  let next = 0;
-  const end = performance.now() + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      while (performance.now() < end) {
-        const id = `${run}_${next++}`;
-        const started = performance.now();
-        const now = Date.now();
-        const placed = await send(PLACE, [
-          id,
-          `acct_${w % accounts}`,
-          id,
-          "key_bench",
-          "base",
-          "7000",
-          "text",
-          "bench",
-          "10",
-          "64",
-          "",
-          0,
-          now,
-        ]);
-        if (placed.length !== 1) throw new Error(`hold ${id} not placed`);
-        await send(RESOLVE, [id, "settled", "500", "10", "10", "0", "0", "0", 0, "", now]);
-        pairMs.push(performance.now() - started);
-      }
-    }),
-  );
-  pairMs.sort((a, b) => a - b);
-  const at = (q: number) => pairMs[Math.min(pairMs.length - 1, Math.floor(q * pairMs.length))]!;
-  return { pairsPerSecond: Math.round(pairMs.length / seconds), pairMs: { p50: at(0.5), p99: at(0.99) } };
+/** Runs the pair through `send` from every worker for `seconds`. */
+function measure(send: Send, run: string): Promise<PairFigures> {
+  return runPairs({ accounts, workers, seconds }, run, async (id, accountId) => {
+    const now = Date.now();
+    const placed = await send(PLACE, [
+      id,
+      accountId,
+      id,
+      "key_bench",
+      "base",
+      "7000",
+      "text",
+      "bench",
+      "10",
+      "64",
+      "",
+      0,
+      now,
+    ]);
+    if (placed.length !== 1) throw new Error(`hold ${id} not placed`);
+    await send(RESOLVE, [id, "settled", "500", "10", "10", "0", "0", "0", 0, "", now]);
+  });
 }
 
 const server = await startPostgres();
 try {
   const url = await server.freshDatabase();
   const pool = await openPostgres(url, poolSize);
-  const ledger = new PgLedger(pool);
-  const store = new PgAccountStore(pool);
-  for (let a = 0; a < accounts; a++) {
-    await store.insertAccount(`acct_${a}`, "bench", 1);
-    await ledger.credit({
-      entryId: `funds_${a}`,
-      accountId: `acct_${a}`,
-      chain: "base",
-      amount: 10n ** 15n,
-      from: SYSTEM_MANUAL_CREDIT,
-      memo: "bench",
-      createdAt: 1,
-    });
-  }
+  await fundAccounts(pool, accounts);
   const shape = { accounts, workers, pool: poolSize, seconds };
 
   const viaPg: Send = async (text, params) => (await pool.query(text, params)).rows;

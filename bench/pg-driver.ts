@@ -1,11 +1,12 @@
 /**
  * The driver question, measured: the hold+settle pair of a billed call (the two statements of
- * migration 15, `tollgate_place_hold` and `tollgate_resolve`) sent by `pg` (the store's driver:
- * one statement at a time per connection) and by `postgres` (porsager's: pipelines the statements
- * waiting on a connection), each from `workers` loops over `accounts` accounts and a pool of
- * `pool` connections, against a real PostgreSQL the script starts (Debian's, fsync on). `postgres`
- * is installed from npm into a folder of the system's temp directory (reused by later runs),
- * never as a project dependency. Prints one JSON line per driver.
+ * migration 15, `tollgate_place_hold` and `tollgate_resolve`, the latter with migration 17's
+ * endpoint argument) sent by `pg` (the store's driver: one statement at a time per connection)
+ * and by `postgres` (porsager's: pipelines the statements waiting on a connection), each from
+ * `workers` loops over `accounts` accounts and a pool of `pool` connections, against a real
+ * PostgreSQL the script starts (Debian's, fsync on). `postgres` is installed from npm into a
+ * folder of the system's temp directory (reused by later runs), never as a project dependency.
+ * Prints one JSON line per driver.
  *
  *   npx tsc -p tsconfig.bench.json && node dist/bench/pg-driver.js --accounts 1 --workers 64
  *
@@ -43,7 +44,7 @@ type Send = (text: string, params: unknown[]) => Promise<unknown[]>;
 const PLACE = `SELECT seq FROM tollgate_place_hold($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint,
   $7::text, $8::text, $9::bigint, $10::bigint, $11::text, $12::integer, $13::bigint)`;
 const RESOLVE = `SELECT resolved_now FROM tollgate_resolve($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,
-  $6::bigint, $7::bigint, $8::bigint, $9::integer, $10::text, $11::bigint)`;
+  $6::bigint, $7::bigint, $8::bigint, $9::integer, $10::text, $11::bigint, $12::text)`;
 
 /** Installs `postgres` (once per machine) and loads it. */
 async function loadPorsager(): Promise<(url: string, options: Record<string, unknown>) => unknown> {
@@ -80,7 +81,7 @@ function measure(send: Send, run: string): Promise<PairFigures> {
       now,
     ]);
     if (placed.length !== 1) throw new Error(`hold ${id} not placed`);
-    await send(RESOLVE, [id, "settled", "500", "10", "10", "0", "0", "0", 0, "", now]);
+    await send(RESOLVE, [id, "settled", "500", "10", "10", "0", "0", "0", 0, "", now, ""]);
   });
 }
 

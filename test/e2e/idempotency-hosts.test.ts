@@ -5,8 +5,9 @@ import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-u
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
 import { writeChainsFile } from "../helpers/evm.js";
+import { type Cleanups, cleanUp, cliAccount, ownDir, startHosts } from "../helpers/hosts.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
-import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
+import type { GatewayProcess } from "../helpers/process.js";
 
 // Idempotency-Key across gateway hosts: two `tollgate serve` processes on one PostgreSQL get the
 // same duplicate calls at once; exactly one call reaches the provider and is held, and every
@@ -16,7 +17,7 @@ let postgres: PostgresServer;
 let upstream: DevUpstream;
 let chain: EvmDevChain;
 const hosts: GatewayProcess[] = [];
-const dirs: { cleanup(): void }[] = [];
+const suite: Cleanups = [];
 let env: Record<string, string>;
 let secret: string;
 let accountId: string;
@@ -26,12 +27,7 @@ beforeAll(async () => {
   // Slow streams: every duplicate arrives while the first call runs.
   upstream = await startDevUpstream({ eventDelayMs: 100 });
   env = { TOLLGATE_DATABASE_URL: await postgres.freshDatabase(), TOLLGATE_ANTHROPIC_URL: upstream.url };
-  const dataDir = () => {
-    const dir = tempDir();
-    dirs.push(dir);
-    return dir.path;
-  };
-  const chainsFile = join(dataDir(), "chains.json");
+  const chainsFile = join(ownDir(suite), "chains.json");
   writeChainsFile(chainsFile, chain);
   env = {
     ...env,
@@ -39,21 +35,14 @@ beforeAll(async () => {
     TOLLGATE_DEV_CHAINS: "auto",
     TOLLGATE_MASTER_SECRET: "6d".repeat(32),
   };
-  const cli = { ...env, TOLLGATE_DATA_DIR: dataDir() };
-  accountId = (await cliJson<{ id: string }>(["account", "create", "--name", "idempotent"], cli)).id;
-  secret = (await cliJson<{ secret: string }>(["key", "create", "--account", accountId], cli)).secret;
-  await cliJson(
-    ["credit", "--account", accountId, "--chain", "base", "--amount", "10", "--reason", "test"],
-    cli,
-  );
-  for (let i = 0; i < 2; i++)
-    hosts.push(await startGateway({ ...env, TOLLGATE_DATA_DIR: dataDir() }, 30_000, "serve"));
+  ({ id: accountId, secret } = await cliAccount(env, suite, "idempotent", "10"));
+  hosts.push(...(await startHosts(2, env, suite, { stopSignal: "SIGTERM" })));
 }, 120_000);
 afterAll(async () => {
-  for (const host of hosts) await host.stop("SIGTERM");
+  // The hosts stopped and the directories removed, last first.
+  await cleanUp(suite);
   await upstream?.close();
   await Promise.all([postgres?.stop(), chain?.close()]);
-  for (const dir of dirs) dir.cleanup();
 });
 
 function post(host: GatewayProcess, key: string) {

@@ -9,9 +9,10 @@ import { type DevUpstream, startDevUpstream } from "../../src/dev/provider/dev-u
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
 import { writeChainsFile } from "../helpers/evm.js";
+import { type Cleanups, cleanUp, cliAccount, type Host, ownDir, startHosts } from "../helpers/hosts.js";
 import { pngSize, pngText } from "../helpers/image-fixtures.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
-import { cliJson, type GatewayProcess, startGateway, tempDir } from "../helpers/process.js";
+import type { GatewayProcess } from "../helpers/process.js";
 
 // `url` images with several hosts: two `tollgate serve` processes on one PostgreSQL, each with a
 // data directory of its own, the image provider the dev stand-in speaking Gemini's format over a
@@ -24,9 +25,8 @@ const TTL_S = 5;
 let postgres: PostgresServer;
 let upstream: DevUpstream;
 let chain: EvmDevChain;
-const hosts: GatewayProcess[] = [];
-const dataDirs: string[] = [];
-const dirs: { cleanup(): void }[] = [];
+const hosts: Host[] = [];
+const suite: Cleanups = [];
 let databaseUrl: string;
 let secret: string;
 let accountId: string;
@@ -35,12 +35,7 @@ beforeAll(async () => {
   [postgres, chain] = await Promise.all([startPostgres(), startEvmDevChain({ id: "base", chainId: 8453 })]);
   upstream = await startDevUpstream({ host: "127.0.0.1", port: 0 });
   databaseUrl = await postgres.freshDatabase();
-  const dataDir = () => {
-    const dir = tempDir();
-    dirs.push(dir);
-    return dir.path;
-  };
-  const chainsFile = join(dataDir(), "chains.json");
+  const chainsFile = join(ownDir(suite), "chains.json");
   writeChainsFile(chainsFile, chain);
   const env = {
     TOLLGATE_DATABASE_URL: databaseUrl,
@@ -52,25 +47,14 @@ beforeAll(async () => {
     TOLLGATE_DEV_CHAINS: "auto",
     TOLLGATE_MASTER_SECRET: "1e".repeat(32),
   };
-  const cli = { ...env, TOLLGATE_DATA_DIR: dataDir() };
-  const account = await cliJson<{ id: string }>(["account", "create", "--name", "images-hosts"], cli);
-  accountId = account.id;
-  secret = (await cliJson<{ secret: string }>(["key", "create", "--account", account.id], cli)).secret;
-  await cliJson(
-    ["credit", "--account", account.id, "--chain", "base", "--amount", "5", "--reason", "test"],
-    cli,
-  );
-  for (let i = 0; i < 2; i++) {
-    const dir = dataDir();
-    dataDirs.push(dir);
-    hosts.push(await startGateway({ ...env, TOLLGATE_DATA_DIR: dir }, 30_000, "serve"));
-  }
+  ({ id: accountId, secret } = await cliAccount(env, suite, "images-hosts", "5"));
+  hosts.push(...(await startHosts(2, env, suite, { stopSignal: "SIGTERM" })));
 }, 120_000);
 afterAll(async () => {
-  for (const host of hosts) await host.stop("SIGTERM");
+  // The hosts stopped and the directories removed, last first.
+  await cleanUp(suite);
   await upstream?.close();
   await Promise.all([postgres?.stop(), chain?.close()]);
-  for (const dir of dirs) dir.cleanup();
 });
 
 /** The same path on another host: what a balancer in front of both does. */
@@ -115,7 +99,7 @@ it("serves an image generated on host 1 from host 2, the same bytes and type, un
       "SELECT count(*)::int AS n, sum(octet_length(data))::int AS bytes FROM stored_images",
     );
     expect(rows[0]).toEqual({ n: 1, bytes: bytesOne.length });
-    for (const dir of dataDirs) expect(existsSync(join(dir, "images"))).toBe(false);
+    for (const host of hosts) expect(existsSync(join(host.dataDir, "images"))).toBe(false);
 
     // Past its expiry: 404 everywhere.
     await new Promise((resolve) => setTimeout(resolve, answered + TTL_S * 1000 + 100 - Date.now()));

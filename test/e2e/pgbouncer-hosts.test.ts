@@ -10,6 +10,16 @@ import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { roleKey } from "../../src/store/postgres/chain-work.js";
 import { writeChainsFile } from "../helpers/evm.js";
+import {
+  type CallResult,
+  type Cleanups,
+  cleanUp,
+  cliAccount,
+  cliCredit,
+  messagesCall,
+  startHost,
+  startHostWorker,
+} from "../helpers/hosts.js";
 import { type PgBouncerServer, startPgBouncer } from "../helpers/pgbouncer.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import {
@@ -18,8 +28,6 @@ import {
   cliJson,
   collectOutput,
   type GatewayProcess,
-  startGateway,
-  startWorkerProcess,
   tempDir,
   until,
 } from "../helpers/process.js";
@@ -59,10 +67,8 @@ afterAll(async () => {
   suiteDir.cleanup();
 });
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const cleanups: Cleanups = [];
+afterEach(() => cleanUp(cleanups));
 
 /**
  * One deployment: a fresh database reached through the pooler, a provider, and the environment
@@ -91,41 +97,9 @@ async function deployment(extra: Record<string, string> = {}) {
   return { database: new URL(direct).pathname.slice(1), pool, env };
 }
 
-/** A gateway host: `tollgate serve` with a data directory of its own. */
-async function host(env: Record<string, string>): Promise<GatewayProcess> {
-  const dir = tempDir();
-  cleanups.push(dir.cleanup);
-  const gateway = await startGateway({ ...env, TOLLGATE_DATA_DIR: dir.path }, 30_000, "serve");
-  cleanups.push(() => gateway.stop("SIGKILL"));
-  return gateway;
-}
-
-/** An account with a key, made with the CLI (through the pooler too). */
-async function account(env: Record<string, string>) {
-  const dir = tempDir();
-  cleanups.push(dir.cleanup);
-  const cli = { ...env, TOLLGATE_DATA_DIR: dir.path };
-  const created = await cliJson<{ id: string }>(["account", "create", "--name", "pooled"], cli);
-  const key = await cliJson<{ id: string; secret: string }>(["key", "create", "--account", created.id], cli);
-  return { id: created.id, keyId: key.id, secret: key.secret, cli };
-}
-
 /** One call of fixed size, read to its end: its status and, when refused, its message. */
-async function call(gateway: GatewayProcess, secret: string, stream = true) {
-  const response = await fetch(`${gateway.facadeUrl}/v1/messages`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": secret, "anthropic-version": "2023-06-01" },
-    body: JSON.stringify({
-      model: MODEL,
-      max_tokens: 64,
-      stream,
-      messages: [{ role: "user", content: "through the pooler" }],
-    }),
-  });
-  const text = await response.text();
-  const message =
-    response.status === 200 ? "" : (JSON.parse(text) as { error: { message: string } }).error.message;
-  return { status: response.status, message };
+function call(gateway: GatewayProcess, secret: string, stream = true): Promise<CallResult> {
+  return messagesCall(gateway, secret, MODEL, "through the pooler", stream);
 }
 
 async function count(pool: pg.Pool, sql: string, params: unknown[] = []): Promise<number> {
@@ -135,18 +109,15 @@ async function count(pool: pg.Pool, sql: string, params: unknown[] = []): Promis
 describe("two gateway hosts whose store URL goes through PgBouncer (transaction mode)", () => {
   it("bills keyed calls on both hosts, shares the pool's 4 server connections, and a spend cap and a revocation reach the other host", async () => {
     const { database, pool, env } = await deployment();
-    const [a, b] = await Promise.all([host(env), host(env)]);
+    const [a, b] = await Promise.all([startHost(env, cleanups), startHost(env, cleanups)]);
     // The ready line names both URLs, passwords masked.
     const password = new URL(env.TOLLGATE_DATABASE_DIRECT_URL!).password;
     expect(a.stdout()).toContain(
       `store: postgres postgres://tollgate:***@127.0.0.1:${bouncer.port}/${database}, sessions on postgres://tollgate:***@127.0.0.1:${postgres.port}/${database}`,
     );
     expect(a.stdout()).not.toContain(password);
-    const caller = await account(env);
-    await cliJson(
-      ["credit", "--account", caller.id, "--chain", "base", "--amount", "5", "--reason", "calls"],
-      caller.cli,
-    );
+    const caller = await cliAccount(env, cleanups, "pooled");
+    await cliCredit(caller.cli, caller.id, "5", "calls");
 
     // 24 calls at once over both hosts: more transactions in flight than server connections.
     const results = await Promise.all(
@@ -216,19 +187,7 @@ describe("two gateway hosts whose store URL goes through PgBouncer (transaction 
 describe("chains workers whose store URL goes through PgBouncer", () => {
   it("exactly one holds the chain's role (an advisory lock on PostgreSQL itself), and the other takes it over", async () => {
     const { pool, env } = await deployment();
-    const workers = await Promise.all(
-      [0, 1].map(async () => {
-        const dir = tempDir();
-        cleanups.push(dir.cleanup);
-        const started = await startWorkerProcess({
-          ...env,
-          TOLLGATE_DATA_DIR: dir.path,
-          TOLLGATE_LOG_LEVEL: "info",
-        });
-        cleanups.push(() => started.stop("SIGKILL"));
-        return { ...started, runs: () => /base: this process runs it now/.test(started.stdout()) };
-      }),
-    );
+    const workers = await Promise.all([0, 1].map(() => startHostWorker(env, cleanups)));
     const leader = await until("one worker to take the chain's role", async () =>
       workers.find((w) => w.runs()),
     );
@@ -245,8 +204,8 @@ describe("chains workers whose store URL goes through PgBouncer", () => {
     expect(await heldLocks()).toBe(1);
 
     // The leader's writes go through the pooler: a deposit is credited.
-    const gateway = await host(env);
-    const caller = await account(env);
+    const gateway = await startHost(env, cleanups);
+    const caller = await cliAccount(env, cleanups, "pooled");
     const billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
     const { addresses } = await billing.getDepositAddresses({ accountId: caller.id });
     await chain.mintTo(addresses[0]!.address, 2_000_000n);
@@ -257,7 +216,7 @@ describe("chains workers whose store URL goes through PgBouncer", () => {
         return balances.find((x) => x.chain?.id === "base")?.available === 2_000_000n ? true : undefined;
       },
       30_000,
-      () => leader.stdout() + leader.stderr(),
+      () => leader.log(),
     );
 
     await leader.stop("SIGKILL");

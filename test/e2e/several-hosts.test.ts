@@ -11,15 +11,18 @@ import { remoteCoreTransport } from "../../src/runtime/remote-core.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
 import { devChainConfig, writeChainsFile } from "../helpers/evm.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import {
-  cliJson,
-  type GatewayProcess,
-  startGateway,
-  startWorkerProcess,
-  tempDir,
-  until,
-} from "../helpers/process.js";
+  type CallResult,
+  type Cleanups,
+  cleanUp,
+  cliAccount,
+  cliCredit,
+  messagesCall,
+  startHost,
+  startHostWorker,
+} from "../helpers/hosts.js";
+import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { type GatewayProcess, tempDir, until } from "../helpers/process.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 
 // Production with several hosts: gateway processes (`tollgate serve`) and chains workers
@@ -51,10 +54,8 @@ afterAll(async () => {
   suiteDir.cleanup();
 });
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const cleanups: Cleanups = [];
+afterEach(() => cleanUp(cleanups));
 
 /** One deployment: a fresh database, a provider, and the environment every host shares. */
 async function deployment(provider: { eventDelayMs?: number } = {}, extra: Record<string, string> = {}) {
@@ -78,45 +79,9 @@ async function deployment(provider: { eventDelayMs?: number } = {}, extra: Recor
   return { url, pool, upstream, env };
 }
 
-/** A gateway host: `tollgate serve` with a data directory of its own. */
-async function host(env: Record<string, string>): Promise<GatewayProcess> {
-  const dir = tempDir();
-  cleanups.push(dir.cleanup);
-  const gateway = await startGateway({ ...env, TOLLGATE_DATA_DIR: dir.path }, 30_000, "serve");
-  cleanups.push(() => gateway.stop("SIGKILL"));
-  return gateway;
-}
-
-/** An account with a key, made with the CLI against the shared database. */
-async function account(env: Record<string, string>) {
-  const dir = tempDir();
-  cleanups.push(dir.cleanup);
-  const cli = { ...env, TOLLGATE_DATA_DIR: dir.path };
-  const created = await cliJson<{ id: string }>(["account", "create", "--name", "several-hosts"], cli);
-  const key = await cliJson<{ secret: string }>(["key", "create", "--account", created.id], cli);
-  return { id: created.id, secret: key.secret, cli };
-}
-
 /** A call of fixed size (streaming unless told), read to its end: its status and, for a 402, its message. */
-async function streamCall(
-  gateway: GatewayProcess,
-  secret: string,
-  stream = true,
-): Promise<{ status: number; message: string }> {
-  const response = await fetch(`${gateway.facadeUrl}/v1/messages`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": secret, "anthropic-version": "2023-06-01" },
-    body: JSON.stringify({
-      model: MODEL,
-      max_tokens: 64,
-      stream,
-      messages: [{ role: "user", content: "the same question from every worker" }],
-    }),
-  });
-  const text = await response.text();
-  const message =
-    response.status === 200 ? "" : (JSON.parse(text) as { error: { message: string } }).error.message;
-  return { status: response.status, message };
+function streamCall(gateway: GatewayProcess, secret: string, stream = true): Promise<CallResult> {
+  return messagesCall(gateway, secret, MODEL, "the same question from every worker", stream);
 }
 
 async function count(pool: pg.Pool, sql: string): Promise<number> {
@@ -127,8 +92,8 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
   it("64 concurrent calls over both hosts against a balance covering exactly K worst-case holds: K served, the rest 402", async () => {
     // Each stream lasts seconds: every hold is placed while the first calls still run.
     const { pool, env } = await deployment({ eventDelayMs: 400 }, { TOLLGATE_RATE_LIMIT_RPM: "10000" });
-    const [a, b] = await Promise.all([host(env), host(env)]);
-    const caller = await account(env);
+    const [a, b] = await Promise.all([startHost(env, cleanups), startHost(env, cleanups)]);
+    const caller = await cliAccount(env, cleanups, "several-hosts");
 
     // The worst case of this call, as the gateway computes it: its 402 names it.
     const refused = await streamCall(a, caller.secret);
@@ -138,20 +103,7 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
 
     const K = 23;
     const funds = needed * BigInt(K) + needed - 1n;
-    await cliJson(
-      [
-        "credit",
-        "--account",
-        caller.id,
-        "--chain",
-        "base",
-        "--amount",
-        (Number(funds) / 1e6).toFixed(6),
-        "--reason",
-        "load",
-      ],
-      caller.cli,
-    );
+    await cliCredit(caller.cli, caller.id, (Number(funds) / 1e6).toFixed(6), "load");
     const results = await Promise.all(
       Array.from({ length: 64 }, (_, i) => streamCall(i % 2 === 0 ? a : b, caller.secret)),
     );
@@ -174,12 +126,9 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
 
   it("holds one key's rate limit across the two hosts", async () => {
     const { env } = await deployment({}, { TOLLGATE_RATE_LIMIT_RPM: "4" });
-    const [a, b] = await Promise.all([host(env), host(env)]);
-    const caller = await account(env);
-    await cliJson(
-      ["credit", "--account", caller.id, "--chain", "base", "--amount", "5", "--reason", "calls"],
-      caller.cli,
-    );
+    const [a, b] = await Promise.all([startHost(env, cleanups), startHost(env, cleanups)]);
+    const caller = await cliAccount(env, cleanups, "several-hosts");
+    await cliCredit(caller.cli, caller.id, "5", "calls");
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) statuses.push((await streamCall(i % 2 === 0 ? a : b, caller.secret)).status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(4);
@@ -191,12 +140,9 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
       { eventDelayMs: 1_000 },
       { TOLLGATE_MAX_CALL_MS: "2000", TOLLGATE_HOLD_SWEEP_INTERVAL_MS: "200" },
     );
-    const [doomed, survivor] = await Promise.all([host(env), host(env)]);
-    const caller = await account(env);
-    await cliJson(
-      ["credit", "--account", caller.id, "--chain", "base", "--amount", "5", "--reason", "calls"],
-      caller.cli,
-    );
+    const [doomed, survivor] = await Promise.all([startHost(env, cleanups), startHost(env, cleanups)]);
+    const caller = await cliAccount(env, cleanups, "several-hosts");
+    await cliCredit(caller.cli, caller.id, "5", "calls");
     // Six streams on the doomed host, each past its first bytes (its hold placed) when it dies.
     const streams = await Promise.all(
       Array.from({ length: 6 }, async () => {
@@ -236,30 +182,11 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
   }, 60_000);
 });
 
-/** `tollgate worker` with a data directory of its own; `runs()`: it holds the chain's role now. */
-async function worker(env: Record<string, string>) {
-  const dir = tempDir();
-  cleanups.push(dir.cleanup);
-  // Taking the chain's role is logged at info (the test environment logs warnings only).
-  const started = await startWorkerProcess({
-    ...env,
-    TOLLGATE_DATA_DIR: dir.path,
-    TOLLGATE_LOG_LEVEL: "info",
-  });
-  const stop = async () => {
-    await started.stop("SIGKILL");
-  };
-  cleanups.push(stop);
-  // Its log is JSON lines on stdout; a failed start lands on stderr.
-  const log = () => started.stdout() + started.stderr();
-  return { stop, log, runs: () => /base: this process runs it now/.test(started.stdout()) };
-}
-
 describe("chains workers on two hosts", () => {
   it("the host holding the chain's role dies mid-batch; the other takes over and the treasury receives each charge once", async () => {
     const { pool, env } = await deployment();
-    const gateway = await host(env);
-    const workers = [await worker(env), await worker(env)];
+    const gateway = await startHost(env, cleanups);
+    const workers = [await startHostWorker(env, cleanups), await startHostWorker(env, cleanups)];
     const leader = await until("one worker to take the chain's role", async () =>
       workers.find((w) => w.runs()),
     );
@@ -274,7 +201,7 @@ describe("chains workers on two hosts", () => {
     const before = await adapter.balanceOf(treasury);
 
     // Funds onchain: the leader's watcher credits the deposit.
-    const caller = await account(env);
+    const caller = await cliAccount(env, cleanups, "several-hosts");
     const billing = createClient(BillingService, remoteCoreTransport(gateway.coreUrl, ADMIN_TOKEN));
     const { addresses } = await billing.getDepositAddresses({ accountId: caller.id });
     await chain.mintTo(addresses[0]!.address, 5_000_000n);
@@ -302,7 +229,7 @@ describe("chains workers on two hosts", () => {
       30_000,
       () => leader.log(),
     );
-    await leader.stop();
+    await leader.stop("SIGKILL");
     // The follower takes the role over, asks the chain about what the dead leader sent, and
     // settles the rest; calls made after the takeover settle too.
     await until(

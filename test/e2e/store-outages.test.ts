@@ -8,8 +8,9 @@ import { AuthService } from "../../src/gen/tollgate/auth/v1/auth_pb.js";
 import { BillingService } from "../../src/gen/tollgate/billing/v1/billing_pb.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
+import { type Cleanups, cleanUp, startHosts } from "../helpers/hosts.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
-import { type GatewayProcess, startGateway, tempDir, until } from "../helpers/process.js";
+import { type GatewayProcess, until } from "../helpers/process.js";
 import { type RedisServer, startRedis } from "../helpers/redis.js";
 
 // Two gateway hosts on one PostgreSQL and one Redis while they stumble (docs/deployment.md,
@@ -28,7 +29,7 @@ const MODEL = "model-haiku-4-5";
 let postgres: PostgresServer;
 let redis: RedisServer;
 let upstream: DevUpstream;
-const cleanups: (() => unknown)[] = [];
+const cleanups: Cleanups = [];
 
 beforeAll(async () => {
   [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
@@ -39,9 +40,7 @@ afterAll(async () => {
   await upstream?.close();
   await Promise.all([postgres?.stop(), redis?.stop()]);
 });
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+afterEach(() => cleanUp(cleanups));
 
 /** Two hosts (`tollgate dev` on PostgreSQL and Redis, each its own data dir), and a funded key. */
 async function twoHosts(extra: Record<string, string> = {}) {
@@ -54,14 +53,7 @@ async function twoHosts(extra: Record<string, string> = {}) {
     TOLLGATE_HEALTH_INTERVAL_S: "1",
     ...extra,
   };
-  const hosts: GatewayProcess[] = [];
-  for (let i = 0; i < 2; i++) {
-    const dir = tempDir();
-    cleanups.push(dir.cleanup);
-    const gateway = await startGateway({ ...env, TOLLGATE_DATA_DIR: dir.path }, 30_000);
-    cleanups.push(() => gateway.stop("SIGKILL"));
-    hosts.push(gateway);
-  }
+  const hosts = await startHosts(2, env, cleanups, { command: "dev" });
   const transport = createConnectTransport({
     baseUrl: hosts[0]!.coreUrl,
     httpVersion: "2",

@@ -10,12 +10,13 @@
  *   (coordinated omission corrected). The connection pool (undici) is sized far above what the
  *   rate needs, so sending never waits for an answer; `sendLagP99Ms` reports how late sends were.
  *   For streams it also records the time to the first body byte and to the last.
+ * - Both take a request's `headerSets`, when it has some, in turn (several API keys).
  * - `idle`: opens N streaming calls on raw sockets, waits until each has its first event, prints
  *   how many are open, and holds them until stdin closes.
  */
 import { connect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
-import autocannon from "autocannon";
+import autocannon, { type RequestParams } from "autocannon";
 import { Pool } from "undici";
 
 /** One HTTP request the load generator sends. */
@@ -28,6 +29,12 @@ export interface RequestSpec {
   readonly alsoUrls?: readonly string[];
   readonly path: string;
   readonly headers: Record<string, string>;
+  /**
+   * Header sets taken in turn, request by request across the whole job (request i sends
+   * `headers` with `headerSets[i % length]` over it): one API key per account, to spread the
+   * calls over many accounts. Absent, every request sends `headers` alone.
+   */
+  readonly headerSets?: readonly Record<string, string>[];
   readonly body: string;
 }
 
@@ -102,6 +109,23 @@ function percentiles(samples: Float64Array | number[]): Percentiles {
 async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<SaturateResult> {
   const { request } = job;
   const urls = [request.url, ...(request.alsoUrls ?? [])];
+  // Several header sets: autocannon asks setupRequest for each request it builds, on every
+  // connection of every host, so one counter shared by all of them takes the sets in turn.
+  const sets = request.headerSets;
+  let next = 0;
+  const turns =
+    sets === undefined || sets.length === 0
+      ? {}
+      : {
+          requests: [
+            {
+              setupRequest: (built: RequestParams) => ({
+                ...built,
+                headers: { ...built.headers, ...sets[next++ % sets.length] },
+              }),
+            },
+          ],
+        };
   // One closed loop per host, side by side; with several hosts the latencies reported are the
   // slowest host's (autocannon keeps no samples to merge).
   const results = await Promise.all(
@@ -114,6 +138,7 @@ async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<Sa
         connections: Math.max(1, Math.round(job.connections / urls.length)),
         duration: job.seconds,
         pipelining: 1,
+        ...turns,
       }),
     ),
   );
@@ -149,6 +174,10 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
   let errors = 0;
   let done = 0;
   const body = Buffer.from(request.body);
+  const headerSets =
+    request.headerSets === undefined || request.headerSets.length === 0
+      ? [request.headers]
+      : request.headerSets.map((set) => ({ ...request.headers, ...set }));
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => {
     finish = resolve;
@@ -160,7 +189,7 @@ async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateRe
       const answer = await pools[i % pools.length]!.request({
         method: "POST",
         path: request.path,
-        headers: request.headers,
+        headers: headerSets[i % headerSets.length],
         body,
       });
       if (answer.statusCode < 200 || answer.statusCode > 299) non2xx += 1;

@@ -11,6 +11,7 @@ import type {
   RateFigure,
   SaturationFigure,
   Scenario,
+  StoreFigure,
   TargetId,
 } from "./results.js";
 
@@ -305,7 +306,14 @@ function chart(results: BenchResults): string {
 function storesSection(results: BenchResults): string {
   const rows = results.stores ?? [];
   if (rows.length === 0) return "Not run.";
-  const sqlite = rows.find((r) => r.config === "sqlite-1")?.saturate.requestsPerSecond;
+  // Each row against SQLite's with as many accounts (runs before the many-account rows have one).
+  const versusSqlite = (row: StoreFigure) => {
+    const sqlite = rows.find(
+      (r) => r.config.startsWith("sqlite-") && (r.accounts ?? 1) === (row.accounts ?? 1),
+    )?.saturate.requestsPerSecond;
+    return sqlite === undefined ? "–" : `${(row.saturate.requestsPerSecond / sqlite).toFixed(2)}×`;
+  };
+  const many = rows.find((r) => (r.accounts ?? 1) > 1)?.accounts;
   const added = (rate: RateResult | undefined, floor: RateResult | undefined, q: "p50" | "p99") =>
     rate === undefined || floor === undefined ? "–" : `+${ms(rate.latencyMs[q] - floor.latencyMs[q])}`;
   return [
@@ -315,13 +323,22 @@ function storesSection(results: BenchResults): string {
     "load is split between them as a balancer would (saturation: 32 connections each, latencies of the",
     "slower host; fixed rates: requests alternate). Added latency is the gateway's minus the pass-through's",
     "(b), measured just before each, at the same rate. Every process shares the machine's cores.",
+    ...(many === undefined
+      ? []
+      : [
+          "",
+          `Each deployment is measured twice: with every call made with one account's key, and with the calls`,
+          `spread over ${many} accounts, a key each, taken in turn request by request. On PostgreSQL the calls`,
+          "of one account take turns on its balance row, so the first is one account's ceiling and the second",
+          "what the deployment serves to many accounts; ÷ SQLite's compares with SQLite with as many accounts.",
+        ]),
     "",
     "| store | billed calls/s (64 connections) | ÷ SQLite's | added p50 / p99 at 300/s | added p50 / p99 at 500/s | non-2xx / errors |",
     "|---|---|---|---|---|---|",
     ...rows.map(
       (r) =>
         `| ${r.label} | ${count(r.saturate.requestsPerSecond)} | ` +
-        `${sqlite === undefined ? "–" : `${(r.saturate.requestsPerSecond / sqlite).toFixed(2)}×`} | ` +
+        `${versusSqlite(r)} | ` +
         `${added(r.rate300, r.floor300, "p50")} / ${added(r.rate300, r.floor300, "p99")} | ` +
         `${added(r.rate, r.floor, "p50")} / ${added(r.rate, r.floor, "p99")} | ` +
         `${r.saturate.non2xx + r.rate.non2xx + (r.rate300?.non2xx ?? 0)} / ${r.saturate.errors + r.rate.errors + (r.rate300?.errors ?? 0)} |`,

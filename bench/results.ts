@@ -44,12 +44,22 @@ export interface IdleFigure {
 
 /**
  * One store configuration under load: billed calls per second at saturation, and latency at
- * 300 and 500 requests/s beside the pass-through measured in the same phase.
+ * 300 and 500 requests/s beside the pass-through measured in the same phase. `-many`
+ * configurations spread the calls over many accounts (a key each, in turn); the others make
+ * every call with one account's key.
  */
 export interface StoreFigure {
-  readonly config: "sqlite-1" | "postgres-1" | "postgres-2";
+  readonly config:
+    | "sqlite-1"
+    | "postgres-1"
+    | "postgres-2"
+    | "sqlite-1-many"
+    | "postgres-1-many"
+    | "postgres-2-many";
   readonly label: string;
   readonly hosts: number;
+  /** Accounts the calls are spread over; absent (one) in runs before 2026-11-28's many-account rows. */
+  readonly accounts?: number;
   readonly saturate: SaturateResult;
   readonly rate: RateResult;
   /** The pass-through proxy at the same rate, measured just before. */

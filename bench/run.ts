@@ -20,6 +20,8 @@
  *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
+ *   --store-accounts N  accounts (each with its key and funds) of the store phase's many-account
+ *                       deployments (default 64)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
  *
  * Only a full run with the defaults writes bench/results/latest.json and docs/benchmarks.md; any
@@ -70,10 +72,14 @@ const { values } = parseArgs({
     targets: { type: "string" },
     scenarios: { type: "string" },
     rates: { type: "string" },
+    "store-accounts": { type: "string" },
   },
 });
 const quick = values.quick === true;
 const seconds = Number(values.seconds ?? (quick ? 3 : 8));
+const storeAccounts = Number(values["store-accounts"] ?? 64);
+if (!Number.isInteger(storeAccounts) || storeAccounts < 2)
+  throw new Error(`--store-accounts must be a whole number of 2 or more; got ${values["store-accounts"]}`);
 const phases = new Set((values.only ?? "saturate,rates,ttfb,idle,holdsettle,stores").split(","));
 const children: ChildProcess[] = [];
 /** Directories removed once every child has exited. */
@@ -144,10 +150,13 @@ async function startChains(): Promise<string> {
 /** The dev chains' registry, started once per run and shared by every deployment. */
 let chainsRegistry: Promise<string> | undefined;
 
-/** A deployment the harness started: its gateway hosts, a funded key, and its processes. */
+/** A deployment the harness started: its gateway hosts, funded keys, and its processes. */
 interface Deployment {
   readonly servers: Server[];
+  /** The first account's key (of `keys`). */
   readonly key: string;
+  /** One key per account, each account credited alike. */
+  readonly keys: readonly string[];
   readonly dataDir: string;
   /** Stops every process of this deployment (its hosts and its worker). */
   stop(): Promise<void>;
@@ -159,11 +168,20 @@ interface Deployment {
  * `tollgate worker`, the process that runs the deposit watchers and settlement workers. The
  * gateway's CPU figures are the serve process's alone, as on a production host. `hosts` > 1
  * starts that many serve processes on the same configuration (a PostgreSQL store: `extraEnv`
- * names TOLLGATE_DATABASE_URL).
+ * names TOLLGATE_DATABASE_URL). `accounts` > 1 creates that many accounts, each with a key and
+ * the same funds, in one process (bench/accounts.ts: the CLI's commands without a process each).
  */
 async function startDeployment(
   upstreamUrl: string,
-  { hosts = 1, extraEnv = {} }: { readonly hosts?: number; readonly extraEnv?: Record<string, string> } = {},
+  {
+    hosts = 1,
+    accounts = 1,
+    extraEnv = {},
+  }: {
+    readonly hosts?: number;
+    readonly accounts?: number;
+    readonly extraEnv?: Record<string, string>;
+  } = {},
 ): Promise<Deployment> {
   const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
   chainsRegistry ??= startChains();
@@ -185,14 +203,27 @@ async function startDeployment(
     TOLLGATE_COUNT_TOKENS_RPM: "1000000",
     ...extraEnv,
   };
-  const account = JSON.parse(cli(["account", "create", "--name", "bench"], env)) as { id: string };
-  const key = JSON.parse(cli(["key", "create", "--account", account.id, "--name", "bench"], env)) as {
-    secret: string;
-  };
-  cli(
-    ["credit", "--account", account.id, "--chain", "base", "--amount", "1000000", "--reason", "bench"],
-    env,
-  );
+  let keys: string[];
+  if (accounts === 1) {
+    const account = JSON.parse(cli(["account", "create", "--name", "bench"], env)) as { id: string };
+    const key = JSON.parse(cli(["key", "create", "--account", account.id, "--name", "bench"], env)) as {
+      secret: string;
+    };
+    cli(
+      ["credit", "--account", account.id, "--chain", "base", "--amount", "1000000", "--reason", "bench"],
+      env,
+    );
+    keys = [key.secret];
+  } else {
+    const before = Date.now();
+    const created = execFileSync(
+      process.execPath,
+      [join(DIST, "bench/accounts.js"), String(accounts), "1000000", "base"],
+      { env, encoding: "utf8" },
+    );
+    keys = (JSON.parse(created) as { keys: string[] }).keys;
+    process.stderr.write(`bench: ${accounts} accounts created in ${Date.now() - before} ms\n`);
+  }
   const started: ChildProcess[] = [];
   const servers: Server[] = [];
   for (let host = 0; host < hosts; host++) {
@@ -231,7 +262,8 @@ async function startDeployment(
   started.push(await startWorker(env, dataDir));
   return {
     servers,
-    key: key.secret,
+    key: keys[0]!,
+    keys,
     dataDir,
     stop: async () => {
       await Promise.all(
@@ -549,35 +581,65 @@ async function main(): Promise<void> {
     // The same billed call on each store, each deployment started fresh and stopped after:
     // one host on SQLite, one host on PostgreSQL, two hosts on one PostgreSQL (the load split
     // between them as a balancer would). PostgreSQL is Debian's, on this machine, fsync on.
+    // Each first with every call on one account's key, then with the calls spread over
+    // --store-accounts accounts, a key each, taken in turn: on PostgreSQL the calls of one
+    // account queue on its balance row, so the first is one account's ceiling and the second
+    // the deployment's (docs/store.md, "Several hosts against one").
     const postgres = await startPostgres();
     try {
       const configs: {
         config: StoreFigure["config"];
         label: string;
         hosts: number;
-        env: Record<string, string>;
-      }[] = [
-        { config: "sqlite-1", label: "1 host, SQLite", hosts: 1, env: {} },
-        {
-          config: "postgres-1",
-          label: "1 host, PostgreSQL",
-          hosts: 1,
-          env: { TOLLGATE_DATABASE_URL: await postgres.freshDatabase() },
-        },
-        {
-          config: "postgres-2",
-          label: "2 hosts, PostgreSQL",
-          hosts: 2,
-          env: { TOLLGATE_DATABASE_URL: await postgres.freshDatabase() },
-        },
-      ];
+        accounts: number;
+        env: () => Promise<Record<string, string>>;
+      }[] = [];
+      const many = `${storeAccounts} accounts`;
+      for (const accounts of [1, storeAccounts]) {
+        const suffix = accounts === 1 ? "" : "-many";
+        configs.push(
+          {
+            config: `sqlite-1${suffix}`,
+            label: `1 host, SQLite${accounts === 1 ? "" : `, ${many}`}`,
+            hosts: 1,
+            accounts,
+            env: async () => ({}),
+          },
+          {
+            config: `postgres-1${suffix}`,
+            label: `1 host, PostgreSQL${accounts === 1 ? "" : `, ${many}`}`,
+            hosts: 1,
+            accounts,
+            env: async () => ({ TOLLGATE_DATABASE_URL: await postgres.freshDatabase() }),
+          },
+          {
+            config: `postgres-2${suffix}`,
+            label: `2 hosts, PostgreSQL${accounts === 1 ? "" : `, ${many}`}`,
+            hosts: 2,
+            accounts,
+            env: async () => ({ TOLLGATE_DATABASE_URL: await postgres.freshDatabase() }),
+          },
+        );
+      }
       for (const c of configs) {
-        const deployment = await startDeployment(upstream.url, { hosts: c.hosts, extraEnv: c.env });
+        const deployment = await startDeployment(upstream.url, {
+          hosts: c.hosts,
+          accounts: c.accounts,
+          extraEnv: await c.env(),
+        });
         try {
           const [first, ...rest] = deployment.servers;
-          const request = {
+          const request: RequestSpec = {
             ...requestFor("gateway", "messages", first!.url, deployment.key),
             alsoUrls: rest.map((s) => s.url),
+            ...(c.accounts === 1
+              ? {}
+              : {
+                  headerSets: deployment.keys.map((key) => ({
+                    "x-api-key": key,
+                    authorization: `Bearer ${key}`,
+                  })),
+                }),
           };
           await runLoad<SaturateResult>({ kind: "saturate", request, connections: 16, seconds: 2 });
           const saturate = await runLoad<SaturateResult>({
@@ -619,6 +681,7 @@ async function main(): Promise<void> {
             config: c.config,
             label: c.label,
             hosts: c.hosts,
+            accounts: c.accounts,
             saturate,
             rate,
             floor,
@@ -649,6 +712,7 @@ async function main(): Promise<void> {
       values.targets,
       values.scenarios,
       values.rates,
+      values["store-accounts"],
     ].some((option) => option !== undefined) ||
     [values.seconds, values.streams].some((option) => option !== undefined);
   const lastKept = join(ROOT, "bench/results/latest.json");

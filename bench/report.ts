@@ -323,14 +323,21 @@ function storesSection(results: BenchResults): string {
     "load is split between them as a balancer would (saturation: 32 connections each, latencies of the",
     "slower host; fixed rates: requests alternate). Added latency is the gateway's minus the pass-through's",
     "(b), measured just before each, at the same rate. Every process shares the machine's cores.",
+    "",
     ...(many === undefined
-      ? []
+      ? [
+          "Every call of this run is made with one account's key. On PostgreSQL the calls of one account take",
+          "turns on its balance row, so these rows are one account's ceiling, not the deployment's; runs from",
+          "2026-11-28 on also spread the calls over many accounts (`--store-accounts`, 64 by default), a key",
+          'each, and show both ([store.md](store.md), "Several hosts against one").',
+        ]
       : [
-          "",
-          `Each deployment is measured twice: with every call made with one account's key, and with the calls`,
+          "Each deployment is measured twice: with every call made with one account's key, and with the calls",
           `spread over ${many} accounts, a key each, taken in turn request by request. On PostgreSQL the calls`,
-          "of one account take turns on its balance row, so the first is one account's ceiling and the second",
-          "what the deployment serves to many accounts; ÷ SQLite's compares with SQLite with as many accounts.",
+          "of one account take turns on its balance row, so the first is one account's ceiling (one busy",
+          "account, whatever the hosts) and the second what the deployment serves to many accounts (the",
+          "store's and the machine's own throughput, what another host can raise); ÷ SQLite's compares with",
+          'SQLite with as many accounts ([store.md](store.md), "Several hosts against one").',
         ]),
     "",
     "| store | billed calls/s (64 connections) | ÷ SQLite's | added p50 / p99 at 300/s | added p50 / p99 at 500/s | non-2xx / errors |",
@@ -472,6 +479,11 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "  run records how late sends were and the achieved rate.",
     "- **Idle streams** are raw sockets from one load process, opened in waves of 200, each waiting for",
     "  `message_start` before it counts as open.",
+    "- **Many accounts** (the store phase's `… accounts` rows): the harness creates the accounts, a key and",
+    "  the same funds each, in one process (`bench/accounts.ts`, the CLI's commands without a process per",
+    "  command: 64 accounts in ≈ 2.5 s, against ≈ 0.8 s per `tollgate` invocation, three per account), and",
+    "  the load generator sends each request with the next key in turn, on every connection and host",
+    "  (autocannon's `setupRequest`; the open loop takes request *i*'s key as *i* mod the number of keys).",
     "- Raw results of every run are kept in `bench/results/` (`latest.json` is the one this page shows).",
     "",
     "## Comparing another gateway",
@@ -486,7 +498,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "harness warms up for a few seconds before it measures). Its results go to",
     "`bench/results/<time>.json` and `<time>-report/benchmarks.md`; docs/ keeps Tollgate's own figures.",
     "Options: `--seconds N`, `--streams N`, `--only saturate,rates,ttfb,idle,holdsettle,stores`, `--latency-ms N`,",
-    "`--quick`.",
+    "`--store-accounts N`, `--quick`.",
     "",
   ].join("\n");
 }

@@ -16,6 +16,7 @@
  */
 import { connect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
 import autocannon, { type RequestParams } from "autocannon";
 import { Pool } from "undici";
 
@@ -106,7 +107,8 @@ function percentiles(samples: Float64Array | number[]): Percentiles {
   };
 }
 
-async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<SaturateResult> {
+/** Runs a `saturate` job. */
+export async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<SaturateResult> {
   const { request } = job;
   const urls = [request.url, ...(request.alsoUrls ?? [])];
   // Several header sets: autocannon asks setupRequest for each request it builds, on every
@@ -159,7 +161,8 @@ async function saturate(job: Extract<LoadJob, { kind: "saturate" }>): Promise<Sa
   };
 }
 
-async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateResult> {
+/** Runs a `rate` job. */
+export async function openLoop(job: Extract<LoadJob, { kind: "rate" }>): Promise<RateResult> {
   const { request } = job;
   const urls = [request.url, ...(request.alsoUrls ?? [])];
   const pools = urls.map(
@@ -305,8 +308,11 @@ async function idle(job: Extract<LoadJob, { kind: "idle" }>): Promise<void> {
   for (const socket of sockets) socket.destroy();
 }
 
-const job = JSON.parse(process.argv[2] ?? "{}") as LoadJob;
-if (job.kind === "saturate") process.stdout.write(`${JSON.stringify(await saturate(job))}\n`);
-else if (job.kind === "rate") process.stdout.write(`${JSON.stringify(await openLoop(job))}\n`);
-else await idle(job);
-process.exit(0);
+// Run as a script (the harness spawns it); imported (test/bench-load.test.ts), it only exports.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const job = JSON.parse(process.argv[2] ?? "{}") as LoadJob;
+  if (job.kind === "saturate") process.stdout.write(`${JSON.stringify(await saturate(job))}\n`);
+  else if (job.kind === "rate") process.stdout.write(`${JSON.stringify(await openLoop(job))}\n`);
+  else await idle(job);
+  process.exit(0);
+}

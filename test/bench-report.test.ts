@@ -1,0 +1,51 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { renderMarkdown } from "../bench/report.js";
+import type { BenchResults, StoreFigure } from "../bench/results.js";
+
+const kept = (): BenchResults =>
+  JSON.parse(readFileSync(new URL("../bench/results/latest.json", import.meta.url), "utf8")) as BenchResults;
+
+/** The store table's row for `label`, split into its cells. */
+function row(page: string, label: string): string[] {
+  const line = page.split("\n").find((l) => l.startsWith(`| ${label} |`));
+  if (line === undefined) throw new Error(`no row ${label}`);
+  return line.split("|").map((cell) => cell.trim());
+}
+
+describe("the store table (bench/report.ts)", () => {
+  it("renders a run from before the many-account rows, each ratio against one-account SQLite", () => {
+    const run = kept();
+    const sqlite = run.stores!.find((r) => r.config === "sqlite-1")!.saturate.requestsPerSecond;
+    const pg = run.stores!.find((r) => r.config === "postgres-1")!;
+    const page = renderMarkdown(run, "benchmarks.svg");
+    expect(row(page, "1 host, SQLite")[3]).toBe("1.00×");
+    expect(row(page, "1 host, PostgreSQL")[3]).toBe(
+      `${(pg.saturate.requestsPerSecond / sqlite).toFixed(2)}×`,
+    );
+    expect(page).toContain("Every call of this run is made with one account's key.");
+  });
+
+  it("compares each many-account row with SQLite with as many accounts", () => {
+    const run = structuredClone(kept());
+    const many = run.stores!.map(
+      (r): StoreFigure => ({
+        ...r,
+        config: `${r.config}-many` as StoreFigure["config"],
+        label: `${r.label}, 64 accounts`,
+        accounts: 64,
+        saturate: {
+          ...r.saturate,
+          requestsPerSecond: r.config === "sqlite-1" ? 500 : r.config === "postgres-1" ? 400 : 600,
+        },
+      }),
+    );
+    run.stores!.push(...many);
+    const page = renderMarkdown(run, "benchmarks.svg");
+    expect(row(page, "1 host, SQLite, 64 accounts")[3]).toBe("1.00×");
+    expect(row(page, "1 host, PostgreSQL, 64 accounts")[3]).toBe("0.80×");
+    expect(row(page, "2 hosts, PostgreSQL, 64 accounts")[3]).toBe("1.20×");
+    expect(row(page, "1 host, SQLite")[3]).toBe("1.00×");
+    expect(page).toContain("spread over 64 accounts, a key each");
+  });
+});

@@ -14,6 +14,7 @@
  * - `idle`: opens N streaming calls on raw sockets, waits until each has its first event, prints
  *   how many are open, and holds them until stdin closes.
  */
+import { realpathSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
@@ -309,7 +310,8 @@ async function idle(job: Extract<LoadJob, { kind: "idle" }>): Promise<void> {
 }
 
 // Run as a script (the harness spawns it); imported (test/bench-load.test.ts), it only exports.
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+// Real paths on both sides: a symlinked checkout must not turn the script into a silent no-op.
+if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const job = JSON.parse(process.argv[2] ?? "{}") as LoadJob;
   if (job.kind === "saturate") process.stdout.write(`${JSON.stringify(await saturate(job))}\n`);
   else if (job.kind === "rate") process.stdout.write(`${JSON.stringify(await openLoop(job))}\n`);

@@ -108,6 +108,7 @@ function humanReport(report: MigrationReport): string {
     table(["table", "copied", "sqlite rows", "postgres rows", ""], rows),
     "",
     `Calls' revenue moved onto the paying accounts' own balance rows, where PostgreSQL's ledger keeps it: ${report.revenueRows} rows.`,
+    `x402 payments' system side moved onto the paying accounts' own balance rows, where PostgreSQL's ledger keeps it: ${report.x402Rows} rows.`,
     `Sequences moved past the copied rows: ${report.sequences.map((s) => `${s.table}.${s.column} → ${s.next}`).join(", ")}.`,
     `Balances compared (SQLite row against PostgreSQL's, all four totals): ${v.balancesCompared}, ${v.balancesMismatched} differ.`,
     `Ledger audit on SQLite: ${audit(v.audit.sqlite)}`,

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { SYSTEM_X402 } from "../../core/ports/x402.js";
 import { AUDIT_QUERIES, type AuditResults, type AuditRows, checkLedger } from "../shared/ledger-audit.js";
 
 const INT8_OID = 20;
@@ -15,8 +16,9 @@ const EXACT_INTEGERS = {
 /**
  * PostgreSQL's balances as the audit compares them with the entries' replay: each account's
  * totals per chain as the ledger port reads them (ledger_totals, migration 18: system:revenue
- * credited with the revenue columns of the paying accounts' rows), so both stores report the
- * same (account, chain) totals.
+ * credited with the revenue columns of the paying accounts' rows; migration 19: system:x402
+ * debited and credited with their x402 columns), so both stores report the same (account,
+ * chain) totals.
  */
 const PG_BALANCES = `SELECT account, chain, debits_pending, debits_posted, credits_pending, credits_posted
                        FROM ledger_totals`;
@@ -44,9 +46,33 @@ const REVENUE_ROWS = `
    ORDER BY 1, 2`;
 
 /**
+ * Each account's x402 columns (migration 19) that disagree with its entries: x402_in with its
+ * payments' credits from system:x402, x402_out with its returns to it (entries of kind 'x402').
+ * The balances check sees system:x402's total; this one sees which account's row carries it.
+ */
+const X402_ROWS = `
+  SELECT COALESCE(b.account, o.account) AS account, COALESCE(b.chain, o.chain) AS chain,
+         COALESCE(b.x402_in, 0) AS stored_in, COALESCE(o.x402_in, 0) AS x402_in,
+         COALESCE(b.x402_out, 0) AS stored_out, COALESCE(o.x402_out, 0) AS x402_out
+    FROM (SELECT account, chain, x402_in, x402_out FROM ledger_balances WHERE x402_in <> 0 OR x402_out <> 0) b
+    FULL JOIN (SELECT CASE WHEN e.debit_account = '${SYSTEM_X402}' THEN e.credit_account ELSE e.debit_account END
+                        AS account, e.chain,
+                      COALESCE(SUM(e.amount) FILTER (WHERE e.debit_account = '${SYSTEM_X402}'), 0) AS x402_in,
+                      COALESCE(SUM(e.amount) FILTER (WHERE e.credit_account = '${SYSTEM_X402}'), 0) AS x402_out
+                 FROM ledger_entries e
+                WHERE e.kind = 'x402' AND NOT e.pending
+                  AND (e.debit_account = '${SYSTEM_X402}' OR e.credit_account = '${SYSTEM_X402}')
+                GROUP BY 1, 2) o
+      ON o.account = b.account AND o.chain = b.chain
+   WHERE COALESCE(b.x402_in, 0) <> COALESCE(o.x402_in, 0)
+      OR COALESCE(b.x402_out, 0) <> COALESCE(o.x402_out, 0)
+   ORDER BY 1, 2`;
+
+/**
  * The ledger audit (see `auditLedger`) over PostgreSQL: the same reads and checks, in one
  * REPEATABLE READ, READ ONLY transaction, so every query sees one snapshot while hosts keep
- * writing; and where each account's row carries system:revenue's part (REVENUE_ROWS).
+ * writing; and where each account's row carries system:revenue's part (REVENUE_ROWS) and
+ * system:x402's (X402_ROWS).
  */
 export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
   const client = await pool.connect();
@@ -57,6 +83,7 @@ export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
       rows[name] = (await client.query({ text: sql, types: EXACT_INTEGERS })).rows as AuditRows;
     }
     const revenue = (await client.query({ text: REVENUE_ROWS, types: EXACT_INTEGERS })).rows;
+    const x402 = (await client.query({ text: X402_ROWS, types: EXACT_INTEGERS })).rows;
     await client.query("COMMIT");
     return [
       ...checkLedger(rows as AuditResults),
@@ -64,6 +91,11 @@ export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
         (r) =>
           `${r.account} on ${r.chain}: its row holds revenue pending ${r.stored_pending}, posted ${r.stored_posted};` +
           ` its entries give ${r.pending}, ${r.posted}`,
+      ),
+      ...x402.map(
+        (r) =>
+          `${r.account} on ${r.chain}: its row holds x402 in ${r.stored_in}, out ${r.stored_out};` +
+          ` its entries give ${r.x402_in}, ${r.x402_out}`,
       ),
     ];
   } catch (error) {

@@ -48,10 +48,11 @@ const TABLES: readonly TableCopy[] = [
   { table: "hold_raises" },
   // A SQLite balance is one row; in PostgreSQL it is shard 0 (a user account's only row, one of a
   // system account's up to 16, all read as their sum), system:revenue's less what
-  // tollgate_revenue_onto_accounts moves onto the paying accounts' rows.
+  // tollgate_revenue_onto_accounts moves onto the paying accounts' rows, system:x402's less what
+  // tollgate_x402_onto_accounts moves.
   {
     table: "ledger_balances",
-    derived: { shard: "0", revenue_pending: "0", revenue_posted: "0" },
+    derived: { shard: "0", revenue_pending: "0", revenue_posted: "0", x402_in: "0", x402_out: "0" },
     counted: "(SELECT DISTINCT account, chain FROM ledger_balances) b",
   },
   { table: "deposit_addresses" },
@@ -142,6 +143,11 @@ export interface MigrationReport {
    * their charges charged), where PostgreSQL's ledger keeps it (migration 18).
    */
   readonly revenueRows: number;
+  /**
+   * Accounts' balance rows given their part of system:x402 (what their x402 payments credited
+   * them, what they returned), where PostgreSQL's ledger keeps it (migration 19).
+   */
+  readonly x402Rows: number;
   readonly sequences: readonly SequenceMove[];
   readonly verification: Verification;
 }
@@ -194,6 +200,7 @@ export async function migrateStore(
   const tables: TableCount[] = [];
   const sequences: SequenceMove[] = [];
   let revenueRows = 0;
+  let x402Rows = 0;
   // One read transaction on SQLite: every table is copied from the same snapshot.
   db.exec("BEGIN");
   try {
@@ -208,6 +215,7 @@ export async function migrateStore(
     for (const plan of plans)
       tables.push({ table: plan.table, rows: await copyTable(db, client, plan, batchSize) });
     revenueRows = await revenueOntoAccounts(client);
+    x402Rows = await x402OntoAccounts(client);
     for (const plan of plans) {
       for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
     }
@@ -225,6 +233,7 @@ export async function migrateStore(
     tables,
     rowsCopied: tables.reduce((sum, t) => sum + t.rows, 0),
     revenueRows,
+    x402Rows,
     sequences,
     verification: await verifyMigration(db, pool),
   };
@@ -467,6 +476,25 @@ async function revenueOntoAccounts(client: pg.PoolClient): Promise<number> {
   }
 }
 
+/**
+ * PostgreSQL's ledger (postgres/x402.ts) keeps system:x402's part of each x402 payment on the
+ * paying account's own balance row (x402_in: what its payments credited it; x402_out: what it
+ * returned). Copied as SQLite has it, that part is on system:x402's row:
+ * tollgate_x402_onto_accounts (migration 19) moves it, in the copy's transaction, leaving
+ * system:x402's totals (ledger_totals) as SQLite's.
+ */
+async function x402OntoAccounts(client: pg.PoolClient): Promise<number> {
+  try {
+    return (await client.query<{ moved: number }>("SELECT tollgate_x402_onto_accounts() AS moved")).rows[0]!
+      .moved;
+  } catch (error) {
+    throw new Error(
+      `the x402 payments do not fit the accounts and system balances they move between (is the SQLite ledger sound? its audit says): ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+}
+
 /** Sets a column's sequence so that its next value is one past the column's largest. */
 async function moveSequence(client: pg.PoolClient, table: string, column: string): Promise<SequenceMove> {
   const { rows } = await client.query(
@@ -551,8 +579,8 @@ async function compareBalances(
 }
 
 /**
- * PostgreSQL's balances (the sum of each pair's shard rows, system:revenue's with the accounts'
- * revenue columns: ledger_totals) with keys in (`after`, `upTo`].
+ * PostgreSQL's balances (the sum of each pair's shard rows, system:revenue's and system:x402's
+ * with the accounts' revenue and x402 columns: ledger_totals) with keys in (`after`, `upTo`].
  */
 async function postgresBalances(
   pool: pg.Pool,

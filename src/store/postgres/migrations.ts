@@ -1037,4 +1037,90 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 19,
+    name: "x402 payments on the paying account's own balance row",
+    sql: `
+      -- system:x402's side of each x402 payment sits on the paying account's own balance row, the
+      -- row the payment's credit and return already write, instead of on the 16 shared system:x402
+      -- rows (migration 4), which made an x402 call wait for another account's x402 call in
+      -- flight on the same shard, until its commit (docs/store.md, "No row shared by every
+      -- call"); migration 18 did the same for system:revenue. x402_in: what system:x402 credited
+      -- the account (its debits_posted); x402_out: what the account returned to it (its
+      -- credits_posted). system:x402's totals on a chain are its own rows (anything of it that is
+      -- not a payment's) plus these columns of every account on the chain: ledger_totals reads
+      -- them so. system:deposits and system:withdrawals keep their shards: no call writes them.
+      ALTER TABLE ledger_balances
+        ADD COLUMN x402_in  BIGINT NOT NULL DEFAULT 0 CHECK (x402_in >= 0),
+        ADD COLUMN x402_out BIGINT NOT NULL DEFAULT 0 CHECK (x402_out >= 0),
+        ADD CONSTRAINT x402_on_user_rows CHECK (NOT may_overdraw OR (x402_in = 0 AND x402_out = 0));
+
+      -- The view of migration 18 with system:x402's part added the way system:revenue's is: the
+      -- same columns, so every reader of it is unchanged.
+      CREATE OR REPLACE VIEW ledger_totals AS
+        SELECT account, chain, bool_and(may_overdraw) AS may_overdraw,
+               SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
+               SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
+          FROM (SELECT account, chain, may_overdraw, debits_pending, debits_posted, credits_pending, credits_posted
+                  FROM ledger_balances
+                UNION ALL
+                SELECT 'system:revenue', chain, true, 0, 0, revenue_pending, revenue_posted
+                  FROM ledger_balances WHERE revenue_pending <> 0 OR revenue_posted <> 0
+                UNION ALL
+                SELECT 'system:x402', chain, true, 0, x402_in, 0, x402_out
+                  FROM ledger_balances WHERE x402_in <> 0 OR x402_out <> 0) AS rows
+         GROUP BY account, chain;
+
+      -- Puts system:x402's payments' part on the paying accounts' rows, from the entries of kind
+      -- 'x402': each account's x402_in becomes its payments' credits (x402_<payment>, debiting
+      -- system:x402), x402_out its returns (x402ret_<payment>, crediting it); system:x402's own
+      -- rows on each chain become one (shard 0) keeping the rest, so that its totals
+      -- (ledger_totals) are unchanged. Run by this migration and by migrate-store after its copy;
+      -- run again, it changes nothing. An account whose entries move x402 funds but that has no
+      -- balance row of its own, or system:x402 rows short of what moves off them, mean an unsound
+      -- ledger: it refuses. Answers the rows given x402 columns.
+      CREATE FUNCTION tollgate_x402_onto_accounts() RETURNS INTEGER LANGUAGE plpgsql AS $$
+        DECLARE
+          v_moved INTEGER;
+          v_missing INTEGER;
+        BEGIN
+          -- No call writes a balance row meanwhile: the totals read below stay the totals.
+          LOCK TABLE ledger_balances IN EXCLUSIVE MODE;
+          CREATE TEMP TABLE x402_before ON COMMIT DROP AS
+            SELECT chain, SUM(debits_pending) AS dp, SUM(debits_posted) AS dpo,
+                   SUM(credits_pending) AS cp, SUM(credits_posted) AS cpo
+              FROM ledger_totals WHERE account = 'system:x402' GROUP BY chain;
+          CREATE TEMP TABLE x402_of ON COMMIT DROP AS
+            SELECT account, chain, SUM(x402_in) AS x402_in, SUM(x402_out) AS x402_out
+              FROM (SELECT e.credit_account AS account, e.chain, e.amount AS x402_in, 0 AS x402_out
+                      FROM ledger_entries e
+                     WHERE e.kind = 'x402' AND e.debit_account = 'system:x402' AND NOT e.pending
+                    UNION ALL
+                    SELECT e.debit_account, e.chain, 0, e.amount
+                      FROM ledger_entries e
+                     WHERE e.kind = 'x402' AND e.credit_account = 'system:x402' AND NOT e.pending) AS moves
+             GROUP BY account, chain;
+          UPDATE ledger_balances b SET x402_in = 0, x402_out = 0 WHERE b.x402_in <> 0 OR b.x402_out <> 0;
+          UPDATE ledger_balances b SET x402_in = o.x402_in, x402_out = o.x402_out
+            FROM x402_of o
+           WHERE b.account = o.account AND b.chain = o.chain AND b.shard = 0 AND NOT b.may_overdraw;
+          GET DIAGNOSTICS v_moved = ROW_COUNT;
+          SELECT COUNT(*) INTO v_missing FROM x402_of;
+          IF v_missing <> v_moved THEN
+            RAISE EXCEPTION 'entries move x402 funds of % account(s) with no balance row of their own', v_missing - v_moved
+              USING ERRCODE = 'check_violation';
+          END IF;
+          DELETE FROM ledger_balances WHERE account = 'system:x402';
+          INSERT INTO ledger_balances (account, chain, shard, may_overdraw, debits_pending, debits_posted,
+                                       credits_pending, credits_posted)
+          SELECT 'system:x402', t.chain, 0, true, t.dp,
+                 t.dpo - COALESCE((SELECT SUM(o.x402_in) FROM x402_of o WHERE o.chain = t.chain), 0),
+                 t.cp,
+                 t.cpo - COALESCE((SELECT SUM(o.x402_out) FROM x402_of o WHERE o.chain = t.chain), 0)
+            FROM x402_before t;
+          RETURN v_moved;
+        END $$;
+      SELECT tollgate_x402_onto_accounts();
+    `,
+  },
 ];

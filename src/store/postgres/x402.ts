@@ -17,13 +17,15 @@ import {
 } from "../shared/x402-rules.js";
 import { inTransaction } from "./database.js";
 import { PgOnchain } from "./onchain.js";
-import { BALANCE, exactRows, retrying, shardFor, sqlState } from "./queries.js";
+import { BALANCE, exactRows, retrying, sqlState } from "./queries.js";
 
 /**
  * An x402 payment's authorisation in one statement: the payment row (its id the replay guard: a
  * payment seen before inserts nothing, and nothing else is written), its credit entry, then the
- * account's row and a random shard of system:x402, in the order every writer locks them. A
- * hold id already paid for fails the whole statement on its unique key.
+ * account's own row (an x402 payment's account is a user's: one row, shard 0), credited, with
+ * the same amount added to x402_in, system:x402's debit kept on that row (migration 19): no row
+ * another account's payment writes. A hold id already paid for fails the whole statement on its
+ * unique key.
  */
 const AUTHORISE_X402 = `
   WITH payment AS (
@@ -38,17 +40,12 @@ const AUTHORISE_X402 = `
                                 created_at)
     SELECT $10::text, $4::text, '${SYSTEM_X402}', $3::text, $7::bigint, false, 'x402', NULL, '', $9::bigint
       FROM payment
-  ), credited AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT $3::text, $4::text, $11::smallint, $12::boolean, $7::bigint FROM payment
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
-    RETURNING 1
-  ), debited AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, debits_posted)
-    SELECT '${SYSTEM_X402}', $4::text, $13::smallint, true, $7::bigint FROM credited
-    ON CONFLICT (account, chain, shard) DO UPDATE SET debits_posted = b.debits_posted + EXCLUDED.debits_posted
   )
-  SELECT id FROM payment`;
+  INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted, x402_in)
+  SELECT $3::text, $4::text, 0, false, $7::bigint, $7::bigint FROM payment
+  ON CONFLICT (account, chain, shard) DO UPDATE
+    SET credits_posted = b.credits_posted + EXCLUDED.credits_posted, x402_in = b.x402_in + EXCLUDED.x402_in
+  RETURNING b.account`;
 
 /**
  * An x402 payment's collection in one statement: the payment row locked (its current version:
@@ -81,7 +78,8 @@ const RECORD_X402_COLLECTION = `
  * written: the payment row taken from 'authorised' or 'collected' (its lock: a second closing
  * waits, then finds it closed; a collected one only as it was collected, see
  * x402ClosingRefusal), then with a return the account's debit (its available funds checked on
- * its locked row), the return entry and a random shard of system:x402. Answers, when the
+ * its locked row; the same UPDATE adds the return to x402_out, system:x402's credit kept on the
+ * account's row: migration 19) and the return entry. Answers, when the
  * payment was open, its account, chain, amount and collection, whether it closed and whether
  * the return was debited.
  */
@@ -98,7 +96,7 @@ const CLOSE_X402 = `
             OR ($2::text = 'settled' AND payment.settled = $3::bigint AND payment.tx_hash = $4::text))
     RETURNING p.id
   ), debited AS (
-    UPDATE ledger_balances b SET debits_posted = b.debits_posted + $7::bigint
+    UPDATE ledger_balances b SET debits_posted = b.debits_posted + $7::bigint, x402_out = b.x402_out + $7::bigint
       FROM payment, closed
      WHERE $7::bigint > 0 AND $7::bigint <= payment.authorised AND b.account = payment.account_id
        AND b.chain = payment.chain AND b.shard = 0 AND b.credits_posted - b.debits_posted - b.debits_pending >= $7::bigint
@@ -109,10 +107,6 @@ const CLOSE_X402 = `
     SELECT $8::text, payment.chain, payment.account_id, '${SYSTEM_X402}', $7::bigint, false, 'x402', NULL, '',
            $6::bigint
       FROM payment, debited
-  ), returned AS (
-    INSERT INTO ledger_balances AS b (account, chain, shard, may_overdraw, credits_posted)
-    SELECT '${SYSTEM_X402}', payment.chain, $9::smallint, true, $7::bigint FROM payment, debited
-    ON CONFLICT (account, chain, shard) DO UPDATE SET credits_posted = b.credits_posted + EXCLUDED.credits_posted
   )
   SELECT payment.account_id, payment.chain, payment.authorised, payment.status, payment.settled, payment.tx_hash,
          EXISTS (SELECT 1 FROM closed) AS closed, EXISTS (SELECT 1 FROM debited) AS debited
@@ -130,7 +124,6 @@ export class PgX402 extends PgOnchain implements X402Store {
    * another payment (a bug: thrown).
    */
   async authoriseX402(payment: NewX402Payment): Promise<"authorised" | "replayed"> {
-    const to = shardFor(payment.accountId);
     try {
       const [row] = await retrying(() =>
         exactRows(this.pool, AUTHORISE_X402, [
@@ -144,9 +137,6 @@ export class PgX402 extends PgOnchain implements X402Store {
           payment.payload,
           payment.createdAt,
           x402CreditEntryId(payment.id),
-          to.shard,
-          to.mayOverdraw,
-          shardFor(SYSTEM_X402).shard,
         ]),
       );
       return row === undefined ? "replayed" : "authorised";
@@ -175,7 +165,6 @@ export class PgX402 extends PgOnchain implements X402Store {
           closing.now,
           closing.returned,
           x402ReturnEntryId(closing.id),
-          shardFor(SYSTEM_X402).shard,
         ]);
         if (row === undefined) return false;
         if (row.closed !== true) {

@@ -344,6 +344,7 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 interface JsonReport {
   rowsCopied: number;
   revenueRows: number;
+  x402Rows: number;
   tables: { table: string; rows: number }[];
   sequences: { table: string; column: string; next: string }[];
   verification: {
@@ -414,6 +415,24 @@ describe("tollgate migrate-store", () => {
         "SELECT COUNT(*)::int AS n FROM ledger_balances WHERE shard > 0 OR (account = 'system:revenue' AND credits_pending <> 0)",
       );
       expect(systemPending.rows[0].n).toBe(0);
+      // The x402 payments' system side sits on the payer's own row (x402_in: every payment's
+      // credit; x402_out: the returns of the closed ones), as PgX402 places it (migration 19);
+      // system:x402's own row keeps nothing of them.
+      const x402 = await target.pool.query(
+        `SELECT b.account, b.x402_in::text AS "in", b.x402_out::text AS out,
+                (SELECT SUM(p.authorised)::text FROM x402_payments p WHERE p.account_id = b.account) AS authorised
+           FROM ledger_balances b WHERE b.x402_in <> 0 OR b.x402_out <> 0 OR b.account = 'system:x402'
+          ORDER BY b.account`,
+      );
+      expect(x402.rows).toEqual([
+        { account: ids.wallet, in: "6900", out: "4100", authorised: "6900" },
+        { account: "system:x402", in: "0", out: "0", authorised: null },
+      ]);
+      expect(report.x402Rows).toBe(1);
+      const x402System = await target.pool.query(
+        "SELECT debits_posted::text AS dpo, credits_posted::text AS cpo FROM ledger_balances WHERE account = 'system:x402'",
+      );
+      expect(x402System.rows).toEqual([{ dpo: "0", cpo: "0" }]);
       const balances = await bothBalances(db, target.pool);
       expect(balances.sqlite.length).toBeGreaterThan(6);
       expect(balances.postgres).toEqual(balances.sqlite);

@@ -68,7 +68,9 @@ export const SYSTEM_SHARDS = 16;
  * The balance row a transaction adds to for `account`: a user's single row, or a random shard
  * of a system account (only ever added to, never taken from, so any shard will do). A call's
  * revenue (a hold's pending amount, its charge) is not on system:revenue's rows at all but on
- * the paying account's own row (migration 18), so that releasing it takes it from that row.
+ * the paying account's own row (migration 18), so that releasing it takes it from that row;
+ * an x402 payment's system:x402 side is on that row too (migration 19). What still takes a
+ * shard (system:deposits, system:withdrawals, an operator's credit) is off the calls' path.
  */
 export function shardFor(account: string): { shard: number; mayOverdraw: boolean } {
   return isSystem(account)

@@ -9,8 +9,9 @@ import { PG_MIGRATIONS } from "../../src/store/postgres/migrations.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 
 // Migration 18: system:revenue's part of each call sits on the paying account's own balance row,
-// so that nothing on the calls' path waits on another account's call (docs/store.md, "Where a
-// billed call's time goes"), and a database written before it audits clean after it.
+// so that nothing on the calls' path waits on another account's call
+// (docs/store.md, "Where a billed call's time goes"), and a database written before it audits
+// clean after it.
 
 const CHAIN = "base";
 const USAGE = {

@@ -9,8 +9,8 @@ import { PG_MIGRATIONS } from "../../src/store/postgres/migrations.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 
 // Migration 19: system:x402's side of each x402 payment sits on the paying account's own balance
-// row, so that no x402 call waits on another account's x402 call (docs/store.md, "No row shared
-// by every call"), and a database written before it audits clean after it.
+// row, so that no x402 call waits on another account's x402 call (docs/store.md, "PostgreSQL",
+// the part "No row shared by every call"), and a database written before it audits clean after it.
 
 const CHAIN = "base";
 /** The advisory lock A's authorisation waits on, inside its statement, holding its row locks. */

@@ -1044,8 +1044,8 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       -- system:x402's side of each x402 payment sits on the paying account's own balance row, the
       -- row the payment's credit and return already write, instead of on the 16 shared system:x402
       -- rows (migration 4), which made an x402 call wait for another account's x402 call in
-      -- flight on the same shard, until its commit (docs/store.md, "No row shared by every
-      -- call"); migration 18 did the same for system:revenue. x402_in: what system:x402 credited
+      -- flight on the same shard, until its commit (docs/store.md, "PostgreSQL"); migration 18
+      -- did the same for system:revenue. x402_in: what system:x402 credited
       -- the account (its debits_posted); x402_out: what the account returned to it (its
       -- credits_posted). system:x402's totals on a chain are its own rows (anything of it that is
       -- not a payment's) plus these columns of every account on the chain: ledger_totals reads

@@ -57,6 +57,9 @@ import { PgX402 } from "./x402.js";
 
 const INT64_MAX_SQL = "9223372036854775807";
 
+/** tollgate_place_hold's refusal when the funds it read were taken before it could lock them (migration 20). */
+const FUNDS_MOVED = "TG402";
+
 const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
   h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at,
   COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = h.id), 0) AS raised,
@@ -65,11 +68,12 @@ const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain
   r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at`;
 
 /**
- * A hold in one statement (no transaction, one round trip): `tollgate_place_hold` (migration 15).
- * The funds check is the conditional UPDATE of the account's balance row (the lock every hold of
- * the account waits on), and every other row is written only if it moved. No row updated:
- * nothing is written and no row comes back. An id already taken fails the whole statement on the
- * primary key.
+ * A hold in one statement (no transaction, one round trip): `tollgate_place_hold` (migration 20).
+ * The funds are read first without a lock: too few, and nothing is written and no row comes
+ * back. Otherwise the hold's own rows are written, then the funds check is the conditional UPDATE
+ * of the account's balance row (the lock every hold of the account waits on, taken last so that
+ * it is held only to the commit); another hold having taken the funds in between fails the whole
+ * statement with FUNDS_MOVED. An id already taken fails it on the primary key.
  */
 const PLACE_HOLD = `
   SELECT seq FROM tollgate_place_hold($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text,
@@ -152,19 +156,20 @@ const PLACE_HOLD_REFUSED = `
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
- * Settles or voids a hold in one statement, `tollgate_resolve` (migrations 15 and 17). The hold's
+ * Settles or voids a hold in one statement, `tollgate_resolve` (migration 20). The hold's
  * open-list row is its lock: whoever deletes it resolves the hold (a sweeper holding it makes
  * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
- * the row it deletes: `held` comes from that row, not from this statement's snapshot), and the
- * resolution's primary key still refuses a second outcome. Rows are then locked in the order every writer uses: the
- * account's balance row (which also holds the hold's pending revenue, its raises' too, and
- * takes its charge as revenue: migration 18), and (settled with a charge) the account's onchain
- * backing, read FOR UPDATE so that the intent's onchain part is computed from its newest
- * version, as SettlementOutbox.record does.
- * A raise this statement waited for also added to the balance rows and the hold's day after
- * the snapshot: the release is computed from their newest versions, but their CHECKs may first
- * refuse it as computed from the snapshot's (CHECK_VIOLATION); the statement then runs again,
- * whole, on a new snapshot.
+ * the row it deletes: `held` comes from that row), and the resolution's primary key still refuses
+ * a second outcome. The rows only this hold has (its resolution, its charge) come first; then
+ * the rows shared with the account's other calls, in the order every writer takes them: the
+ * account's balance row (which also holds the hold's pending revenue, its raises' too, and takes
+ * its charge as revenue: migration 18), (settled with a charge) the account's onchain backing,
+ * read FOR UPDATE so that the intent's onchain part is computed from its newest version, as
+ * SettlementOutbox.record does, and the key's day. Taken last, the balance row's lock is held
+ * only for those and the commit. Each statement of the function reads the newest committed rows,
+ * so the CHECK refusal of migrations 15-18's single statement (a raise it waited for made its
+ * CHECKs refuse the snapshot's versions) no longer comes; the CHECK_VIOLATION retry below stays
+ * as a guard, costing nothing while nothing is refused.
  */
 const RESOLVE = `
   SELECT * FROM tollgate_resolve($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint,
@@ -478,8 +483,9 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
           };
         }
       } catch (error) {
-        if (sqlState(error) !== "23505") throw error;
-        taken = error;
+        const state = sqlState(error);
+        if (state !== "23505" && state !== FUNDS_MOVED) throw error;
+        if (state === "23505") taken = error;
       }
       const [row] = await exactRows(this.pool, PLACE_HOLD_REFUSED, [hold.id, hold.accountId, hold.chain]);
       if (row!.id !== null) {

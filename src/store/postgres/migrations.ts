@@ -1123,4 +1123,145 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
       SELECT tollgate_x402_onto_accounts();
     `,
   },
+  {
+    version: 20,
+    name: "the account's balance row locked last in a hold and a resolution",
+    sql: `
+      -- A hold and a resolution lock their account's balance row until their commit is flushed:
+      -- one account's calls take turns on it (docs/store.md, "Where a billed call's time goes").
+      -- Migrations 15-18 took that lock first and wrote every other row while holding it; these
+      -- write the rows no other call touches first (the hold, its open-list row, its entries, its
+      -- resolution) and take the balance row last, then the rows every writer takes after it
+      -- (the onchain backing, the key's day in spend_days), so the lock is held for those few
+      -- statements and the commit only. Same rows, same outcomes, same lock order among shared
+      -- rows (balance, backing, spend_days), so no new deadlock.
+      --
+      -- A hold reads the funds first without a lock and writes nothing when they fall short; when
+      -- another hold took them between that read and the conditional UPDATE, it raises TG402 and
+      -- nothing of it remains (ledger.ts reads why, as for a hold not placed).
+      CREATE OR REPLACE FUNCTION tollgate_place_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT
+      ) RETURNS TABLE (seq BIGINT) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          v_seq BIGINT;
+        BEGIN
+          -- The funds as last committed, read without a lock: too few, and nothing is written (the
+          -- caller reads why). Enough, and the funds are taken below, under the row's lock.
+          IF p_amount > 0 AND NOT EXISTS (
+            SELECT 1 FROM ledger_balances b
+             WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0
+               AND b.credits_posted - b.debits_posted - b.debits_pending >= p_amount
+          ) THEN
+            RETURN;
+          END IF;
+          INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                             max_tokens, image_size, image_count, created_at)
+          VALUES (p_id, p_account, p_request, p_key, p_chain, p_amount, p_kind, p_model, p_input, p_max, p_image_size, p_image_count, p_at)
+          RETURNING holds.seq INTO v_seq;
+          INSERT INTO open_holds (hold_id, created_at) VALUES (p_id, p_at);
+          IF p_amount > 0 THEN
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+            VALUES (p_id || '/hold', p_chain, p_account, 'system:revenue', p_amount, true, 'hold', p_id, '', p_at);
+            UPDATE ledger_balances
+               SET debits_pending = debits_pending + p_amount, revenue_pending = revenue_pending + p_amount
+             WHERE account = p_account AND chain = p_chain AND shard = 0
+               AND credits_posted - debits_posted - debits_pending >= p_amount;
+            IF NOT FOUND THEN
+              -- Another hold took the funds since the read above: undo the whole statement.
+              RAISE EXCEPTION 'hold %: the funds moved since they were read', p_id USING ERRCODE = 'TG402';
+            END IF;
+            INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+            VALUES (p_account, p_key, p_chain, p_at - p_at % 86400000, p_amount)
+            ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent;
+          END IF;
+          RETURN QUERY SELECT v_seq;
+        END $$;
+
+      -- A resolution: the hold read, its open-list row deleted (its lock: a sweeper or another
+      -- resolution holding it makes this wait, then find nothing; a raise holding it makes this
+      -- wait, then release the total the row has), its resolution and its charge written, then
+      -- the account's balance row, the backing (settled with a charge) and the key's day. Each statement
+      -- reads the newest committed rows (READ COMMITTED, one snapshot per statement), so a raise
+      -- committed while this waited is released in full without the CHECK refusal of the single
+      -- statement (migrations 15-18), which ledger.ts still retries should it come.
+      CREATE OR REPLACE FUNCTION tollgate_resolve(
+        p_hold TEXT, p_status TEXT, p_amount BIGINT, p_input BIGINT, p_output BIGINT, p_cw5m BIGINT, p_cw1h BIGINT,
+        p_read BIGINT, p_images INTEGER, p_charges TEXT, p_at BIGINT, p_endpoint TEXT
+      ) RETURNS TABLE (
+        seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT, amount BIGINT, call_kind TEXT,
+        model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT, image_count INTEGER, created_at BIGINT,
+        raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT, u_output BIGINT, u_cw5m BIGINT,
+        u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT, u_endpoint TEXT, resolved_at BIGINT, resolved_now BOOLEAN,
+        raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          h RECORD;
+          v_raised BIGINT;
+          v_held BIGINT;
+          v_released BOOLEAN := false;
+          v_onchain BIGINT;
+        BEGIN
+          SELECT hh.seq, hh.id, hh.account_id, hh.request_id, hh.key_id, hh.chain, hh.amount, hh.call_kind, hh.model,
+                 hh.input_tokens, hh.max_tokens, hh.image_size, hh.image_count, hh.created_at,
+                 COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = hh.id), 0) AS raised,
+                 r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                 r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+                 r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at
+            INTO h
+            FROM holds hh LEFT JOIN hold_resolutions r ON r.hold_id = hh.id WHERE hh.id = p_hold;
+          IF NOT FOUND THEN
+            RETURN;
+          END IF;
+          IF h.status IS NULL THEN
+            DELETE FROM open_holds o WHERE o.hold_id = p_hold AND p_amount BETWEEN 0 AND h.amount + o.raised
+            RETURNING o.raised, h.amount + o.raised INTO v_raised, v_held;
+            IF FOUND THEN
+              INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                            cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at, endpoint)
+              VALUES (p_hold, p_status, p_amount, p_input, p_output, p_cw5m, p_cw1h, p_read, p_images, p_charges, p_at, p_endpoint);
+              IF v_held > 0 THEN
+                IF p_amount > 0 THEN
+                  INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+                  VALUES (p_hold || '/charge', h.chain, h.account_id, 'system:revenue', p_amount, false, 'charge', p_hold, '', p_at);
+                END IF;
+                UPDATE ledger_balances b
+                   SET debits_pending = b.debits_pending - v_held, debits_posted = b.debits_posted + p_amount,
+                       revenue_pending = b.revenue_pending - v_held, revenue_posted = b.revenue_posted + p_amount
+                 WHERE b.account = h.account_id AND b.chain = h.chain AND b.shard = 0;
+                v_released := FOUND;
+                IF NOT v_released THEN
+                  -- A hold that held funds always has its account's row: an unsound ledger, refused.
+                  RAISE EXCEPTION 'hold %: no balance row of account % on % to release it from', p_hold, h.account_id,
+                    h.chain USING ERRCODE = 'integrity_constraint_violation';
+                END IF;
+              END IF;
+              IF p_status = 'settled' AND p_amount > 0 THEN
+                IF v_released THEN
+                  SELECT LEAST(p_amount, b.deposited - b.committed) INTO v_onchain
+                    FROM onchain_backing b WHERE b.account_id = h.account_id AND b.chain = h.chain FOR UPDATE OF b;
+                  IF v_onchain > 0 THEN
+                    UPDATE onchain_backing b SET committed = b.committed + v_onchain
+                     WHERE b.account_id = h.account_id AND b.chain = h.chain;
+                  END IF;
+                END IF;
+                INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount, created_at)
+                VALUES (p_hold, h.account_id, h.chain, p_amount, COALESCE(v_onchain, 0), p_amount - COALESCE(v_onchain, 0), p_at);
+              END IF;
+              IF v_released AND p_amount <> v_held THEN
+                UPDATE spend_days d SET spent = d.spent + p_amount - v_held
+                 WHERE d.account_id = h.account_id AND d.chain = h.chain AND d.key_id = h.key_id
+                   AND d.day = h.created_at - h.created_at % 86400000;
+              END IF;
+            END IF;
+          END IF;
+          RETURN QUERY SELECT h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+                 h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at, h.raised, h.status, h.settled_amount,
+                 h.u_input, h.u_output, h.u_cw5m, h.u_cw1h, h.u_read, h.u_images, h.u_charges, h.u_endpoint, h.resolved_at,
+                 v_held IS NOT NULL, v_raised;
+        END $$;
+    `,
+  },
 ];

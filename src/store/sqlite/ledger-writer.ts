@@ -9,7 +9,10 @@ import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-write
  * context, for whoever subscribes (bench/timeline-hook.ts); silent while nobody does.
  */
 const writes = channel("tollgate:ledger:write");
-/** Each batch of writes when it crosses to the writer thread and its answers when they are back. */
+/**
+ * Each batch of writes when it crosses to the writer thread and its answers when they are back,
+ * with the message itself (bench/crossing.ts measures its structured clone).
+ */
 const crossings = channel("tollgate:ledger:crossing");
 
 /** One write sent to the writer thread. */
@@ -70,7 +73,8 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   };
   // Answers come in batches: one message per group commit, not one per write.
   worker.on("message", (replies: readonly WriteReply[]) => {
-    if (crossings.hasSubscribers) crossings.publish({ phase: "arrived", ids: replies.map((r) => r.id) });
+    if (crossings.hasSubscribers)
+      crossings.publish({ phase: "arrived", ids: replies.map((r) => r.id), message: replies });
     for (const reply of replies) {
       if (reply.id === 0) {
         ready();
@@ -98,7 +102,8 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
   const post = () => {
     const batch = outbox;
     outbox = [];
-    if (crossings.hasSubscribers) crossings.publish({ phase: "posted", ids: batch.map((w) => w.id) });
+    if (crossings.hasSubscribers)
+      crossings.publish({ phase: "posted", ids: batch.map((w) => w.id), message: batch });
     if (failure === undefined) worker.postMessage(batch);
   };
   const call = (op: WriteRequest["op"], args: readonly unknown[]): Promise<never> => {

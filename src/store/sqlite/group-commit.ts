@@ -13,6 +13,8 @@ const MAX_GROUP = 256;
 
 interface Pending {
   readonly op: () => unknown;
+  /** `op` opens its own transaction (a savepoint inside the group's): it needs no other. */
+  readonly ownTransaction: boolean;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -47,7 +49,7 @@ export class GroupCommit {
     const group = db.transaction((batch: readonly Pending[]): Outcome[] => {
       const outcomes = batch.map((pending): Outcome => {
         try {
-          return { ok: true, value: isolated(pending.op) };
+          return { ok: true, value: pending.ownTransaction ? pending.op() : isolated(pending.op) };
         } catch (error) {
           // SQLite rolled the whole transaction back (it may, on SQLITE_FULL or an I/O error):
           // the group's earlier writes are gone, and a later one would run, and commit, on its
@@ -64,12 +66,14 @@ export class GroupCommit {
 
   /**
    * Runs `op` (synchronous database work) in the next grouped transaction; resolves with its
-   * result, or rejects with what it threw, once that transaction has committed.
+   * result, or rejects with what it threw, once that transaction has committed. `ownTransaction`:
+   * `op` runs in a better-sqlite3 transaction of its own, which inside the group's is a savepoint
+   * that a throw rolls back; the group then adds none around it (two statements fewer per write).
    */
-  run<T>(op: () => T): Promise<T> {
+  run<T>(op: () => T, ownTransaction = false): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.#queue.length === 0 && groups.hasSubscribers) this.#queuedAt = performance.now();
-      this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
+      this.#queue.push({ op, ownTransaction, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
         // After this turn's I/O callbacks: everything that arrived together commits together.

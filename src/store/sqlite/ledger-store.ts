@@ -32,6 +32,20 @@ import { nonceStatements } from "./sessions.js";
 import { X402Repository } from "./x402.js";
 
 /**
+ * The writes whose repository method opens a transaction of its own (LedgerRepository's `tx`):
+ * inside a group that is a savepoint, which rolls the write back alone when it throws, so the
+ * group wraps them in no other (GroupCommit.run's `ownTransaction`).
+ */
+const OWN_TRANSACTION: ReadonlySet<LedgerWriteOp> = new Set([
+  "placeHold",
+  "raiseHold",
+  "settle",
+  "void",
+  "expireHolds",
+  "credit",
+]);
+
+/**
  * The writes on a connection of this thread, group-committed: the writes asked for in one turn
  * of the event loop share one transaction and one fsync (see {@link GroupCommit}). Used by the
  * ledger worker thread itself, by an in-memory database, and by short-lived processes (the CLI)
@@ -63,7 +77,10 @@ export function groupCommittedWrites(db: Db): LedgerWrites {
   };
   return {
     ...eachWrite((op, ...args) =>
-      commits.run(() => (statements[op] as (...a: readonly unknown[]) => unknown)(...args)),
+      commits.run(
+        () => (statements[op] as (...a: readonly unknown[]) => unknown)(...args),
+        OWN_TRANSACTION.has(op),
+      ),
     ),
     // Everything queued so far is in the group this empty write joins.
     close: () => commits.run(() => undefined),

@@ -14,6 +14,7 @@ import {
   type PostedEntry,
   type RaiseResult,
   type RaiseRow,
+  type ResolutionRow,
   type ResolutionStatus,
   type ResolveResult,
   SYSTEM_REVENUE,
@@ -60,7 +61,8 @@ function holdStatements(db: Db) {
   };
 }
 
-const ZERO_USAGE: UsageCounts = {
+/** No usage: what a void (and an expiry) records. */
+export const ZERO_USAGE: UsageCounts = {
   inputTokens: 0n,
   outputTokens: 0n,
   cacheWrite5mTokens: 0n,
@@ -450,8 +452,9 @@ export class LedgerRepository {
       now,
     );
     this.s.closeHold.run(holdId);
-    // The hold's pending entry and its raises' stop counting together.
-    if (held > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -held });
+    // The hold's pending entry and its raises' stop counting, and the charge is posted, in one
+    // update of each side's balance (a charge never exceeds what is held, so none without a hold).
+    if (held > 0n) this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { pending: -held, posted: charge });
     if (charge !== held)
       this.s.reviseSpent.run(charge - held, hold.accountId, hold.chain, hold.keyId, spendDay(hold.createdAt));
     if (charge > 0n) {
@@ -467,32 +470,13 @@ export class LedgerRepository {
         "",
         now,
       );
-      this.move(hold.chain, hold.accountId, SYSTEM_REVENUE, { posted: charge });
       // The outbox: the onchain settlement's intent commits (or not) with the charge itself.
       if (status === "settled") this.outbox.record(holdId, hold.accountId, hold.chain, charge, now);
     }
     // What was just written, without reading it back.
     return {
       kind: "resolved",
-      state: {
-        hold,
-        resolution: {
-          holdId,
-          status,
-          amount: charge,
-          usage: {
-            inputTokens: usage.inputTokens,
-            outputTokens: usage.outputTokens,
-            cacheWrite5mTokens: usage.cacheWrite5mTokens,
-            cacheWrite1hTokens: usage.cacheWrite1hTokens,
-            cacheReadTokens: usage.cacheReadTokens,
-            images: usage.images,
-            ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
-          },
-          charges,
-          resolvedAt: now,
-        },
-      },
+      state: { hold, resolution: writtenResolution(holdId, status, charge, usage, now, charges) },
     };
   }
 
@@ -579,6 +563,36 @@ export class LedgerRepository {
     this.s.ensureBalance.run(account, chain, isSystem(account) ? 1 : 0);
     add();
   }
+}
+
+/**
+ * The resolution a settle or void writes, as a read would return it: built from the write's own
+ * arguments (here, and on the serving thread from the arguments it sent: ledger-wire.ts).
+ */
+export function writtenResolution(
+  holdId: string,
+  status: ResolutionStatus,
+  charge: bigint,
+  usage: UsageCounts,
+  now: number,
+  charges: string,
+): ResolutionRow {
+  return {
+    holdId,
+    status,
+    amount: charge,
+    usage: {
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cacheWrite5mTokens: usage.cacheWrite5mTokens,
+      cacheWrite1hTokens: usage.cacheWrite1hTokens,
+      cacheReadTokens: usage.cacheReadTokens,
+      images: usage.images,
+      ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
+    },
+    charges,
+    resolvedAt: now,
+  };
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

@@ -7,7 +7,9 @@
  *
  * Two loads, in a process of its own each:
  * - `rate R`: a pair started every 1/R s (each hold, once durable, followed by its settle);
- * - `saturate C`: C pairs in flight, each followed by the next as soon as its settle is durable.
+ * - `saturate C`: C pairs in flight, each followed by the next as soon as its settle is durable;
+ * - `inline C`: as `saturate C`, but the writes group-committed on a connection of this thread
+ *   with synchronous=OFF (no thread, no fsync): the CPU of the writes' statements alone.
  *
  * Reports, per pair: CPU of the serving (main) thread, of the writer thread and of the rest of
  * the process (V8's helpers), read from /proc/self/task/<tid>/stat (clock ticks, so runs of a
@@ -17,7 +19,7 @@
  * one hold and one settle execute on the writer's connection (better-sqlite3's `verbose` on a
  * connection of the same code, `groupCommittedWrites`, transaction statements included).
  *
- * Usage: node dist/bench/crossing.js (rate R | saturate C) SECONDS [DATA_DIR]
+ * Usage: node dist/bench/crossing.js (rate R | saturate C | inline C) SECONDS [DATA_DIR]
  * One JSON line on stdout.
  */
 import { subscribe } from "node:diagnostics_channel";
@@ -166,7 +168,14 @@ function threadTicks(): Map<number, [number, number, number]> {
 
 const statements = await countStatements();
 const before = new Set(threadTicks().keys());
-const writes = await startLedgerWriter(dataDir);
+let inline: Database.Database | undefined;
+if (mode === "inline") {
+  inline = new Database(join(dataDir, DATABASE_FILE));
+  inline.pragma("journal_mode = WAL");
+  inline.pragma("synchronous = OFF");
+  inline.pragma("foreign_keys = ON");
+}
+const writes = inline === undefined ? await startLedgerWriter(dataDir) : groupCommittedWrites(inline);
 const writerTids = [...threadTicks().keys()].filter((tid) => !before.has(tid));
 
 let toWriter = 0;
@@ -204,7 +213,7 @@ const ticks0 = threadTicks();
 const usage0 = process.resourceUsage();
 const started = performance.now();
 const until = started + Number(seconds) * 1000;
-if (mode === "saturate") {
+if (mode === "saturate" || mode === "inline") {
   const loop = async () => {
     while (performance.now() < until) await timed();
   };
@@ -271,5 +280,6 @@ const result: CrossingResult = {
   loadAverage: Number(readFileSync("/proc/loadavg", "utf8").split(" ")[0]),
 };
 await writes.close();
+inline?.close();
 if (given === undefined) rmSync(dataDir, { recursive: true, force: true });
 process.stdout.write(`${JSON.stringify(result)}\n`);

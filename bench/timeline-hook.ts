@@ -77,9 +77,7 @@ if (file !== undefined) {
   }
   // Both sides of the writer thread: posted → received → (group) → replied → arrived.
   channel("tollgate:ledger:crossing").subscribe((message) => {
-    // Each message is a flat array of triples whose first item is the write's id (ledger-wire.ts).
-    const { phase, message: batch } = message as { phase: string; message: readonly unknown[] };
-    const ids = batch.filter((_, i) => i % 3 === 0);
+    const { phase, ids } = message as { phase: string; ids: number[] };
     record({ ev: `crossing.${phase}`, ids });
   });
   if (!isMainThread) {

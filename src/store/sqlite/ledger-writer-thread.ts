@@ -7,9 +7,8 @@ import { channel } from "node:diagnostics_channel";
 import { parentPort, workerData } from "node:worker_threads";
 import { openDatabase } from "./database.js";
 import { groupCommittedWrites } from "./ledger-store.js";
-import { CLOSE_OP, shrinkAnswer, type WireReplies, type WireRequests } from "./ledger-wire.js";
-import type { WireError } from "./ledger-writer.js";
-import { LEDGER_WRITES } from "./ledger-writes.js";
+import type { WriteReply, WriteRequest } from "./ledger-writer.js";
+import type { LedgerWriteOp } from "./ledger-writes.js";
 
 const port = parentPort;
 if (port === null) throw new Error("ledger-writer-thread.ts runs only as a worker thread");
@@ -20,47 +19,45 @@ const crossings = channel("tollgate:ledger:crossing");
 
 // The answers of one group commit arrive together (its writes settle in one microtask run):
 // they cross back in one message.
-let answers: WireReplies = [];
-const reply = (id: number, ok: 0 | 1, value: unknown) => {
+let answers: WriteReply[] = [];
+const reply = (message: WriteReply) => {
   if (answers.length === 0) setImmediate(sendAnswers);
-  answers.push(id, ok, value);
+  answers.push(message);
 };
 function sendAnswers(): void {
   const batch = answers;
   answers = [];
-  if (crossings.hasSubscribers) crossings.publish({ phase: "replied", message: batch });
+  if (crossings.hasSubscribers) crossings.publish({ phase: "replied", ids: batch.map((a) => a.id) });
   port!.postMessage(batch);
 }
 
 /** What crosses back for a failed write: enough to rebuild the error (structured clone drops `code`). */
-function describe(error: unknown): WireError {
+function describe(error: unknown): { name: string; message: string; code: string | undefined } {
   if (!(error instanceof Error)) return { name: "Error", message: String(error), code: undefined };
   const code = (error as { code?: unknown }).code;
   return { name: error.name, message: error.message, code: typeof code === "string" ? code : undefined };
 }
 
-port.on("message", (batch: WireRequests) => {
-  if (crossings.hasSubscribers) crossings.publish({ phase: "received", message: batch });
-  for (let i = 0; i < batch.length; i += 3) {
-    const id = batch[i] as number;
-    const op = batch[i + 1] as number;
-    if (op === CLOSE_OP) {
+port.on("message", (batch: readonly WriteRequest[]) => {
+  if (crossings.hasSubscribers) crossings.publish({ phase: "received", ids: batch.map((w) => w.id) });
+  for (const { id, op, args } of batch) {
+    if (op === "close") {
       writes.close().then(
         () => {
           db.close();
-          reply(id, 1, undefined);
+          reply({ id, ok: true, value: undefined });
           sendAnswers();
           port.close();
         },
-        (error: unknown) => reply(id, 0, describe(error)),
+        (error: unknown) => reply({ id, ok: false, error: describe(error) }),
       );
       continue;
     }
-    const write = writes[LEDGER_WRITES[op]!] as (...a: readonly unknown[]) => Promise<unknown>;
-    write(...(batch[i + 2] as readonly unknown[])).then(
-      (value) => reply(id, 1, shrinkAnswer(op, value)),
-      (error: unknown) => reply(id, 0, describe(error)),
+    const write = writes[op as LedgerWriteOp] as (...a: unknown[]) => Promise<unknown>;
+    write(...args).then(
+      (value) => reply({ id, ok: true, value }),
+      (error: unknown) => reply({ id, ok: false, error: describe(error) }),
     );
   }
 });
-reply(0, 1, "ready");
+reply({ id: 0, ok: true, value: "ready" });

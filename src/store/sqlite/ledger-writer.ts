@@ -2,7 +2,6 @@ import { channel } from "node:diagnostics_channel";
 import { Worker } from "node:worker_threads";
 import { isStorageFull, storageFull } from "../../core/errors.js";
 import { threadEntry } from "../../thread-entry.js";
-import { CLOSE_OP, expandAnswer, OP_NUMBER, type WireReplies, type WireRequests } from "./ledger-wire.js";
 import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-writes.js";
 
 /**
@@ -11,22 +10,28 @@ import { eachWrite, type LedgerWriteOp, type LedgerWrites } from "./ledger-write
  */
 const writes = channel("tollgate:ledger:write");
 /**
- * Each batch of writes when it crosses to the writer thread and its answers when they are back:
- * the message itself (ledger-wire.ts; bench/crossing.ts measures its structured clone).
+ * Each batch of writes when it crosses to the writer thread and its answers when they are back,
+ * with the message itself (bench/crossing.ts measures its structured clone).
  */
 const crossings = channel("tollgate:ledger:crossing");
 
-/** A failed write's error as it crosses back (structured clone drops `code`). */
-export interface WireError {
-  readonly name: string;
-  readonly message: string;
-  readonly code: string | undefined;
+/** One write sent to the writer thread. */
+export interface WriteRequest {
+  readonly id: number;
+  readonly op: LedgerWriteOp | "close";
+  readonly args: readonly unknown[];
 }
 
+/** The writer thread's answer to one write (id 0: the thread is ready). */
+export type WriteReply =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | {
+      readonly id: number;
+      readonly ok: false;
+      readonly error: { readonly name: string; readonly message: string; readonly code: string | undefined };
+    };
+
 interface Pending {
-  /** The write's op number and arguments: its answer is rebuilt from them (ledger-wire.ts). */
-  readonly op: number;
-  readonly args: readonly unknown[];
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -35,7 +40,7 @@ interface Pending {
  * A failed write's error on this side of the thread: a write the full disk refused is the
  * core's STORAGE_FULL (a 503 through any transport), anything else keeps its name and code.
  */
-function rebuild(error: WireError): Error {
+function rebuild(error: Extract<WriteReply, { ok: false }>["error"]): Error {
   if (isStorageFull(error)) return storageFull();
   return Object.assign(new Error(error.message), { name: error.name, code: error.code });
 }
@@ -67,19 +72,19 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
     pending.clear();
   };
   // Answers come in batches: one message per group commit, not one per write.
-  worker.on("message", (replies: WireReplies) => {
-    if (crossings.hasSubscribers) crossings.publish({ phase: "arrived", message: replies });
-    for (let i = 0; i < replies.length; i += 3) {
-      const id = replies[i] as number;
-      if (id === 0) {
+  worker.on("message", (replies: readonly WriteReply[]) => {
+    if (crossings.hasSubscribers)
+      crossings.publish({ phase: "arrived", ids: replies.map((r) => r.id), message: replies });
+    for (const reply of replies) {
+      if (reply.id === 0) {
         ready();
         continue;
       }
-      const p = pending.get(id);
+      const p = pending.get(reply.id);
       if (p === undefined) continue;
-      pending.delete(id);
-      if (replies[i + 1] === 1) p.resolve(expandAnswer(p.op, p.args, replies[i + 2]));
-      else p.reject(rebuild(replies[i + 2] as WireError));
+      pending.delete(reply.id);
+      if (reply.ok) p.resolve(reply.value);
+      else p.reject(rebuild(reply.error));
     }
     if (pending.size === 0) worker.unref();
   });
@@ -93,26 +98,26 @@ export async function startLedgerWriter(dataDir: string): Promise<LedgerWrites> 
 
   // Writes asked for during one turn of the event loop cross in one message: each message
   // costs both threads a wake-up, and they would share one group commit anyway.
-  let outbox: WireRequests = [];
+  let outbox: WriteRequest[] = [];
   const post = () => {
     const batch = outbox;
     outbox = [];
-    if (crossings.hasSubscribers) crossings.publish({ phase: "posted", message: batch });
+    if (crossings.hasSubscribers)
+      crossings.publish({ phase: "posted", ids: batch.map((w) => w.id), message: batch });
     if (failure === undefined) worker.postMessage(batch);
   };
-  const call = (name: LedgerWriteOp | "close", args: readonly unknown[]): Promise<never> => {
+  const call = (op: WriteRequest["op"], args: readonly unknown[]): Promise<never> => {
     if (failure !== undefined) return Promise.reject(failure);
     const id = nextId++;
-    const op = name === "close" ? CLOSE_OP : OP_NUMBER.get(name)!;
     if (pending.size === 0) worker.ref();
     const answer = new Promise<never>((resolve, reject) => {
-      pending.set(id, { op, args, resolve: resolve as (value: unknown) => void, reject });
+      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
       if (outbox.length === 0) setImmediate(post);
-      outbox.push(id, op, args);
+      outbox.push({ id, op, args });
     });
     if (writes.hasSubscribers) {
-      writes.publish({ op: name, id, phase: "sent" });
-      const done = () => writes.publish({ op: name, id, phase: "done" });
+      writes.publish({ op, id, phase: "sent" });
+      const done = () => writes.publish({ op, id, phase: "done" });
       answer.then(done, done);
     }
     return answer;

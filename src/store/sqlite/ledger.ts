@@ -14,7 +14,6 @@ import {
   type PostedEntry,
   type RaiseResult,
   type RaiseRow,
-  type ResolutionRow,
   type ResolutionStatus,
   type ResolveResult,
   SYSTEM_REVENUE,
@@ -61,8 +60,7 @@ function holdStatements(db: Db) {
   };
 }
 
-/** No usage: what a void (and an expiry) records. */
-export const ZERO_USAGE: UsageCounts = {
+const ZERO_USAGE: UsageCounts = {
   inputTokens: 0n,
   outputTokens: 0n,
   cacheWrite5mTokens: 0n,
@@ -476,7 +474,25 @@ export class LedgerRepository {
     // What was just written, without reading it back.
     return {
       kind: "resolved",
-      state: { hold, resolution: writtenResolution(holdId, status, charge, usage, now, charges) },
+      state: {
+        hold,
+        resolution: {
+          holdId,
+          status,
+          amount: charge,
+          usage: {
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+            cacheWrite5mTokens: usage.cacheWrite5mTokens,
+            cacheWrite1hTokens: usage.cacheWrite1hTokens,
+            cacheReadTokens: usage.cacheReadTokens,
+            images: usage.images,
+            ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
+          },
+          charges,
+          resolvedAt: now,
+        },
+      },
     };
   }
 
@@ -563,36 +579,6 @@ export class LedgerRepository {
     this.s.ensureBalance.run(account, chain, isSystem(account) ? 1 : 0);
     add();
   }
-}
-
-/**
- * The resolution a settle or void writes, as a read would return it: built from the write's own
- * arguments (here, and on the serving thread from the arguments it sent: ledger-wire.ts).
- */
-export function writtenResolution(
-  holdId: string,
-  status: ResolutionStatus,
-  charge: bigint,
-  usage: UsageCounts,
-  now: number,
-  charges: string,
-): ResolutionRow {
-  return {
-    holdId,
-    status,
-    amount: charge,
-    usage: {
-      inputTokens: usage.inputTokens,
-      outputTokens: usage.outputTokens,
-      cacheWrite5mTokens: usage.cacheWrite5mTokens,
-      cacheWrite1hTokens: usage.cacheWrite1hTokens,
-      cacheReadTokens: usage.cacheReadTokens,
-      images: usage.images,
-      ...(usage.endpoint ? { endpoint: usage.endpoint } : {}),
-    },
-    charges,
-    resolvedAt: now,
-  };
 }
 
 function emptyBalance(account: string, chain: string): BalanceRow {

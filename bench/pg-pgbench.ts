@@ -1,0 +1,68 @@
+/**
+ * PostgreSQL alone running a billed call's two stored functions (tollgate_place_hold and
+ * tollgate_resolve, as this build's migrations define them) under `pgbench`, with no Node client
+ * on the path: what one account's balance row and the server allow. Starts a real PostgreSQL
+ * (Debian's, fsync on), migrates it with this build, funds `acct_0` … `acct_{accounts-1}`, runs
+ * bench/pg-pair.sql with `clients` clients (client i on `acct_{i mod accounts}`) and prints one
+ * JSON line.
+ *
+ *   npx tsc -p tsconfig.bench.json && node dist/bench/pg-pgbench.js --accounts 1 --clients 16
+ *
+ * Options: --accounts N (1), --clients N (16), --seconds N (6). Compare two builds by running it
+ * in each checkout, alternately.
+ */
+import { execFileSync } from "node:child_process";
+import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { openPostgres } from "../src/store/postgres/database.js";
+import { startPostgres } from "../test/helpers/postgres.js";
+import { fundAccounts } from "./pg-load.js";
+
+const { values } = parseArgs({
+  options: {
+    accounts: { type: "string", default: "1" },
+    clients: { type: "string", default: "16" },
+    seconds: { type: "string", default: "6" },
+  },
+});
+const accounts = Number(values.accounts);
+const clients = Number(values.clients);
+// The script sits beside this file in the source tree (dist/bench/ → bench/).
+const script = fileURLToPath(new URL("../../bench/pg-pair.sql", import.meta.url));
+const pgbench = execFileSync("sh", ["-c", "ls /usr/lib/postgresql/*/bin/pgbench | tail -1"], {
+  encoding: "utf8",
+}).trim();
+
+const server = await startPostgres();
+// pgbench may run as the postgres user (as root, the helpers do): give it a copy it can read.
+const dir = mkdtempSync(join(tmpdir(), "tollgate-pgbench-"));
+chmodSync(dir, 0o755);
+try {
+  const url = await server.freshDatabase();
+  const pool = await openPostgres(url, 2);
+  await fundAccounts(pool, accounts);
+  await pool.end();
+  const copy = join(dir, "pg-pair.sql");
+  copyFileSync(script, copy);
+  const out = execFileSync(
+    pgbench,
+    ["-n", "-M", "extended", "-f", copy, "-D", `accounts=${accounts}`, "-c", `${clients}`, "-j", "2"].concat([
+      "-T",
+      values.seconds!,
+      url,
+    ]),
+    { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const tps = /^tps = ([\d.]+)/m.exec(out);
+  const latency = /^latency average = ([\d.]+) ms/m.exec(out);
+  if (tps === null) throw new Error(`pgbench printed no tps:\n${out}`);
+  process.stdout.write(
+    `${JSON.stringify({ accounts, clients, pairsPerSecond: Math.round(Number(tps[1])), latencyMsAverage: Number(latency?.[1]) })}\n`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+  await server.stop();
+}

@@ -17,6 +17,14 @@
  *   --profile DIR       run the gateway with --cpu-prof, writing its profile into DIR on exit
  *   --timeline FILE     record each call's way through the gateway into FILE (bench/timeline-hook.ts)
  *                       and print its timeline at the end, e.g. --only rates --rates 100 --targets direct,gateway
+ *   --gc FILE           load bench/gc-hook.ts into the gateway and measure its serving thread's GC
+ *                       (scavenges, pauses, bytes allocated) over each rate phase, appended to FILE
+ *                       and printed per 1,000 calls, e.g. --only rates --rates 500 --targets gateway
+ *   --heap-profile FILE with --gc: also sample where the serving thread allocates over the rate
+ *                       phase, written to FILE (.heapprofile); `node dist/bench/heap-top.js FILE`
+ *                       lists its top allocation sites
+ *   --serve-flags LIST  space-separated node flags for the gateway's process alone, e.g.
+ *                       "--max-semi-space-size=32" (NODE_OPTIONS would reach every process)
  *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
@@ -44,6 +52,7 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { startPostgres } from "../test/helpers/postgres.js";
+import type { GcWindow } from "./gc-hook.js";
 import { guardText } from "./guard.js";
 import type { HoldSettleResult } from "./hold-settle.js";
 import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } from "./load.js";
@@ -69,6 +78,9 @@ const { values } = parseArgs({
     "latency-ms": { type: "string", default: "20" },
     profile: { type: "string" },
     timeline: { type: "string" },
+    gc: { type: "string" },
+    "heap-profile": { type: "string" },
+    "serve-flags": { type: "string" },
     targets: { type: "string" },
     scenarios: { type: "string" },
     rates: { type: "string" },
@@ -235,11 +247,17 @@ async function startDeployment(
     const profile =
       values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
     const timeline = values.timeline === undefined ? [] : ["--import", join(DIST, "bench/timeline-hook.js")];
-    const child = spawn(process.execPath, [...profile, ...timeline, CLI, "serve"], {
+    const gc = values.gc === undefined ? [] : ["--import", join(DIST, "bench/gc-hook.js")];
+    const flags = (values["serve-flags"] ?? "").split(" ").filter((flag) => flag !== "");
+    const child = spawn(process.execPath, [...flags, ...profile, ...timeline, ...gc, CLI, "serve"], {
       env: {
         ...env,
         TOLLGATE_DATA_DIR: hostDir,
         ...(values.timeline === undefined ? {} : { TOLLGATE_BENCH_TIMELINE: resolve(values.timeline) }),
+        ...(values.gc === undefined ? {} : { TOLLGATE_BENCH_GC: resolve(values.gc) }),
+        ...(values["heap-profile"] === undefined
+          ? {}
+          : { TOLLGATE_BENCH_HEAP_PROFILE: resolve(values["heap-profile"]) }),
       },
       stdio: ["ignore", log, log],
     });
@@ -383,6 +401,47 @@ function timelineWindow(label: string, target: TargetId): { end(): void } {
   };
 }
 
+/**
+ * Opens a --gc window in the gateway (bench/gc-hook.ts, signalled with SIGUSR2) for one target;
+ * `end` closes it and prints what the serving thread's GC did per 1,000 calls. A no-op without
+ * --gc or for a target other than the gateway.
+ */
+function gcWindow(target: { id: TargetId; pid: number | undefined }): {
+  end(label: string, calls: number): Promise<void>;
+} {
+  const file = values.gc;
+  const pid = target.pid;
+  if (file === undefined || target.id !== "gateway" || pid === undefined) return { end: async () => {} };
+  const lines = () => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).length : 0);
+  const before = lines();
+  process.kill(pid, "SIGUSR2");
+  return {
+    end: async (label, calls) => {
+      process.kill(pid, "SIGUSR2");
+      const deadline = Date.now() + 30_000;
+      while (lines() === before && Date.now() < deadline) await sleep(100);
+      const line = readFileSync(file, "utf8").split("\n").filter(Boolean)[before];
+      if (line === undefined) return;
+      const w = JSON.parse(line) as GcWindow;
+      const scavenges = w.kinds.Scavenge ?? { count: 0, totalMs: 0, maxMs: 0 };
+      const sorted = [...w.scavengeMs].sort((a, b) => a - b);
+      const p = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+      const other = Object.entries(w.kinds)
+        .filter(([kind]) => kind !== "Scavenge")
+        .map(([kind, k]) => `${kind} ${k.count} (${k.totalMs.toFixed(1)} ms, max ${k.maxMs.toFixed(1)})`)
+        .join(", ");
+      process.stderr.write(
+        `bench: gc ${label}: ${calls} calls, ${(w.allocatedBytes / Math.max(1, calls) / 1024).toFixed(1)} KiB allocated per call, ` +
+          `${((scavenges.count * 1000) / Math.max(1, calls)).toFixed(1)} scavenges per 1,000 calls ` +
+          `(pause total ${((scavenges.totalMs * 1000) / Math.max(1, calls)).toFixed(1)} ms per 1,000 calls, ` +
+          `p50 ${p(0.5).toFixed(2)}, p99 ${p(0.99).toFixed(2)}, max ${scavenges.maxMs.toFixed(2)} ms), ` +
+          `CPU ${(w.cpuMs / Math.max(1, calls)).toFixed(3)} ms per call, new space (both semi-spaces) ${(w.semiSpaceBytes / 2 ** 20).toFixed(1)} MiB` +
+          `${other === "" ? "" : `; ${other}`}\n`,
+      );
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const startedAt = new Date();
   if (values.timeline !== undefined) writeFileSync(values.timeline, "");
@@ -487,6 +546,7 @@ async function main(): Promise<void> {
     for (const rate of (values.rates ?? "100,500,1000").split(",").map(Number)) {
       for (const target of targets) {
         const window = timelineWindow(`${rate}/s`, target.id);
+        const gc = gcWindow(target);
         const result = await runLoad<RateResult>({
           kind: "rate",
           request: requestFor(target.id, "messages", target.url, target.key),
@@ -496,6 +556,7 @@ async function main(): Promise<void> {
         });
         results.rates.push({ target: target.id, scenario: "messages", ...result });
         window.end();
+        await gc.end(`rate ${rate}/s`, result.requests);
         log(
           `rate ${rate}/s messages ${target.id}: p50 ${result.latencyMs.p50.toFixed(2)} ms, ` +
             `p99 ${result.latencyMs.p99.toFixed(2)} ms, achieved ${result.achievedRate.toFixed(0)}/s, ` +
@@ -708,6 +769,8 @@ async function main(): Promise<void> {
       values.target,
       values.profile,
       values.timeline,
+      values.gc,
+      values["serve-flags"],
       values.only,
       values.targets,
       values.scenarios,

@@ -213,6 +213,12 @@ export function receiptPayload(
  */
 export class ReceiptSigner {
   readonly jwk: ReceiptJwk;
+  /**
+   * The encoded protected header by origin: the same for every receipt of an origin, so it is
+   * encoded once rather than on every call (docs/performance.md §21). A gateway has one origin
+   * (or none); the map is cleared should it ever see many.
+   */
+  private readonly headers = new Map<string | undefined, string>();
 
   constructor(private readonly key: KeyObject) {
     if (key.asymmetricKeyType !== "ed25519") throw new Error("receipts are signed with an Ed25519 key");
@@ -236,9 +242,20 @@ export class ReceiptSigner {
    * on every non-streaming call (test/billing/receipts.test.ts verifies the result with jose).
    */
   sign(payload: ReceiptPayload, origin: string | undefined): string {
-    const header = base64url({ alg: ALG, kid: keyId(this.jwk.kid, origin), typ: "x402-receipt+jws" });
+    const header = this.header(origin);
     const signingInput = `${header}.${base64url(payload)}`;
     return `${signingInput}.${sign(null, Buffer.from(signingInput), this.key).toString("base64url")}`;
+  }
+
+  /** The base64url of the protected header for receipts of `origin`. */
+  private header(origin: string | undefined): string {
+    let header = this.headers.get(origin);
+    if (header === undefined) {
+      header = base64url({ alg: ALG, kid: keyId(this.jwk.kid, origin), typ: "x402-receipt+jws" });
+      if (this.headers.size >= 16) this.headers.clear();
+      this.headers.set(origin, header);
+    }
+    return header;
   }
 }
 

@@ -24,7 +24,8 @@
  *                       phase, written to FILE (.heapprofile); `node dist/bench/heap-top.js FILE`
  *                       lists its top allocation sites
  *   --serve-flags LIST  space-separated node flags for the gateway's process alone, e.g.
- *                       "--max-semi-space-size=32" (NODE_OPTIONS would reach every process)
+ *                       --serve-flags=--max-semi-space-size=32 (with the `=`: the
+ *                       value starts with dashes; NODE_OPTIONS would reach every process)
  *   --targets LIST      comma-separated subset of direct,proxy,gateway,peer (default all four)
  *   --scenarios LIST    saturation scenarios: messages,stream,count_tokens,image (default all)
  *   --rates LIST        open-loop rates per second (default 100,500,1000)

@@ -102,6 +102,21 @@ const cleanup: string[] = [];
 interface Server {
   readonly child: ChildProcess;
   readonly url: string;
+  /** The process that serves, when not `child` itself (serve's launcher re-runs it in a child). */
+  readonly pid?: number;
+}
+
+/**
+ * The process that serves for a `tollgate serve` the harness started: its only child when its
+ * launcher re-ran it with its semi-space (src/cli/semi-space.ts), else itself. Its CPU, its RSS
+ * and the --gc window are that process's.
+ */
+function servingPid(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+    .trim()
+    .split(" ")
+    .filter(Boolean);
+  return children.length === 1 ? Number(children[0]) : pid;
 }
 
 function node(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
@@ -270,7 +285,7 @@ async function startDeployment(
       const text = readFileSync(join(hostDir, "gateway.log"), "utf8");
       const ready = /tollgate ready: facade (\S+)/.exec(text);
       if (ready !== null) {
-        servers.push({ child, url: ready[1]! });
+        servers.push({ child, url: ready[1]!, pid: servingPid(child.pid!) });
         break;
       }
       if (child.exitCode !== null || Date.now() > deadline)
@@ -475,7 +490,7 @@ async function main(): Promise<void> {
   const targets: { id: TargetId; url: string; pid: number | undefined; key: string }[] = [
     { id: "direct" as const, url: upstream.url, pid: upstream.child.pid, key: "bench" },
     { id: "proxy" as const, url: proxy.url, pid: proxy.child.pid, key: "bench" },
-    { id: "gateway" as const, url: gatewayUrl, pid: gateway?.child.pid, key },
+    { id: "gateway" as const, url: gatewayUrl, pid: gateway?.pid ?? gateway?.child.pid, key },
     { id: "peer" as const, url: peer?.url ?? "", pid: peer?.child.pid, key: "bench" },
   ].filter((target) => only.has(target.id));
   const results: BenchResults = {

@@ -21,6 +21,7 @@ import {
 } from "./chain-commands.js";
 import { type Command, type CommandContext, UsageError } from "./command.js";
 import { pricingCommand } from "./pricing-command.js";
+import { exitWithLauncher, relaunch, semiSpaceFlags } from "./semi-space.js";
 import { x402Commands } from "./x402-commands.js";
 
 const USAGE = `Usage: tollgate <command> [options]
@@ -121,6 +122,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     if (group === "serve" || group === "dev") {
       if (argv.length > 1)
         throw new UsageError(`${group} takes no arguments (configure it with TOLLGATE_* variables)`);
+      // serve runs with its own semi-space unless the operator chose one (docs/performance.md §21).
+      const flags = group === "serve" ? semiSpaceFlags(process.env, process.execArgv) : undefined;
+      if (flags !== undefined) return await relaunch(flags);
+      exitWithLauncher();
       const { serve } = await import("../main.js");
       await serve(config, group);
       return -1;

@@ -89,11 +89,16 @@ describe("tollgate serve's launcher (compiled CLI)", () => {
     const gateway = await startGateway({ ...env, TOLLGATE_DATA_DIR: dataDir() }, 30_000, "serve");
     const [server] = childrenOf(gateway.child.pid!);
     expect(server).toBeDefined();
-    await gateway.stop("SIGKILL");
-    const deadline = Date.now() + 5_000;
-    while (existsSync(`/proc/${server}`) && Date.now() < deadline) await sleep(20);
-    expect(existsSync(`/proc/${server}`)).toBe(false);
-    await expect(fetch(`${gateway.facadeUrl}/v1/health`)).rejects.toThrow();
+    try {
+      await gateway.stop("SIGKILL");
+      const deadline = Date.now() + 5_000;
+      while (existsSync(`/proc/${server}`) && Date.now() < deadline) await sleep(20);
+      expect(existsSync(`/proc/${server}`)).toBe(false);
+      await expect(fetch(`${gateway.facadeUrl}/v1/health`)).rejects.toThrow();
+    } finally {
+      // Should the guard fail, the orphan is not left running after the test.
+      if (existsSync(`/proc/${server}`)) process.kill(server!, "SIGKILL");
+    }
   }, 60_000);
 
   it("runs in one process when the operator set a size (NODE_OPTIONS) or TOLLGATE_SEMI_SPACE_MB=off", async () => {

@@ -69,6 +69,9 @@ async function verifiedByJose(jws: string): Promise<Record<string, unknown>> {
   return JSON.parse(new TextDecoder().decode(payload)) as Record<string, unknown>;
 }
 
+/** The request header that asks for the receipt in the answer (docs/receipts.md, "Where to get one"). */
+const ASKING = { "x-gateway-receipt": "true" };
+
 function fetchReceipt(requestId: string, secret = t.secret) {
   return fetch(`${t.baseUrl}/v1/receipts/${encodeURIComponent(requestId)}`, {
     headers: { "x-api-key": secret },
@@ -77,7 +80,12 @@ function fetchReceipt(requestId: string, secret = t.secret) {
 
 describe("signed receipts", () => {
   it("a non-streaming call carries its receipt in a header, and it says what the ledger charged", async () => {
-    const client = new Anthropic({ apiKey: t.secret, baseURL: t.baseUrl, maxRetries: 0 });
+    const client = new Anthropic({
+      apiKey: t.secret,
+      baseURL: t.baseUrl,
+      maxRetries: 0,
+      defaultHeaders: ASKING,
+    });
     const { response } = await client.messages
       .create({ model: "claude-haiku-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] })
       .withResponse();
@@ -134,7 +142,12 @@ describe("signed receipts", () => {
   });
 
   it("an image call carries its receipt too", async () => {
-    const client = new OpenAI({ apiKey: t.secret, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
+    const client = new OpenAI({
+      apiKey: t.secret,
+      baseURL: `${t.baseUrl}/v1`,
+      maxRetries: 0,
+      defaultHeaders: ASKING,
+    });
     const { response } = await client.images
       .generate({ model: "image-pro", prompt: "a receipt", size: "1K" as "1024x1024" })
       .withResponse();
@@ -150,8 +163,75 @@ describe("signed receipts", () => {
     });
   });
 
+  it("a call that does not ask gets no receipt in its answer, and the same receipt by its id; a bad value is a 400 naming the header, charging nothing", async () => {
+    const asked = new Anthropic({
+      apiKey: t.secret,
+      baseURL: t.baseUrl,
+      maxRetries: 0,
+      defaultHeaders: ASKING,
+    });
+    const { response: first } = await asked.messages
+      .create({ model: "claude-haiku-4-5", max_tokens: 64, messages: [{ role: "user", content: "asked" }] })
+      .withResponse();
+    const inAnswer = await verifiedByNode(first.headers.get("x-gateway-receipt")!);
+    const fetched = (await (await fetchReceipt(first.headers.get("request-id")!)).json()) as {
+      signature: string;
+    };
+    // The same call's receipt, signed again from the ledger (its settlement may have moved on).
+    expect(await verifiedByNode(fetched.signature)).toMatchObject({
+      requestId: inAnswer!.requestId,
+      charge: inAnswer!.charge,
+      usage: inAnswer!.usage,
+    });
+
+    const plain = new Anthropic({ apiKey: t.secret, baseURL: t.baseUrl, maxRetries: 0 });
+    const { response } = await plain.messages
+      .create({
+        model: "claude-haiku-4-5",
+        max_tokens: 64,
+        messages: [{ role: "user", content: "not asked" }],
+      })
+      .withResponse();
+    expect(response.headers.get("x-gateway-receipt")).toBeNull();
+    const requestId = response.headers.get("request-id")!;
+    const later = await fetchReceipt(requestId);
+    expect(later.status).toBe(200);
+    const payload = await verifiedByNode(((await later.json()) as { signature: string }).signature);
+    const row = (await t.usage()).find((r) => r.requestId === requestId)!;
+    expect(payload).toMatchObject({ requestId, status: "settled", charge: { amount: `${row.amount}` } });
+    const images = new OpenAI({ apiKey: t.secret, baseURL: `${t.baseUrl}/v1`, maxRetries: 0 });
+    const { response: image } = await images.images
+      .generate({ model: "image-pro", prompt: "no receipt", size: "1K" as "1024x1024" })
+      .withResponse();
+    expect(image.headers.get("x-gateway-receipt")).toBeNull();
+    expect((await fetchReceipt(image.headers.get("x-request-id")!)).status).toBe(200);
+
+    const before = (await t.usage()).length;
+    for (const path of ["/v1/messages", "/v1/images/generations"]) {
+      const refused = await fetch(`${t.baseUrl}${path}`, {
+        method: "POST",
+        headers: { "x-api-key": t.secret, "content-type": "application/json", "x-gateway-receipt": "please" },
+        body: JSON.stringify(
+          path === "/v1/messages"
+            ? { model: "claude-haiku-4-5", max_tokens: 8, messages: [{ role: "user", content: "bad" }] }
+            : { model: "image-pro", prompt: "bad", size: "1K" },
+        ),
+      });
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(await refused.json())).toMatch(
+        /x-gateway-receipt: expected true or false.*please/,
+      );
+    }
+    expect((await t.usage()).length).toBe(before);
+  });
+
   it("a tampered receipt fails verification, whatever part was changed", async () => {
-    const client = new Anthropic({ apiKey: t.secret, baseURL: t.baseUrl, maxRetries: 0 });
+    const client = new Anthropic({
+      apiKey: t.secret,
+      baseURL: t.baseUrl,
+      maxRetries: 0,
+      defaultHeaders: ASKING,
+    });
     const { response } = await client.messages
       .create({ model: "claude-haiku-4-5", max_tokens: 64, messages: [{ role: "user", content: "tamper" }] })
       .withResponse();
@@ -211,7 +291,12 @@ describe("signed receipts", () => {
     });
     expect(did.assertionMethod).toEqual([`did:web:${host}#${keys[0]!.kid}`]);
     // A receipt's kid is that verification method.
-    const client = new Anthropic({ apiKey: t.secret, baseURL: t.baseUrl, maxRetries: 0 });
+    const client = new Anthropic({
+      apiKey: t.secret,
+      baseURL: t.baseUrl,
+      maxRetries: 0,
+      defaultHeaders: ASKING,
+    });
     const { response } = await client.messages
       .create({ model: "claude-haiku-4-5", max_tokens: 8, messages: [{ role: "user", content: "kid" }] })
       .withResponse();

@@ -79,12 +79,13 @@ export function imageRpcs(
    */
   const once = async <Desc extends DescMessage>(
     schema: Desc,
-    req: MessageShape<Desc> & { idempotencyKey: string; x402: boolean },
+    req: MessageShape<Desc> & { idempotencyKey: string; x402: boolean; omitReceipt: boolean },
     ctx: HandlerContext,
     route: string,
     run: () => Promise<ImageCallResult>,
   ): Promise<ImageResult> => {
-    const request = toBinary(schema, { ...req, idempotencyKey: "" });
+    // Whether the answer carries its receipt is not part of the request a retry must repeat.
+    const request = toBinary(schema, { ...req, idempotencyKey: "", omitReceipt: false });
     const accountId = payingKey(ctx, req.x402).accountId;
     // A keyless call has no account to keep its answer under: its payment pays once anyway.
     const start = await startIdempotent(
@@ -99,7 +100,13 @@ export function imageRpcs(
     let result: ImageResult;
     try {
       const ran = await run();
-      result = toResult(ran, await receipts.forState(ran.state, gatewayOrigin(ctx.requestHeader)));
+      // Signed when asked for (not `omit_receipt`), and always for a call paid with x402, which has
+      // no key to fetch it with later.
+      const sign = req.x402 || !req.omitReceipt;
+      result = toResult(
+        ran,
+        sign ? await receipts.forState(ran.state, gatewayOrigin(ctx.requestHeader)) : "",
+      );
     } catch (error) {
       await start?.claim.release();
       throw error;

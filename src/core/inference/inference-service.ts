@@ -76,10 +76,11 @@ export function createInferenceService(
 
   /**
    * The parts as responses. A non-streaming call's settlement carries its signed receipt (the
-   * facade sends it as a header); a stream's headers went out before it settled, so its
-   * receipt is fetched with GetReceipt instead of being signed for nobody.
+   * facade sends it as a header) when `sign`; a stream's headers went out before it settled, so
+   * its receipt is fetched with GetReceipt instead of being signed for nobody, as is the receipt
+   * of a call whose caller did not ask for it (`omit_receipt`).
    */
-  async function* responses(parts: AsyncIterable<MessagePart>, origin: string | undefined) {
+  async function* responses(parts: AsyncIterable<MessagePart>, origin: string | undefined, sign: boolean) {
     let stream = true;
     for await (const part of parts) {
       if (part.kind === "head") stream = part.head.stream;
@@ -87,7 +88,7 @@ export function createInferenceService(
         yield toResponse(part);
         continue;
       }
-      const receipt = await receipts.forState(part.state, origin);
+      const receipt = sign ? await receipts.forState(part.state, origin) : "";
       yield create(CreateMessageResponseSchema, {
         part: {
           case: "settled",
@@ -114,10 +115,12 @@ export function createInferenceService(
         payment: req.payment,
         origin: gatewayOrigin(ctx.requestHeader),
       };
+      // A call paid with x402 has no key to fetch its receipt with later: it always carries it.
+      const sign = req.x402 || !req.omitReceipt;
       // A keyless call has no account to keep its answer under: its payment pays once anyway.
       // A call without an Idempotency-Key keeps nothing either.
       if (key.accountId === "" || req.idempotencyKey === "") {
-        yield* responses(inference.createMessage(call, ctx.signal), call.origin);
+        yield* responses(inference.createMessage(call, ctx.signal), call.origin, sign);
         return;
       }
       const start = await startIdempotent(
@@ -131,7 +134,7 @@ export function createInferenceService(
         yield* replayedMessage(start.answer);
         return;
       }
-      const parts = responses(inference.createMessage(call, ctx.signal), call.origin);
+      const parts = responses(inference.createMessage(call, ctx.signal), call.origin, sign);
       yield* start === undefined ? parts : recordedMessage(parts, start.claim);
     },
 

@@ -12,7 +12,7 @@ import { waitForDrain } from "../client-limits.js";
 import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
 import { toFacadeError } from "../http-status.js";
 import { limitOfHead, rateLimitHeaders } from "../rate-limit-headers.js";
-import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
+import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER, receiptAsked } from "../receipts/header.js";
 import { anthropicErrorBody, anthropicErrorHandler } from "./envelope.js";
 import { modelList } from "./models.js";
 import { encodeComment, encodeEvent } from "./sse.js";
@@ -70,6 +70,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRoutesDeps> = async (
         idempotencyKey: header(request, "idempotency-key"),
         payment: door === "x402" ? paymentHeader(request) : "",
         x402: door === "x402",
+        omitReceipt: !receiptAsked(request),
       },
       { ...coreCall(request), signal: abort.signal },
     );

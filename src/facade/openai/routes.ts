@@ -7,7 +7,7 @@ import type { ImageResult, InferenceService } from "../../gen/tollgate/inference
 import { admitAnonymousHook, unpaidTooLarge } from "../anonymous-limits.js";
 import { authenticateHook } from "../authenticate.js";
 import { abortOnDisconnect, coreCall, type Door, header, paymentHeader } from "../core-call.js";
-import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER } from "../receipts/header.js";
+import { PAYMENT_RESPONSE_HEADER, RECEIPT_HEADER, receiptAsked } from "../receipts/header.js";
 import { unsupportedType } from "../request-body.js";
 import { openaiErrorHandler } from "./envelope.js";
 import { editFields, generationFields, imagesResponse } from "./images-request.js";
@@ -67,6 +67,7 @@ const billedImageRoutes: FastifyPluginAsync<OpenaiRoutesDeps> = async (scope, de
   const paid = (request: FastifyRequest) => ({
     payment: door === "x402" ? paymentHeader(request) : "",
     x402: door === "x402",
+    omitReceipt: !receiptAsked(request),
   });
   await scope.register(multipart, { ...busboyOptions(limits), throwFileSizeLimit: true });
 

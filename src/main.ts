@@ -1,4 +1,5 @@
 import type { Config } from "./config/config.js";
+import { maskedUrl } from "./config/read.js";
 import { openRuntime, type Runtime, type RuntimeMode } from "./runtime/runtime.js";
 
 /** How the gateway runs: `serve` (production, fails closed) or `dev` (local stand-ins). */
@@ -118,12 +119,5 @@ function describe(runtime: Runtime): string {
 function storeText(config: Config): string {
   if (config.databaseUrl === undefined) return `sqlite in ${config.dataDir}`;
   const direct = config.databaseDirectUrl;
-  return `postgres ${masked(config.databaseUrl)}${direct === undefined ? "" : `, sessions on ${masked(direct)}`}`;
-}
-
-/** A PostgreSQL URL with its password masked. */
-function masked(raw: string): string {
-  const url = new URL(raw);
-  if (url.password !== "") url.password = "***";
-  return url.toString();
+  return `postgres ${maskedUrl(config.databaseUrl)}${direct === undefined ? "" : `, sessions on ${maskedUrl(direct)}`}`;
 }

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import type { Config } from "../config/config.js";
+import { maskedUrl } from "../config/read.js";
 import { openPostgres } from "../store/postgres/database.js";
 import { type MigrationReport, migrateStore, openSourceDatabase } from "../store/postgres/migrate-store.js";
 import { table, UsageError } from "./command.js";
@@ -55,7 +56,7 @@ export async function runMigrateStore(args: readonly string[], config: Config): 
       );
       if (!report.verification.ok) {
         throw new Error(
-          `the copy does not match its source (${report.verification.mismatches.length} differences, listed above): do not start the hosts on ${redact(url)}`,
+          `the copy does not match its source (${report.verification.mismatches.length} differences, listed above): do not start the hosts on ${maskedUrl(url)}`,
         );
       }
       return 0;
@@ -67,21 +68,10 @@ export async function runMigrateStore(args: readonly string[], config: Config): 
   }
 }
 
-/** The URL without its password, for output. */
-function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== "") parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(the PostgreSQL URL)";
-  }
-}
-
 /** The report as JSON: camelCase keys, bigints as decimal strings. */
 function toJson(report: MigrationReport, source: string, url: string): unknown {
   return JSON.parse(
-    JSON.stringify({ source, target: redact(url), ...report }, (_key, value) =>
+    JSON.stringify({ source, target: maskedUrl(url), ...report }, (_key, value) =>
       typeof value === "bigint" ? value.toString() : value,
     ),
   );

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig, requireMasterSecret } from "./config.js";
+import { maskedUrl } from "./read.js";
 
 describe("loadConfig", () => {
   it("has embedded defaults", () => {
@@ -127,6 +128,45 @@ describe("loadConfig", () => {
     );
     expect(() => loadConfig({ TOLLGATE_DATABASE_URL: "not a url" })).toThrow(/TOLLGATE_DATABASE_URL/);
     expect(() => loadConfig({ TOLLGATE_DATABASE_POOL_SIZE: "0" })).toThrow(ConfigError);
+  });
+
+  it("masks a URL's password for output and leaves the rest as written, libpq's socket form included", () => {
+    expect(maskedUrl("postgres://tollgate:s3cr:et@db.internal:5432/tollgate")).toBe(
+      "postgres://tollgate:***@db.internal:5432/tollgate",
+    );
+    expect(maskedUrl("postgres://tollgate:pw@/tollgate?host=/var/run/postgresql")).toBe(
+      "postgres://tollgate:***@/tollgate?host=/var/run/postgresql",
+    );
+    expect(maskedUrl("redis://:pw@cache:6379/0")).toBe("redis://:***@cache:6379/0");
+    // No password, nothing to mask; an `@` or `:` after the host is not a password.
+    for (const url of [
+      "postgres://tollgate@db/x",
+      "postgres:///x?host=/run/pg",
+      "redis://cache:6379/0?a=b:c@d",
+    ])
+      expect(maskedUrl(url)).toBe(url);
+  });
+
+  it("takes PostgreSQL's Unix socket in libpq's forms, the host empty or named, and only that one empty host", () => {
+    for (const url of [
+      "postgres://tollgate:pw@/tollgate?host=/var/run/postgresql",
+      "postgresql://tollgate@/tollgate?host=%2Fvar%2Frun%2Fpostgresql",
+      "postgres://tollgate:pw@localhost/tollgate?host=/var/run/postgresql",
+      "postgres:///tollgate?host=/var/run/postgresql",
+    ]) {
+      expect(loadConfig({ TOLLGATE_DATABASE_URL: url }).databaseUrl).toBe(url);
+      expect(
+        loadConfig({ TOLLGATE_DATABASE_URL: url, TOLLGATE_DATABASE_DIRECT_URL: url }).databaseDirectUrl,
+      ).toBe(url);
+    }
+    // The allowance is for the host only: a scheme of another kind, or no URL, is still refused.
+    for (const url of [
+      "mysql://tollgate:pw@/tollgate",
+      "tollgate:pw@/tollgate",
+      "postgres://tollgate:pw@[::1/tollgate",
+    ]) {
+      expect(() => loadConfig({ TOLLGATE_DATABASE_URL: url })).toThrow(/TOLLGATE_DATABASE_URL/);
+    }
   });
 
   it("takes a direct URL for the session-level connections only beside TOLLGATE_DATABASE_URL", () => {

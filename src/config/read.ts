@@ -106,6 +106,11 @@ export interface UrlRule {
   readonly shape?: string;
   /** An origin only: scheme, host and port, no path. */
   readonly origin?: boolean;
+  /**
+   * The host may be empty after credentials (`postgres://user:pw@/db?host=/var/run/postgresql`,
+   * libpq's form for a Unix socket, which WHATWG URLs refuse): checked as if it were `localhost`.
+   */
+  readonly emptyHost?: boolean;
 }
 
 /** A URL variable: the value as set and parsed, or undefined when unset. Every URL is read here. */
@@ -115,7 +120,11 @@ export function url(env: Env, name: string, rule: UrlRule = {}): { raw: string; 
   if (raw === undefined) return undefined;
   let parsed: URL;
   try {
-    parsed = new URL(raw);
+    parsed = new URL(
+      rule.emptyHost === true
+        ? raw.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#]*@)(?=[/?#]|$)/i, "$1localhost")
+        : raw,
+    );
   } catch {
     throw new ConfigError(
       name,
@@ -125,6 +134,14 @@ export function url(env: Env, name: string, rule: UrlRule = {}): { raw: string; 
   if (!schemes.includes(parsed.protocol)) throw new ConfigError(name, problem);
   if (rule.origin === true && parsed.pathname !== "/") throw new ConfigError(name, problem);
   return { raw, url: parsed };
+}
+
+/**
+ * A URL as it was set, its password replaced by `***`, for output (ready lines, messages): the
+ * rest as written, so a form WHATWG URLs refuse (libpq's empty host before `?host=`) prints too.
+ */
+export function maskedUrl(raw: string): string {
+  return raw.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*):[^/?#]+@/i, "$1:***@");
 }
 
 /** A JSON file named by the variable (relative to `cwd`), read and validated by `parse`; undefined when unset. */

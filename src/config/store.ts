@@ -20,6 +20,8 @@ export interface StoreConfig {
 const POSTGRES_URL = {
   schemes: ["postgres:", "postgresql:"],
   shape: "postgres://user:password@host:port/database",
+  // A Unix socket: postgres://user:password@/database?host=/var/run/postgresql (docs/deployment.md).
+  emptyHost: true,
 };
 
 export function storeConfig(env: Env): StoreConfig {

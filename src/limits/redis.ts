@@ -4,8 +4,10 @@
  * (an atomic INCR + PEXPIRE script per request) over an ioredis client; a `RateLimiterFactory`
  * of the core's port (src/core/ports/rate-limits.ts).
  */
+
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis } from "rate-limiter-flexible";
+import { maskedUrl } from "../config/read.js";
 import type { RateLimiterFactory } from "../core/ports/rate-limits.js";
 import { limiterOptions, rateLimiterOver } from "./memory.js";
 
@@ -90,15 +92,8 @@ export async function connectRedis(url: string, timeoutMs = 5_000): Promise<Redi
   } catch (error) {
     client.disconnect();
     throw new Error(
-      `TOLLGATE_REDIS_URL: Redis at ${redactedUrl(url)} did not answer: ${error instanceof Error ? error.message : String(error)}`,
+      `TOLLGATE_REDIS_URL: Redis at ${maskedUrl(url)} did not answer: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
   return client;
-}
-
-/** The URL without its password, for messages. */
-export function redactedUrl(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password !== "") parsed.password = "***";
-  return parsed.toString();
 }

@@ -17,6 +17,12 @@ export interface PostgresServer {
   readonly pid: number;
   /** The same server with a wrong password, to see it refused. */
   readonly wrongPasswordUrl: string;
+  /**
+   * `url` (or a {@link freshDatabase}'s) through the server's Unix socket instead of TCP: the same
+   * URL with `?host=<socket dir>` (pg and libpq take the socket's directory from `host`, its file
+   * from the port), how a gateway on PostgreSQL's own machine connects (docs/deployment.md).
+   */
+  socketUrl(url: string): string;
   /** Creates an empty database on this server and returns its URL (one per test that migrates). */
   freshDatabase(): Promise<string>;
   /** Stops the server (`pg_ctl stop -m fast`) and removes its directory. */
@@ -120,6 +126,7 @@ export async function startPostgres({
   };
   return {
     freshDatabase,
+    socketUrl: (url) => `${url}${url.includes("?") ? "&" : "?"}host=${encodeURIComponent(dir)}`,
     url: `postgres://tollgate:${password}@127.0.0.1:${port}/tollgate`,
     wrongPasswordUrl: `postgres://tollgate:not-${password}@127.0.0.1:${port}/tollgate`,
     port,

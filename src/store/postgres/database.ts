@@ -5,6 +5,7 @@
  */
 import pg from "pg";
 import { PG_MIGRATIONS } from "./migrations.js";
+import { keepPreparedStatements } from "./queries.js";
 import { assertSameDatabase, assertSessionLevel } from "./session-check.js";
 
 /** int8 (BIGINT) columns come back as JS numbers: every one here is a millisecond time or a count. */
@@ -35,6 +36,8 @@ export async function openPostgres(url: string, poolSize = 10, directUrl = url):
     await assertSessionLevel(directUrl);
     if (directUrl !== url) await assertSameDatabase(pool, directUrl);
     await migratePostgres(pool, directUrl === url ? undefined : directUrl);
+    // No pooler named between (its sessions were checked above): the hot statements are prepared.
+    if (directUrl === url) keepPreparedStatements(pool);
   } catch (error) {
     await pool.end();
     throw error;

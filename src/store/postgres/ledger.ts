@@ -500,7 +500,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
 
   /** PLACE_HOLD alone: one statement, one round trip (no caps bound the hold). */
   private async placeUncapped(values: readonly unknown[]): Promise<Placement> {
-    const [placed] = await exactRows(this.pool, PLACE_HOLD, values);
+    const [placed] = await exactRows(this.pool, PLACE_HOLD, values, "tollgate_place_hold");
     return { seq: placed?.seq as bigint | undefined };
   }
 
@@ -516,12 +516,17 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     caps: readonly SpendCap[],
     values: readonly unknown[],
   ): Promise<Placement> {
-    const [row] = await exactRows(this.pool, PLACE_CAPPED_HOLD, [
-      ...values,
-      caps.map((cap) => periodStart(cap.period, hold.createdAt)),
-      caps.map((cap) => cap.keyId),
-      caps.map((cap) => cap.amount.toString()),
-    ]);
+    const [row] = await exactRows(
+      this.pool,
+      PLACE_CAPPED_HOLD,
+      [
+        ...values,
+        caps.map((cap) => periodStart(cap.period, hold.createdAt)),
+        caps.map((cap) => cap.keyId),
+        caps.map((cap) => cap.amount.toString()),
+      ],
+      "tollgate_place_capped_hold",
+    );
     // A retry of a hold already placed is answered by the refusal path, not counted against itself.
     if (row === undefined || row.taken === true) return {};
     if (row.refused === true) {
@@ -578,7 +583,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
 
   /** RAISE_HOLD alone: one statement, one round trip (no caps bound the hold). */
   private async raiseUncapped(values: readonly unknown[]): Promise<Raising> {
-    const [row] = await exactRows(this.pool, RAISE_HOLD, values);
+    const [row] = await exactRows(this.pool, RAISE_HOLD, values, "tollgate_raise_hold");
     return { state: row === undefined ? undefined : toHoldState(row) };
   }
 
@@ -834,20 +839,25 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
   ): Promise<ResolveResult> {
     const [row] = await retrying(
       () =>
-        exactRows(this.pool, RESOLVE, [
-          holdId,
-          status,
-          charge,
-          usage.inputTokens,
-          usage.outputTokens,
-          usage.cacheWrite5mTokens,
-          usage.cacheWrite1hTokens,
-          usage.cacheReadTokens,
-          usage.images,
-          charges,
-          now,
-          usage.endpoint ?? "",
-        ]),
+        exactRows(
+          this.pool,
+          RESOLVE,
+          [
+            holdId,
+            status,
+            charge,
+            usage.inputTokens,
+            usage.outputTokens,
+            usage.cacheWrite5mTokens,
+            usage.cacheWrite1hTokens,
+            usage.cacheReadTokens,
+            usage.images,
+            charges,
+            now,
+            usage.endpoint ?? "",
+          ],
+          "tollgate_resolve",
+        ),
       // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
       [CHECK_VIOLATION],
     );

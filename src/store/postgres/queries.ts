@@ -23,9 +23,35 @@ const EXACT_INTEGERS = {
 /** Where a query runs: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = pg.Pool | pg.PoolClient;
 
-/** Runs a query whose integers (int8, numeric: money, and SUMs of it) come back as bigints. */
-export async function exactRows(db: Queryable, text: string, values: readonly unknown[]): Promise<Raw[]> {
-  return (await db.query<Raw>({ text, values: [...values], types: EXACT_INTEGERS })).rows;
+/**
+ * Pools whose connections are PostgreSQL's own sessions (no transaction pooler between, checked
+ * at open: database.ts): the calls' hot statements are prepared on them, by name, once per
+ * connection. Behind a transaction pooler a statement prepared on one server session is
+ * unknown to the next one the pooler picks, so they are sent unnamed (parsed and planned each time).
+ */
+const sessionPools = new WeakSet<pg.Pool>();
+
+/** Lets `pool`'s named statements be prepared once per connection (see sessionPools). */
+export function keepPreparedStatements(pool: pg.Pool): void {
+  sessionPools.add(pool);
+}
+
+/**
+ * Runs a query whose integers (int8, numeric: money, and SUMs of it) come back as bigints. `name`:
+ * a statement on every call's path (a hold, a resolution), prepared on each connection the first
+ * time and then only bound and executed, where the pool allows it (keepPreparedStatements): the
+ * server parses and plans it once per connection instead of once per call (docs/store.md).
+ */
+export async function exactRows(
+  db: Queryable,
+  text: string,
+  values: readonly unknown[],
+  name?: string,
+): Promise<Raw[]> {
+  const named = name !== undefined && sessionPools.has(db as pg.Pool);
+  return (
+    await db.query<Raw>({ ...(named ? { name } : {}), text, values: [...values], types: EXACT_INTEGERS })
+  ).rows;
 }
 
 /** The SQLSTATE of a PostgreSQL error, if `error` is one. */

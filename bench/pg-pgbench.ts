@@ -8,7 +8,8 @@
  *
  *   npx tsc -p tsconfig.bench.json && node dist/bench/pg-pgbench.js --accounts 1 --clients 16
  *
- * Options: --accounts N (1), --clients N (16), --seconds N (6). Compare two builds by running it
+ * Options: --accounts N (1), --clients N (16), --seconds N (6), --mode extended|prepared
+ * (pgbench's query mode: a statement parsed and planned each time, or once per connection). Compare two builds by running it
  * in each checkout, alternately.
  */
 import { execFileSync } from "node:child_process";
@@ -26,6 +27,9 @@ const { values } = parseArgs({
     accounts: { type: "string", default: "1" },
     clients: { type: "string", default: "16" },
     seconds: { type: "string", default: "6" },
+    // pgbench's query mode: extended (as `pg` sends a query: parsed and planned each time) or
+    // prepared (named statements, parsed and planned once per connection).
+    mode: { type: "string", default: "extended" },
   },
 });
 const accounts = Number(values.accounts);
@@ -49,11 +53,19 @@ try {
   copyFileSync(script, copy);
   const out = execFileSync(
     pgbench,
-    ["-n", "-M", "extended", "-f", copy, "-D", `accounts=${accounts}`, "-c", `${clients}`, "-j", "2"].concat([
-      "-T",
-      values.seconds!,
-      url,
-    ]),
+    [
+      "-n",
+      "-M",
+      values.mode!,
+      "-f",
+      copy,
+      "-D",
+      `accounts=${accounts}`,
+      "-c",
+      `${clients}`,
+      "-j",
+      "2",
+    ].concat(["-T", values.seconds!, url]),
     { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
   );
   const tps = /^tps = ([\d.]+)/m.exec(out);

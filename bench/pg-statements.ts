@@ -12,7 +12,8 @@
  * Options: --calls N (default 2000), --concurrency N (16), --accounts N (1: the calls go round
  * the accounts, each with its own key and credit), --idempotency, --json (one JSON line),
  * --profile DIR (run the gateway with --cpu-prof, its profile written into DIR on exit, and print
- * where its CPU went: self time by package or source folder, the whole run's).
+ * where its CPU went: self time by package or source folder, the whole run's), --socket (the
+ * gateway reaches PostgreSQL through its Unix socket, not loopback TCP).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -43,6 +44,10 @@ const { values } = parseArgs({
     idempotency: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     profile: { type: "string" },
+    // The gateway reaches PostgreSQL through its Unix socket instead of loopback TCP.
+    socket: { type: "boolean", default: false },
+    // The same calls on SQLite (no statements to list): the gateway's CPU per call beside it.
+    sqlite: { type: "boolean", default: false },
   },
 });
 const calls = Number(values.calls);
@@ -196,13 +201,14 @@ try {
   const chainsFile = join(dir(), "chains.json");
   writeChainsFile(chainsFile, chain);
   const env = {
-    TOLLGATE_DATABASE_URL: url,
+    ...(values.sqlite ? {} : { TOLLGATE_DATABASE_URL: values.socket ? postgres.socketUrl(url) : url }),
     TOLLGATE_ANTHROPIC_URL: upstream.url,
     TOLLGATE_CHAINS: chainsFile,
     TOLLGATE_DEV_CHAINS: "auto",
     TOLLGATE_MASTER_SECRET: "7a".repeat(32),
     TOLLGATE_RATE_LIMIT_RPM: "1000000",
   };
+  // On SQLite the accounts are made in the data dir the host then serves.
   const cli = { ...env, TOLLGATE_DATA_DIR: dir() };
   const secrets: string[] = [];
   for (let a = 0; a < Number(values.accounts); a++) {
@@ -214,7 +220,7 @@ try {
     );
   }
   const flags = values.profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
-  gateway = await serve({ ...env, TOLLGATE_DATA_DIR: dir() }, flags);
+  gateway = await serve({ ...env, TOLLGATE_DATA_DIR: values.sqlite ? cli.TOLLGATE_DATA_DIR : dir() }, flags);
   const host = gateway;
 
   let sent = 0;
@@ -288,6 +294,7 @@ try {
     concurrency,
     accounts: secrets.length,
     idempotency: values.idempotency,
+    store: values.sqlite ? "sqlite" : values.socket ? "postgres-socket" : "postgres-tcp",
     callsPerSecond: Math.round(calls / seconds),
     statementsPerCall: Number(perCall.toFixed(2)),
     serverMsPerCall: Number(onPath.reduce((sum, s) => sum + s.perCall * s.meanMs, 0).toFixed(3)),
@@ -308,7 +315,8 @@ try {
             `| ${s.part} | \`${s.text.replace(/\|/g, "\\|")}\` | ${s.perCall.toFixed(2)} | ${s.meanMs.toFixed(3)} | ${s.planMs.toFixed(3)} |`,
         ),
       "",
-      `${calls} calls, ${concurrency} at a time over ${secrets.length} account(s)${values.idempotency ? ", each with an Idempotency-Key" : ""}: ` +
+      `${calls} calls, ${concurrency} at a time over ${secrets.length} account(s)${values.idempotency ? ", each with an Idempotency-Key" : ""}, ` +
+        `${values.sqlite ? "on SQLite" : values.socket ? "through PostgreSQL's Unix socket" : "over loopback TCP"}: ` +
         `${result.callsPerSecond} calls/s; ${result.statementsPerCall} statements (round trips) per call, ` +
         `${result.serverMsPerCall} ms of statement execution and ${result.planMsPerCall} ms of planning per call; CPU per call: PostgreSQL ` +
         `${result.postgresCpuMsPerCall} ms, gateway ${result.gatewayCpuMsPerCall} ms.`,

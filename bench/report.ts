@@ -498,7 +498,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "harness warms up for a few seconds before it measures). Its results go to",
     "`bench/results/<time>.json` and `<time>-report/benchmarks.md`; docs/ keeps Tollgate's own figures.",
     "Options: `--seconds N`, `--streams N`, `--only saturate,rates,ttfb,idle,holdsettle,stores`, `--latency-ms N`,",
-    "`--store-accounts N`, `--quick`.",
+    "`--store-accounts N`, `--stores sqlite-1,postgres-1,postgres-2[-many]` (a subset of the store rows), `--quick`.",
     "",
   ].join("\n");
 }

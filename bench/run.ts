@@ -31,6 +31,8 @@
  *   --rates LIST        open-loop rates per second (default 100,500,1000)
  *   --store-accounts N  accounts (each with its key and funds) of the store phase's many-account
  *                       deployments (default 64)
+ *   --stores LIST       the store phase's deployments, a subset of sqlite-1,postgres-1,postgres-2
+ *                       and the same with -many (default all six)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
  *
  * Only a full run with the defaults writes bench/results/latest.json and docs/benchmarks.md; any
@@ -86,6 +88,7 @@ const { values } = parseArgs({
     scenarios: { type: "string" },
     rates: { type: "string" },
     "store-accounts": { type: "string" },
+    stores: { type: "string" },
   },
 });
 const quick = values.quick === true;
@@ -698,7 +701,9 @@ async function main(): Promise<void> {
           },
         );
       }
+      const only = values.stores?.split(",");
       for (const c of configs) {
+        if (only !== undefined && !only.includes(c.config)) continue;
         const deployment = await startDeployment(upstream.url, {
           hosts: c.hosts,
           accounts: c.accounts,
@@ -792,6 +797,7 @@ async function main(): Promise<void> {
       values.scenarios,
       values.rates,
       values["store-accounts"],
+      values.stores,
     ].some((option) => option !== undefined) ||
     [values.seconds, values.streams].some((option) => option !== undefined);
   const lastKept = join(ROOT, "bench/results/latest.json");

@@ -1,51 +1,16 @@
 import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NewHold, SYSTEM_MANUAL_CREDIT, SYSTEM_REVENUE } from "../../src/core/ports/ledger.js";
-import { PgAccountStore } from "../../src/store/postgres/accounts.js";
+import { describe, expect, it } from "vitest";
+import { SYSTEM_REVENUE } from "../../src/core/ports/ledger.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
 import { PgLedger } from "../../src/store/postgres/ledger.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { CHAIN, fundAccounts, suitePostgres, testHold, USAGE } from "../helpers/pg-ledger.js";
 
 // Migration 20: a hold and a resolution write the rows only they have first and lock their
 // account's balance row last, so one account's calls take turns on that row for the commit
 // only, not for every row a call writes (docs/store.md, "Where a billed call's time goes").
 
-const CHAIN = "base";
-const USAGE = {
-  inputTokens: 1n,
-  outputTokens: 1n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
-
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-});
-afterAll(async () => {
-  await server?.stop();
-});
-
-function newHold(id: string, amount: bigint): NewHold {
-  return {
-    id,
-    accountId: "acct_a",
-    requestId: `req_${id}`,
-    keyId: "key_1",
-    chain: CHAIN,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 12n,
-    maxTokens: 1024n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt: 10,
-  };
-}
+const server = suitePostgres();
 
 /** Resolves once a statement of the database sleeps in the trigger below. */
 async function untilSleeping(pool: pg.Pool): Promise<void> {
@@ -59,19 +24,10 @@ async function untilSleeping(pool: pg.Pool): Promise<void> {
 
 describe("one account's calls and its balance row on PostgreSQL", () => {
   it("a hold or a settlement slow to write its own entry makes no other call of the same account wait", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     const pool = await openPostgres(url, 4);
     const ledger = new PgLedger(pool);
-    await new PgAccountStore(pool).insertAccount("acct_a", "", 1);
-    await ledger.credit({
-      entryId: "funds_a",
-      accountId: "acct_a",
-      chain: CHAIN,
-      amount: 10_000n,
-      from: SYSTEM_MANUAL_CREDIT,
-      memo: "test",
-      createdAt: 1,
-    });
+    await fundAccounts(pool, ledger, ["acct_a"]);
     // The entries of holds named slow_* take 2 s to insert: a statement that has locked the
     // account's balance row before writing its entry keeps it locked that long.
     await pool.query(`
@@ -93,16 +49,16 @@ describe("one account's calls and its balance row on PostgreSQL", () => {
       const other = new PgLedger(timed);
 
       // A hold slow to write its pending entry.
-      const slowHold = ledger.placeHold(newHold("slow_1", 1_000n));
+      const slowHold = ledger.placeHold(testHold("slow_1", 1_000n));
       await untilSleeping(timed);
-      expect((await other.placeHold(newHold("fast_1", 500n))).kind).toBe("placed");
+      expect((await other.placeHold(testHold("fast_1", 500n))).kind).toBe("placed");
       expect((await other.settle("fast_1", 100n, USAGE, 20, "")).kind).toBe("resolved");
       expect((await slowHold).kind).toBe("placed");
 
       // A settlement slow to write its charge.
       const slowSettle = ledger.settle("slow_1", 300n, USAGE, 30, "");
       await untilSleeping(timed);
-      expect((await other.placeHold(newHold("fast_2", 500n))).kind).toBe("placed");
+      expect((await other.placeHold(testHold("fast_2", 500n))).kind).toBe("placed");
       expect((await other.settle("fast_2", 200n, USAGE, 40, "")).kind).toBe("resolved");
       expect((await slowSettle).kind).toBe("resolved");
 
@@ -120,24 +76,15 @@ describe("one account's calls and its balance row on PostgreSQL", () => {
   });
 
   it("holds racing for the last funds of one account: exactly what the balance covers is placed, nothing of the others written", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     const pool = await openPostgres(url, 16);
     const ledger = new PgLedger(pool);
-    await new PgAccountStore(pool).insertAccount("acct_a", "", 1);
-    await ledger.credit({
-      entryId: "funds_a",
-      accountId: "acct_a",
-      chain: CHAIN,
-      amount: 7_000n,
-      from: SYSTEM_MANUAL_CREDIT,
-      memo: "test",
-      createdAt: 1,
-    });
+    await fundAccounts(pool, ledger, ["acct_a"], 7_000n);
     try {
       // Every hold reads 7,000 available before any has locked the row: all but seven find the
       // funds gone when they lock it, and are undone whole (TG402), then read why.
       const results = await Promise.all(
-        Array.from({ length: 48 }, (_, i) => ledger.placeHold(newHold(`race_${i}`, 1_000n))),
+        Array.from({ length: 48 }, (_, i) => ledger.placeHold(testHold(`race_${i}`, 1_000n))),
       );
       expect(results.filter((r) => r.kind === "placed")).toHaveLength(7);
       expect(results.filter((r) => r.kind === "insufficient")).toHaveLength(41);

@@ -1,73 +1,28 @@
 import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NewHold, SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
-import { PgAccountStore } from "../../src/store/postgres/accounts.js";
+import { describe, expect, it } from "vitest";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
 import { PgLedger } from "../../src/store/postgres/ledger.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { CHAIN, fundAccounts, suitePostgres, testHold, USAGE } from "../helpers/pg-ledger.js";
 
 // A call's hold and resolution are named statements, prepared once per connection, when the pool
 // reaches PostgreSQL's own sessions; behind a transaction pooler (a direct URL given beside the
 // pooled one) they are sent unnamed, as a pooler's next server session would not know them
 // (src/store/postgres/queries.ts, docs/store.md "Where a billed call's time goes").
 
-const CHAIN = "base";
-const USAGE = {
-  inputTokens: 1n,
-  outputTokens: 1n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
-
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-});
-afterAll(async () => {
-  await server?.stop();
-});
-
-function newHold(id: string, amount: bigint): NewHold {
-  return {
-    id,
-    accountId: "acct_a",
-    requestId: `req_${id}`,
-    keyId: "key_1",
-    chain: CHAIN,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 12n,
-    maxTokens: 1024n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt: 10,
-  };
-}
+const server = suitePostgres();
 
 /** Funds acct_a with 10,000, then places and settles three holds; returns what each did. */
 async function calls(pool: pg.Pool): Promise<string[]> {
   const ledger = new PgLedger(pool);
-  await new PgAccountStore(pool).insertAccount("acct_a", "", 1);
-  await ledger.credit({
-    entryId: "funds_a",
-    accountId: "acct_a",
-    chain: CHAIN,
-    amount: 10_000n,
-    from: SYSTEM_MANUAL_CREDIT,
-    memo: "test",
-    createdAt: 1,
-  });
+  await fundAccounts(pool, ledger, ["acct_a"]);
   const outcomes: string[] = [];
   for (const [i, held, charged] of [
     [1, 3_000n, 1_000n],
     [2, 3_000n, 3_000n],
     [3, 9_000n, 0n],
   ] as const) {
-    const placed = await ledger.placeHold(newHold(`h${i}`, held));
+    const placed = await ledger.placeHold(testHold(`h${i}`, held));
     outcomes.push(`hold ${placed.kind}`);
     if (placed.kind !== "placed") continue;
     outcomes.push(`settle ${(await ledger.settle(`h${i}`, charged, USAGE, 20, "")).kind}`);
@@ -100,7 +55,7 @@ async function prepared(pool: pg.Pool): Promise<string[]> {
 
 describe("a call's statements on PostgreSQL, prepared or not", () => {
   it("are prepared once per connection on PostgreSQL's own sessions, and reused", async () => {
-    const pool = await openPostgres(await server.freshDatabase(), 1);
+    const pool = await openPostgres(await server().freshDatabase(), 1);
     try {
       expect(await calls(pool)).toEqual(EXPECTED);
       expect(await prepared(pool)).toEqual(["tollgate_place_hold", "tollgate_resolve"]);
@@ -111,9 +66,9 @@ describe("a call's statements on PostgreSQL, prepared or not", () => {
   });
 
   it("are sent unnamed when a direct URL says a pooler stands between, with the same outcomes", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     // The same database by another way (its Unix socket), as a pooler's direct URL would be.
-    const pool = await openPostgres(url, 1, server.socketUrl(url));
+    const pool = await openPostgres(url, 1, server().socketUrl(url));
     try {
       expect(await calls(pool)).toEqual(EXPECTED);
       expect(await prepared(pool)).toEqual([]);

@@ -1,77 +1,30 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NewHold, SYSTEM_MANUAL_CREDIT, SYSTEM_REVENUE } from "../../src/core/ports/ledger.js";
-import { PgAccountStore } from "../../src/store/postgres/accounts.js";
+import { describe, expect, it } from "vitest";
+import { SYSTEM_REVENUE } from "../../src/core/ports/ledger.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { migratePostgres, openPostgres } from "../../src/store/postgres/database.js";
 import { PgLedger } from "../../src/store/postgres/ledger.js";
 import { PG_MIGRATIONS } from "../../src/store/postgres/migrations.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { CHAIN, fundAccounts, suitePostgres, testHold, USAGE } from "../helpers/pg-ledger.js";
 
 // Migration 18: system:revenue's part of each call sits on the paying account's own balance row,
 // so that nothing on the calls' path waits on another account's call
 // (docs/store.md, "Where a billed call's time goes"), and a database written before it audits
 // clean after it.
 
-const CHAIN = "base";
-const USAGE = {
-  inputTokens: 1n,
-  outputTokens: 1n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
-
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-});
-afterAll(async () => {
-  await server?.stop();
-});
-
-function newHold(id: string, accountId: string, amount: bigint, createdAt: number): NewHold {
-  return {
-    id,
-    accountId,
-    requestId: `req_${id}`,
-    keyId: "key_1",
-    chain: CHAIN,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 12n,
-    maxTokens: 1024n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt,
-  };
-}
+const server = suitePostgres();
 
 /** Two accounts with 10,000 each, on a fresh, fully migrated database. */
 async function twoAccounts(url: string): Promise<{ pool: pg.Pool; ledger: PgLedger }> {
   const pool = await openPostgres(url, 8);
   const ledger = new PgLedger(pool);
-  for (const account of ["acct_a", "acct_b"]) {
-    await new PgAccountStore(pool).insertAccount(account, "", 1);
-    const credited = await ledger.credit({
-      entryId: `funds_${account}`,
-      accountId: account,
-      chain: CHAIN,
-      amount: 10_000n,
-      from: SYSTEM_MANUAL_CREDIT,
-      memo: "test",
-      createdAt: 1,
-    });
-    expect(credited.kind).toBe("credited");
-  }
+  await fundAccounts(pool, ledger, ["acct_a", "acct_b"]);
   return { pool, ledger };
 }
 
 describe("the revenue side of a call on PostgreSQL", () => {
   it("a hold of account A held uncommitted (a slow commit) makes no hold, raise, settle or sweep of account B wait", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     const { pool, ledger } = await twoAccounts(url);
     // Every statement of B's pool gives up after 3 s: waiting on A's transaction fails the test
     // instead of hanging it.
@@ -96,7 +49,9 @@ describe("the revenue side of a call on PostgreSQL", () => {
       // them falls on the row A's hold locked. Each is placed, one raised, one left to expire,
       // the rest settled, while A's transaction stays open.
       for (let i = 0; i < 16; i++) {
-        expect((await b.placeHold(newHold(`b_${i}`, "acct_b", 100n, 20 + i))).kind).toBe("placed");
+        expect(
+          (await b.placeHold(testHold(`b_${i}`, 100n, { accountId: "acct_b", createdAt: 20 + i }))).kind,
+        ).toBe("placed");
       }
       expect((await b.raiseHold({ holdId: "b_0", pass: 2, amount: 50n, createdAt: 40 })).kind).toBe("raised");
       for (let i = 0; i < 15; i++) {
@@ -124,7 +79,7 @@ describe("the revenue side of a call on PostgreSQL", () => {
   });
 
   it("migration 18 moves the revenue of holds open and settled before it onto their accounts: the audit is clean after it", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     // The schema as version 17 left it.
     const pool = new pg.Pool({ connectionString: url, max: 4 });
     try {
@@ -237,7 +192,9 @@ describe("the revenue side of a call on PostgreSQL", () => {
       );
       expect((await ledger.settle("old_11", 116n, USAGE, 200, "")).kind).toBe("resolved");
       expect((await ledger.void("old_12", "released", 200)).kind).toBe("resolved");
-      expect((await ledger.placeHold(newHold("new_1", "acct_a", 300n, 1_000_000))).kind).toBe("placed");
+      expect(
+        (await ledger.placeHold(testHold("new_1", 300n, { accountId: "acct_a", createdAt: 1_000_000 }))).kind,
+      ).toBe("placed");
       expect(await ledger.expireHolds(1_000, 300, 100)).toBe(7);
       expect((await ledger.settle("new_1", 99n, USAGE, 1_000_001, "")).kind).toBe("resolved");
       expect(await auditPostgres(migrated)).toEqual([]);
@@ -256,11 +213,15 @@ describe("the revenue side of a call on PostgreSQL", () => {
   });
 
   it("the audit names an account whose row carries revenue its entries do not give it", async () => {
-    const { pool } = await twoAccounts(await server.freshDatabase());
+    const { pool } = await twoAccounts(await server().freshDatabase());
     try {
       const ledger = new PgLedger(pool);
-      expect((await ledger.placeHold(newHold("h1", "acct_a", 100n, 10))).kind).toBe("placed");
-      expect((await ledger.placeHold(newHold("h2", "acct_b", 100n, 10))).kind).toBe("placed");
+      expect(
+        (await ledger.placeHold(testHold("h1", 100n, { accountId: "acct_a", createdAt: 10 }))).kind,
+      ).toBe("placed");
+      expect(
+        (await ledger.placeHold(testHold("h2", 100n, { accountId: "acct_b", createdAt: 10 }))).kind,
+      ).toBe("placed");
       expect(await auditPostgres(pool)).toEqual([]);
       // The same total, on the wrong rows: system:revenue's sum still balances.
       await pool.query(

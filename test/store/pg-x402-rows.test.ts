@@ -1,28 +1,21 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type NewX402Payment, SYSTEM_X402, type X402Closing } from "../../src/core/ports/x402.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { migratePostgres, openPostgres } from "../../src/store/postgres/database.js";
 import { PgLedger } from "../../src/store/postgres/ledger.js";
 import { PG_MIGRATIONS } from "../../src/store/postgres/migrations.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { CHAIN, suitePostgres } from "../helpers/pg-ledger.js";
 
 // Migration 19: system:x402's side of each x402 payment sits on the paying account's own balance
 // row, so that no x402 call waits on another account's x402 call (docs/store.md, "PostgreSQL",
 // the part "No row shared by every call"), and a database written before it audits clean after it.
 
-const CHAIN = "base";
 /** The advisory lock A's authorisation waits on, inside its statement, holding its row locks. */
 const GATE = 4_021;
 
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = suitePostgres();
 
 function payment(id: string, accountId: string, authorised: bigint, createdAt: number): NewX402Payment {
   return {
@@ -54,7 +47,7 @@ async function until(pool: pg.Pool, sql: string, n: number): Promise<void> {
 
 describe("system:x402's side of a payment on PostgreSQL", () => {
   it("an x402 authorisation of account A held uncommitted makes no x402 authorisation or closing of account B wait", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     const pool = await openPostgres(url, 8);
     // B's statements give up after 3 s: waiting on A's transaction fails the test instead of
     // hanging it. A's pool has no limit.
@@ -127,7 +120,7 @@ describe("system:x402's side of a payment on PostgreSQL", () => {
   });
 
   it("migration 19 moves the x402 payments authorised, collected and closed before it onto their accounts: the audit is clean after it", async () => {
-    const url = await server.freshDatabase();
+    const url = await server().freshDatabase();
     // The schema as version 18 left it.
     const pool = new pg.Pool({ connectionString: url, max: 4 });
     try {
@@ -307,7 +300,7 @@ describe("system:x402's side of a payment on PostgreSQL", () => {
   });
 
   it("the audit names an account whose row carries x402 funds its entries do not give it", async () => {
-    const pool = await openPostgres(await server.freshDatabase(), 4);
+    const pool = await openPostgres(await server().freshDatabase(), 4);
     try {
       for (const account of ["acct_a", "acct_b"])
         await new PgAccountStore(pool).insertAccount(account, "", 1);

@@ -321,8 +321,10 @@ class RawExchange {
     this.socket.on("error", (error) => {
       this.error = error;
     });
-    this.closed = once(this.socket, "close").then(() => {});
-    this.serverClosed = Promise.race([once(this.socket, "end"), this.closed]).then(() => {});
+    // Not `events.once`: it rejects when "error" comes first, and a reset is an outcome here.
+    this.closed = new Promise((resolve) => this.socket.once("close", () => resolve()));
+    const ended = new Promise<void>((resolve) => this.socket.once("end", () => resolve()));
+    this.serverClosed = Promise.race([ended, this.closed]);
     this.socket.write(head);
   }
 

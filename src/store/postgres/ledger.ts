@@ -38,6 +38,7 @@ import {
   toSpendCap,
 } from "../shared/ledger-rows.js";
 import type { Resolution, ResolutionSpool } from "../shared/resolution-spool.js";
+import { type BatchAnswer, type BatchCount, Batches } from "./batches.js";
 import { type BillingAnnouncements, BillingCache } from "./billing-cache.js";
 import { inTransaction } from "./database.js";
 
@@ -78,6 +79,43 @@ const HOLD_COLUMNS = `h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain
 const PLACE_HOLD = `
   SELECT seq FROM tollgate_place_hold($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text,
                                       $8::text, $9::bigint, $10::bigint, $11::text, $12::integer, $13::bigint)`;
+
+/**
+ * Several holds in one statement, one transaction (migration 21): each item PLACE_HOLD's work in a
+ * subtransaction of its own, taken in balance-row order; `failed` names an item's SQLSTATE when
+ * it failed (nothing of it written), and it is then sent again alone (batches.ts).
+ */
+const PLACE_HOLDS = `
+  SELECT item, seq, failed
+    FROM tollgate_place_holds($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+                              $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::integer[], $13::bigint[])`;
+
+/** The values of several statements' parameters, one array per parameter (integers as text). */
+function columnsOf(items: readonly (readonly unknown[])[]): unknown[][] {
+  return items[0]!.map((_, column) =>
+    items.map((values) => {
+      const value = values[column];
+      return typeof value === "bigint" ? value.toString() : value;
+    }),
+  );
+}
+
+/**
+ * A batch's rows (`item`, 1-based; `failed`, a SQLSTATE) as one answer per item: `answer` of the
+ * item's row, or of undefined when the item has none.
+ */
+function answersOf<R>(
+  count: number,
+  rows: readonly Raw[],
+  answer: (row: Raw | undefined) => R,
+): BatchAnswer<R>[] {
+  const byItem = new Map(rows.map((row) => [row.item as number, row]));
+  return Array.from({ length: count }, (_, i) => {
+    const row = byItem.get(i + 1);
+    const failed = row?.failed as string | null | undefined;
+    return failed == null ? { value: answer(row) } : { failed };
+  });
+}
 
 /**
  * A hold some caps bound, in one statement: `tollgate_place_capped_hold` (migration 15) locks the
@@ -174,6 +212,12 @@ const PLACE_HOLD_REFUSED = `
 const RESOLVE = `
   SELECT * FROM tollgate_resolve($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint,
                                  $8::bigint, $9::integer, $10::text, $11::bigint, $12::text)`;
+
+/** Several resolutions in one statement, one transaction (migration 21), as PLACE_HOLDS. */
+const RESOLVE_HOLDS = `
+  SELECT * FROM tollgate_resolve_holds($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],
+                                       $6::bigint[], $7::bigint[], $8::bigint[], $9::integer[], $10::text[],
+                                       $11::bigint[], $12::text[])`;
 
 /**
  * A hold's x402 payment is collected, or its collection begun: its hold is never expired (see
@@ -340,7 +384,8 @@ const ZERO_USAGE: UsageCounts = {
  * CHECK behind it), a hold resolves once (its open-list row, then the resolution's primary
  * key), and a credit or withdrawal is idempotent by its entry or transfer id, an x402 payment by
  * its payment id. The calls' path (placeHold, settle, void, authoriseX402) is one statement
- * each: one round trip. The pool belongs to whoever opened it; {@link close} leaves it open.
+ * each: one round trip; the holds and resolutions that arrive while one of their kind is in
+ * flight go together in one statement (batches.ts, migration 21). The pool belongs to whoever opened it; {@link close} leaves it open.
  *
  * The ledger port's methods are here; the onchain port's (onchain.ts) and x402's (x402.ts) are
  * its base classes, one file per port, so one object answers all three without forwarding.
@@ -358,6 +403,41 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
         : this.resolve(r.holdId, r.status, 0n, ZERO_USAGE, r.now, ""),
     pgKeptRefusal,
   );
+
+  /** Uncapped holds, sent together while earlier ones are in flight (batches.ts). */
+  readonly #holds = new Batches<readonly unknown[], Placement>(
+    async (values) => {
+      const [placed] = await exactRows(this.pool, PLACE_HOLD, values, "tollgate_place_hold");
+      return { seq: placed?.seq as bigint | undefined };
+    },
+    async (items) => {
+      const rows = await exactRows(this.pool, PLACE_HOLDS, columnsOf(items), "tollgate_place_holds");
+      return answersOf(items.length, rows, (row) => ({
+        seq: (row?.seq as bigint | null | undefined) ?? undefined,
+      }));
+    },
+  );
+
+  /** Resolutions (RESOLVE), sent together while earlier ones are in flight (batches.ts). */
+  readonly #resolutions = new Batches<readonly unknown[], Raw | undefined>(
+    async (values) =>
+      (
+        await retrying(
+          () => exactRows(this.pool, RESOLVE, values, "tollgate_resolve"),
+          // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
+          [CHECK_VIOLATION],
+        )
+      )[0],
+    async (items) => {
+      const rows = await exactRows(this.pool, RESOLVE_HOLDS, columnsOf(items), "tollgate_resolve_holds");
+      return answersOf(items.length, rows, (row) => row);
+    },
+  );
+
+  /** The batches of two or more this ledger has sent, and the calls they carried (batches.ts). */
+  get batchesSent(): { holds: BatchCount; resolutions: BatchCount } {
+    return { holds: { ...this.#holds.sent }, resolutions: { ...this.#resolutions.sent } };
+  }
 
   /** An account's billing row and caps, kept while `announcements` arrive (a serving host). */
   readonly #cache: BillingCache | undefined;
@@ -498,10 +578,12 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     }
   }
 
-  /** PLACE_HOLD alone: one statement, one round trip (no caps bound the hold). */
-  private async placeUncapped(values: readonly unknown[]): Promise<Placement> {
-    const [placed] = await exactRows(this.pool, PLACE_HOLD, values, "tollgate_place_hold");
-    return { seq: placed?.seq as bigint | undefined };
+  /**
+   * PLACE_HOLD alone, or PLACE_HOLDS with the holds that arrived while another was in flight: one
+   * statement, one round trip either way (no caps bound the hold).
+   */
+  private placeUncapped(values: readonly unknown[]): Promise<Placement> {
+    return this.#holds.run(values);
   }
 
   /**
@@ -837,30 +919,20 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    const [row] = await retrying(
-      () =>
-        exactRows(
-          this.pool,
-          RESOLVE,
-          [
-            holdId,
-            status,
-            charge,
-            usage.inputTokens,
-            usage.outputTokens,
-            usage.cacheWrite5mTokens,
-            usage.cacheWrite1hTokens,
-            usage.cacheReadTokens,
-            usage.images,
-            charges,
-            now,
-            usage.endpoint ?? "",
-          ],
-          "tollgate_resolve",
-        ),
-      // A raise of the hold that committed after this statement's snapshot: see RESOLVE.
-      [CHECK_VIOLATION],
-    );
+    const row = await this.#resolutions.run([
+      holdId,
+      status,
+      charge,
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.cacheWrite5mTokens,
+      usage.cacheWrite1hTokens,
+      usage.cacheReadTokens,
+      usage.images,
+      charges,
+      now,
+      usage.endpoint ?? "",
+    ]);
     if (row === undefined) return { kind: "not-found" };
     const state = toHoldState(row);
     if (row.resolved_now !== true) {

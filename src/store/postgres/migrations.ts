@@ -1264,4 +1264,83 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 21,
+    name: "holds and resolutions in batches, one transaction for several calls",
+    sql: `
+      -- A host sends the holds (and the resolutions) its calls ask for while its earlier ones are
+      -- still in flight as one statement (src/store/postgres/batches.ts): one round trip, one
+      -- transaction, one commit for the lot instead of one each (docs/store.md, "Batches").
+      -- Each item is tollgate_place_hold's (tollgate_resolve's) own work, unchanged, in a
+      -- subtransaction of its own: an item that fails (an id already taken, funds taken since
+      -- they were read, a deadlock) leaves nothing of itself and is named with its SQLSTATE, and
+      -- the host sends it again alone, which answers it as before; the others stand. Items are
+      -- taken in the order every writer locks balance rows, by account and chain, so two batches
+      -- never wait on each other in a cycle. A batch waits at most 20 ms for any one lock
+      -- (lock_timeout, for its transaction only): an item whose account's row another host keeps
+      -- locked fails with 55P03 and goes again alone, so the items after it do not wait with it.
+      CREATE FUNCTION tollgate_place_holds(
+        p_id TEXT[], p_account TEXT[], p_request TEXT[], p_key TEXT[], p_chain TEXT[], p_amount BIGINT[],
+        p_kind TEXT[], p_model TEXT[], p_input BIGINT[], p_max BIGINT[], p_image_size TEXT[],
+        p_image_count INTEGER[], p_at BIGINT[]
+      ) RETURNS TABLE (item INTEGER, seq BIGINT, failed TEXT) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          i INTEGER;
+        BEGIN
+          PERFORM set_config('lock_timeout', '20ms', true);
+          FOR i IN
+            SELECT u.o FROM unnest(p_account, p_chain) WITH ORDINALITY AS u (a, c, o)
+             ORDER BY u.a, u.c, u.o
+          LOOP
+            item := i;
+            failed := NULL;
+            BEGIN
+              -- No row: not placed (the funds fell short), nothing written.
+              SELECT h.seq INTO seq
+                FROM tollgate_place_hold(p_id[i], p_account[i], p_request[i], p_key[i], p_chain[i], p_amount[i],
+                                         p_kind[i], p_model[i], p_input[i], p_max[i], p_image_size[i],
+                                         p_image_count[i], p_at[i]) h;
+            EXCEPTION WHEN OTHERS THEN
+              seq := NULL;
+              failed := SQLSTATE;
+            END;
+            RETURN NEXT;
+          END LOOP;
+        END $$;
+
+      -- No row for an item: no such hold. A failed item has its SQLSTATE in failed and nothing else.
+      CREATE FUNCTION tollgate_resolve_holds(
+        p_hold TEXT[], p_status TEXT[], p_amount BIGINT[], p_input BIGINT[], p_output BIGINT[], p_cw5m BIGINT[],
+        p_cw1h BIGINT[], p_read BIGINT[], p_images INTEGER[], p_charges TEXT[], p_at BIGINT[], p_endpoint TEXT[]
+      ) RETURNS TABLE (
+        item INTEGER, failed TEXT, seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT,
+        amount BIGINT, call_kind TEXT, model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT,
+        image_count INTEGER, created_at BIGINT, raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT,
+        u_output BIGINT, u_cw5m BIGINT, u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT,
+        u_endpoint TEXT, resolved_at BIGINT, resolved_now BOOLEAN, raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          i INTEGER;
+        BEGIN
+          PERFORM set_config('lock_timeout', '20ms', true);
+          FOR i IN
+            SELECT u.o FROM unnest(p_hold) WITH ORDINALITY AS u (h, o) LEFT JOIN holds hh ON hh.id = u.h
+             ORDER BY hh.account_id, hh.chain, u.o
+          LOOP
+            BEGIN
+              RETURN QUERY
+                SELECT i, NULL::text, r.*
+                  FROM tollgate_resolve(p_hold[i], p_status[i], p_amount[i], p_input[i], p_output[i], p_cw5m[i],
+                                        p_cw1h[i], p_read[i], p_images[i], p_charges[i], p_at[i], p_endpoint[i]) r;
+            EXCEPTION WHEN OTHERS THEN
+              item := i;
+              failed := SQLSTATE;
+              RETURN NEXT;
+            END;
+          END LOOP;
+        END $$;
+    `,
+  },
 ];

@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { type BatchAnswer, Batches } from "./batches.js";
+
+/** A statement the test answers by hand: each call waits until the test lets it go. */
+class Statements {
+  readonly alone: { item: number; done: (value: string) => void }[] = [];
+  readonly together: { items: readonly number[]; done: (answers: BatchAnswer<string>[] | Error) => void }[] =
+    [];
+
+  batches(limits = { inFlight: 2, size: 4, slowMs: 10_000 }): Batches<number, string> {
+    return new Batches<number, string>(
+      (item) => new Promise((resolve) => this.alone.push({ item, done: resolve })),
+      (items) =>
+        new Promise((resolve, reject) =>
+          this.together.push({
+            items,
+            done: (answers) => (answers instanceof Error ? reject(answers) : resolve(answers)),
+          }),
+        ),
+      limits,
+    );
+  }
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe("Batches", () => {
+  it("sends an item alone while the limit is not reached", async () => {
+    const s = new Statements();
+    const batches = s.batches();
+    const one = batches.run(1);
+    const two = batches.run(2);
+    await tick();
+    expect(s.alone.map((a) => a.item)).toEqual([1, 2]);
+    expect(s.together).toEqual([]);
+    s.alone[0]!.done("a1");
+    s.alone[1]!.done("a2");
+    expect([await one, await two]).toEqual(["a1", "a2"]);
+    expect(batches.sent).toEqual({ batches: 0, items: 0 });
+  });
+
+  it("sends the items that arrive while the limit is reached together, each answered as its own", async () => {
+    const s = new Statements();
+    const batches = s.batches();
+    const first = [batches.run(1), batches.run(2)];
+    const waiting = [3, 4, 5, 6, 7].map((i) => batches.run(i));
+    await tick();
+    expect(s.together).toEqual([]);
+    s.alone[0]!.done("a1");
+    await first[0];
+    await tick();
+    // One slot free: the next batch takes as many as a batch may carry, in arrival order.
+    expect(s.together.map((t) => t.items)).toEqual([[3, 4, 5, 6]]);
+    s.together[0]!.done([{ value: "t3" }, { value: "t4" }, { value: "t5" }, { value: "t6" }]);
+    await tick();
+    // The one left over goes as soon as a slot is free again: alone, since it is alone.
+    expect(s.alone.map((a) => a.item)).toEqual([1, 2, 7]);
+    s.alone[1]!.done("a2");
+    s.alone[2]!.done("a7");
+    expect(await Promise.all([...first, ...waiting])).toEqual(["a1", "a2", "t3", "t4", "t5", "t6", "a7"]);
+    expect(batches.sent).toEqual({ batches: 1, items: 4 });
+  });
+
+  it("sends an item the batch names as failed again alone; a batch that fails fails each of its items", async () => {
+    const s = new Statements();
+    const batches = s.batches({ inFlight: 1, size: 8, slowMs: 10_000 });
+    const blocker = batches.run(0);
+    const items = [1, 2, 3].map((i) => batches.run(i));
+    await tick();
+    s.alone[0]!.done("a0");
+    await blocker;
+    await tick();
+    s.together[0]!.done([{ value: "t1" }, { failed: "55P03" }, { value: "t3" }]);
+    await tick();
+    expect(s.alone.map((a) => a.item)).toEqual([0, 2]);
+    s.alone[1]!.done("a2 again");
+    expect(await Promise.all(items)).toEqual(["t1", "a2 again", "t3"]);
+
+    const blocked = batches.run(10);
+    const lost = [11, 12].map((i) => batches.run(i).catch((error: Error) => error.message));
+    await tick();
+    s.alone[2]!.done("a10");
+    await blocked;
+    await tick();
+    s.together[1]!.done(new Error("connection terminated"));
+    expect(await Promise.all(lost)).toEqual(["connection terminated", "connection terminated"]);
+  });
+
+  it("refuses a batch answer that does not answer each item", async () => {
+    const s = new Statements();
+    const batches = s.batches({ inFlight: 1, size: 8, slowMs: 10_000 });
+    const blocker = batches.run(0);
+    const items = [1, 2].map((i) => batches.run(i).catch((error: Error) => error.message));
+    await tick();
+    s.alone[0]!.done("a0");
+    await blocker;
+    await tick();
+    s.together[0]!.done([{ value: "t1" }]);
+    expect(await Promise.all(items)).toEqual([
+      "a batch of 2 answered 1 items",
+      "a batch of 2 answered 1 items",
+    ]);
+  });
+
+  it("stops counting a slow statement against the limit, so the next ones do not wait for it", async () => {
+    const s = new Statements();
+    const batches = s.batches({ inFlight: 1, size: 8, slowMs: 30 });
+    const stuck = batches.run(1);
+    const next = batches.run(2);
+    await tick();
+    expect(s.alone.map((a) => a.item)).toEqual([1]);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(s.alone.map((a) => a.item)).toEqual([1, 2]);
+    s.alone[1]!.done("a2");
+    expect(await next).toBe("a2");
+    s.alone[0]!.done("a1");
+    expect(await stuck).toBe("a1");
+  });
+});

@@ -24,6 +24,25 @@ class Statements {
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+/**
+ * Sends `first` alone (the one slot taken), queues what `queue` sends behind it, and lets `first`
+ * finish: what was queued has then gone as one batch, waiting for the test's answer.
+ */
+async function behind<Q>(
+  s: Statements,
+  batches: Batches<number, string>,
+  first: number,
+  queue: () => Q,
+): Promise<Q> {
+  const blocker = batches.run(first);
+  const queued = queue();
+  await tick();
+  s.alone.at(-1)!.done(`a${first}`);
+  await blocker;
+  await tick();
+  return queued;
+}
+
 describe("Batches", () => {
   it("sends an item alone while the limit is not reached", async () => {
     const s = new Statements();
@@ -64,24 +83,16 @@ describe("Batches", () => {
   it("sends an item the batch names as failed again alone; a batch that fails fails each of its items", async () => {
     const s = new Statements();
     const batches = s.batches({ inFlight: 1, size: 8, slowMs: 10_000 });
-    const blocker = batches.run(0);
-    const items = [1, 2, 3].map((i) => batches.run(i));
-    await tick();
-    s.alone[0]!.done("a0");
-    await blocker;
-    await tick();
+    const items = await behind(s, batches, 0, () => [1, 2, 3].map((i) => batches.run(i)));
     s.together[0]!.done([{ value: "t1" }, { failed: "55P03" }, { value: "t3" }]);
     await tick();
     expect(s.alone.map((a) => a.item)).toEqual([0, 2]);
     s.alone[1]!.done("a2 again");
     expect(await Promise.all(items)).toEqual(["t1", "a2 again", "t3"]);
 
-    const blocked = batches.run(10);
-    const lost = [11, 12].map((i) => batches.run(i).catch((error: Error) => error.message));
-    await tick();
-    s.alone[2]!.done("a10");
-    await blocked;
-    await tick();
+    const lost = await behind(s, batches, 10, () =>
+      [11, 12].map((i) => batches.run(i).catch((error: Error) => error.message)),
+    );
     s.together[1]!.done(new Error("connection terminated"));
     expect(await Promise.all(lost)).toEqual(["connection terminated", "connection terminated"]);
   });
@@ -89,12 +100,9 @@ describe("Batches", () => {
   it("refuses a batch answer that does not answer each item", async () => {
     const s = new Statements();
     const batches = s.batches({ inFlight: 1, size: 8, slowMs: 10_000 });
-    const blocker = batches.run(0);
-    const items = [1, 2].map((i) => batches.run(i).catch((error: Error) => error.message));
-    await tick();
-    s.alone[0]!.done("a0");
-    await blocker;
-    await tick();
+    const items = await behind(s, batches, 0, () =>
+      [1, 2].map((i) => batches.run(i).catch((error: Error) => error.message)),
+    );
     s.together[0]!.done([{ value: "t1" }]);
     expect(await Promise.all(items)).toEqual([
       "a batch of 2 answered 1 items",

@@ -20,6 +20,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import autocannon, { type RequestParams } from "autocannon";
 import { Pool } from "undici";
+import type { DiskProbe } from "./disk-probe.js";
 
 /** One HTTP request the load generator sends. */
 export interface RequestSpec {
@@ -86,6 +87,14 @@ export interface RateResult {
   readonly sendLagP99Ms: number;
   readonly non2xx: number;
   readonly errors: number;
+  /**
+   * Set by the store phase (bench/run.ts): the hosts' CPU time per call over the run, every
+   * thread's and the event loops' alone (ms); absent before 2026-11-29.
+   */
+  readonly gatewayCpuMsPerCall?: number;
+  readonly gatewayMainCpuMsPerCall?: number;
+  /** Set by the store phase: the disk's fsyncs beside the run (bench/disk-probe.ts). */
+  readonly disk?: DiskProbe;
 }
 
 /** What `idle` reports once its streams are open. */

@@ -350,6 +350,28 @@ function storesSection(results: BenchResults): string {
         `${added(r.rate, r.floor, "p50")} / ${added(r.rate, r.floor, "p99")} | ` +
         `${r.saturate.non2xx + r.rate.non2xx + (r.rate300?.non2xx ?? 0)} / ${r.saturate.errors + r.rate.errors + (r.rate300?.errors ?? 0)} |`,
     ),
+    ...(rows.some((r) => r.rate300?.disk !== undefined)
+      ? [
+          "",
+          "Beside each run at 300/s, the hosts' CPU per call (every thread's, and their event loops' alone) and the",
+          "disk: a probe in a process of its own wrote 8 KiB and called `fdatasync` every 50 ms in the store's",
+          "folder (`bench/disk-probe.ts`). Every durable commit on this disk waits for such an fsync, on either",
+          "store, so a slow one holds every call then in flight; the p99 of 2,400 calls is their 24 slowest",
+          '([store.md](store.md), "The p99 at 300/s").',
+          "",
+          "| store | added p99 at 300/s | the hosts' CPU per call | their event loops' | fsyncs over 20 ms (the longest) |",
+          "|---|---|---|---|---|",
+          ...rows
+            .filter((r) => r.rate300?.disk !== undefined)
+            .map((r) => {
+              const at = r.rate300!;
+              return (
+                `| ${r.label} | ${added(r.rate300, r.floor300, "p99")} | ${at.gatewayCpuMsPerCall?.toFixed(2)} ms | ` +
+                `${at.gatewayMainCpuMsPerCall?.toFixed(2)} ms | ${at.disk!.over20Ms} of ${at.disk!.fsyncs} (${at.disk!.maxMs.toFixed(0)} ms) |`
+              );
+            }),
+        ]
+      : []),
     "",
     "Where a store's billed calls per second stay below a rate, that rate's row measures the queue that",
     "builds up, not what one call costs. Where PostgreSQL's time goes, and what was done about it, is in",

@@ -55,6 +55,7 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { startPostgres } from "../test/helpers/postgres.js";
+import type { DiskProbe } from "./disk-probe.js";
 import type { GcWindow } from "./gc-hook.js";
 import { guardText } from "./guard.js";
 import type { HoldSettleResult } from "./hold-settle.js";
@@ -215,6 +216,7 @@ async function startDeployment(
   } = {},
 ): Promise<Deployment> {
   const dataDir = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
+  cleanup.push(dataDir);
   chainsRegistry ??= startChains();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -333,14 +335,35 @@ async function startWorker(env: NodeJS.ProcessEnv, dataDir: string): Promise<Chi
   }
 }
 
+/** bench/disk-probe.ts beside a run, in `dir` (the store's disk); `stop` answers what it saw. */
+function startDiskProbe(dir: string): { stop(): Promise<DiskProbe> } {
+  const child = spawn(process.execPath, [join(DIST, "bench/disk-probe.js"), dir], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  children.push(child);
+  const answer = firstLine(child).then((line) => JSON.parse(line) as DiskProbe);
+  return {
+    stop: () => {
+      child.stdin!.end();
+      return answer;
+    },
+  };
+}
+
 function runLoad<T>(job: LoadJob): Promise<T> {
   const child = node("load.js", [JSON.stringify(job)]);
   return firstLine(child).then((line) => JSON.parse(line) as T);
 }
 
-/** utime + stime of a process, in milliseconds. */
+/** utime + stime of a process (every thread), in milliseconds. */
 function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+/** utime + stime of a process's main thread (its event loop) alone, in milliseconds. */
+function mainThreadCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
@@ -463,7 +486,27 @@ function gcWindow(target: { id: TargetId; pid: number | undefined }): {
 
 async function main(): Promise<void> {
   const startedAt = new Date();
-  if (values.timeline !== undefined) writeFileSync(values.timeline, "");
+  if (values.timeline !== undefined) {
+    writeFileSync(values.timeline, "");
+    const probeDir = mkdtempSync(join(tmpdir(), "tollgate-bench-probe-"));
+    cleanup.push(probeDir);
+    // An otherwise idle process with the hook: its stalls are the machine's, not the gateway's.
+    children.push(
+      spawn(
+        process.execPath,
+        ["--import", join(DIST, "bench/timeline-hook.js"), "-e", "setInterval(() => {}, 1e6)"],
+        {
+          env: {
+            ...process.env,
+            TOLLGATE_BENCH_TIMELINE: resolve(values.timeline),
+            TOLLGATE_BENCH_TIMELINE_PROC: "probe",
+            TOLLGATE_BENCH_TIMELINE_DISK: probeDir,
+          },
+          stdio: "ignore",
+        },
+      ),
+    );
+  }
   const loadBefore = loadavg();
   const upstream = await startServer("fake-upstream.js", [
     "--port",
@@ -474,13 +517,11 @@ async function main(): Promise<void> {
   const proxy = await startServer("passthrough-proxy.js", ["--upstream", upstream.url]);
   let gateway: Server | undefined;
   let key = values["target-key"] ?? "";
-  let dataDir: string | undefined;
   let gatewayUrl = values.target;
   if (gatewayUrl === undefined) {
     const started = await startDeployment(upstream.url);
     gateway = started.servers[0]!;
     key = started.key;
-    dataDir = started.dataDir;
     gatewayUrl = gateway.url;
   }
   const only = new Set((values.targets ?? "direct,proxy,gateway,peer").split(","));
@@ -740,17 +781,36 @@ async function main(): Promise<void> {
               seconds,
               connections: 512,
             });
-            const rate = await runLoad<RateResult>({
+            const window = timelineWindow(`${c.config} at ${perSecond}/s`, "gateway");
+            const cpu = () => ({
+              all: deployment.servers.reduce((sum, s) => sum + cpuMs(s.pid ?? s.child.pid!), 0),
+              main: deployment.servers.reduce((sum, s) => sum + mainThreadCpuMs(s.pid ?? s.child.pid!), 0),
+            });
+            const before = cpu();
+            const disk = startDiskProbe(deployment.dataDir);
+            const measured = await runLoad<RateResult>({
               kind: "rate",
               request,
               rate: perSecond,
               seconds,
               connections: 512,
             });
+            const after = cpu();
+            const diskProbe = await disk.stop();
+            window.end();
+            // The hosts' CPU per call over the run: every thread's, and the event loops' alone.
+            const rate: RateResult = {
+              ...measured,
+              gatewayCpuMsPerCall: (after.all - before.all) / Math.max(1, measured.requests),
+              gatewayMainCpuMsPerCall: (after.main - before.main) / Math.max(1, measured.requests),
+              disk: diskProbe,
+            };
             log(
               `stores ${c.label}: at ${perSecond}/s p50 ${rate.latencyMs.p50.toFixed(2)} ms, p99 ${rate.latencyMs.p99.toFixed(2)} ms ` +
                 `(pass-through ${floor.latencyMs.p50.toFixed(2)} / ${floor.latencyMs.p99.toFixed(2)} ms), ` +
-                `non-2xx ${rate.non2xx}, errors ${rate.errors}`,
+                `non-2xx ${rate.non2xx}, errors ${rate.errors}; the hosts' CPU per call ` +
+                `${rate.gatewayCpuMsPerCall!.toFixed(2)} ms, their event loops' ${rate.gatewayMainCpuMsPerCall!.toFixed(2)} ms; ` +
+                `the disk: ${diskProbe.over20Ms} of ${diskProbe.fsyncs} fsyncs over 20 ms, the longest ${diskProbe.maxMs.toFixed(1)} ms`,
             );
             return { floor, rate };
           };
@@ -824,7 +884,6 @@ async function main(): Promise<void> {
       `wrote bench/results/partial/${stamp}.json and its report (a partial run: docs/ keeps the last full run)`,
     );
   }
-  if (dataDir !== undefined) cleanup.push(dataDir);
 }
 
 function gitCommit(): string {

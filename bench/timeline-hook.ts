@@ -11,8 +11,9 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { channel, subscribe } from "node:diagnostics_channel";
-import { appendFileSync } from "node:fs";
-import { performance } from "node:perf_hooks";
+import { appendFileSync, fdatasyncSync, openSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { PerformanceObserver, performance } from "node:perf_hooks";
 import { isMainThread, threadId } from "node:worker_threads";
 
 const file = process.env.TOLLGATE_BENCH_TIMELINE;
@@ -26,10 +27,60 @@ if (file !== undefined) {
   };
   setInterval(flush, 250).unref();
   process.on("exit", flush);
+  /**
+   * Call and write ids unique across the processes that share the file (several hosts): this
+   * process's pid above the counter's digits.
+   */
+  const base = process.pid * 10_000_000;
   /** Absolute milliseconds, comparable across threads. */
   const now = () => performance.timeOrigin + performance.now();
   const record = (event: Record<string, unknown>) =>
     lines.push(JSON.stringify({ t: now(), thread: threadId, ...event }));
+
+  // What holds every call at once: the event loop late by more than 5 ms (the loop blocked, or
+  // the process not run), and each GC pause over 2 ms; tagged with the process
+  // ($TOLLGATE_BENCH_TIMELINE_PROC: the harness's probe, an otherwise idle process, is "probe").
+  const proc = process.env.TOLLGATE_BENCH_TIMELINE_PROC ?? `gateway ${process.pid}`;
+  if (isMainThread) {
+    const TICK = 2;
+    let last = performance.now();
+    setInterval(() => {
+      const at = performance.now();
+      const late = at - last - TICK;
+      if (late > 5) record({ ev: "stall", proc, ms: late });
+      last = at;
+    }, TICK).unref();
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries())
+        if (entry.duration > 2)
+          lines.push(
+            JSON.stringify({
+              t: performance.timeOrigin + entry.startTime,
+              ev: "gc",
+              proc,
+              ms: entry.duration,
+              kind: (entry as { detail?: { kind?: number } }).detail?.kind,
+            }),
+          );
+    }).observe({ entryTypes: ["gc"] });
+  }
+
+  // The probe also times the disk: an 8 KiB write and its fdatasync every 10 ms, in the folder
+  // the stores keep their files in ($TOLLGATE_BENCH_TIMELINE_DISK), each over 5 ms recorded.
+  const disk = process.env.TOLLGATE_BENCH_TIMELINE_DISK;
+  if (disk !== undefined && isMainThread) {
+    const fd = openSync(join(disk, `tollgate-bench-fsync-${process.pid}.dat`), "w");
+    const page = Buffer.alloc(8192, 1);
+    let offset = 0;
+    setInterval(() => {
+      writeSync(fd, page, 0, page.length, offset);
+      offset = (offset + page.length) % (16 * 2 ** 20);
+      const started = performance.now();
+      fdatasyncSync(fd);
+      const ms = performance.now() - started;
+      if (ms > 5) lines.push(JSON.stringify({ t: performance.timeOrigin + started, ev: "fsync", proc, ms }));
+    }, 10).unref();
+  }
 
   if (isMainThread) {
     const call = new AsyncLocalStorage<number>();
@@ -37,7 +88,7 @@ if (file !== undefined) {
     let next = 0;
     subscribe("http.server.request.start", (message) => {
       const { request } = message as { request: object & { url?: string; method?: string } };
-      const id = ++next;
+      const id = base + ++next;
       ids.set(request, id);
       // The request's handling continues from this synchronous point: everything it awaits
       // (hooks, the core in process, the provider, the ledger) carries the id.
@@ -72,13 +123,13 @@ if (file !== undefined) {
     channel("tollgate:ledger:write").subscribe((message) => {
       const id = call.getStore();
       const { op, phase, id: write } = message as { op: string; phase: "sent" | "done"; id: number };
-      if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}`, write });
+      if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}`, write: base + write });
     });
   }
   // Both sides of the writer thread: posted → received → (group) → replied → arrived.
   channel("tollgate:ledger:crossing").subscribe((message) => {
     const { phase, ids } = message as { phase: string; ids: number[] };
-    record({ ev: `crossing.${phase}`, ids });
+    record({ ev: `crossing.${phase}`, ids: ids.map((write) => base + write) });
   });
   if (!isMainThread) {
     channel("tollgate:ledger:group").subscribe((message) => {

@@ -20,6 +20,9 @@ interface Event {
   readonly statementsMs?: number;
   readonly commitMs?: number;
   readonly waitedMs?: number;
+  readonly proc?: string;
+  readonly ms?: number;
+  readonly kind?: number;
 }
 
 /** The points of a call's way, in order, and what the time up to each is spent on. */
@@ -131,6 +134,13 @@ function windowText(events: readonly Event[], window: { label: string; from: num
       complete.map(([, p]) => p.get("finish")! - p.get("arrive")!),
     ),
   );
+  lines.push(...slowest(complete, window.from, events));
+  const fsyncs = events.filter((e) => e.ev === "fsync" && inside(e.t)).map((e) => e.ms!);
+  if (fsyncs.length > 0 || events.some((e) => e.proc === "probe"))
+    lines.push(
+      `  the disk over the window (the probe's fdatasync every 10 ms): ${fsyncs.length} over 5 ms, ` +
+        `${fsyncs.filter((ms) => ms > 20).length} over 20 ms, the longest ${Math.max(0, ...fsyncs).toFixed(1)} ms`,
+    );
   for (const op of ["placeHold", "settle"]) {
     const ways = complete
       .map(([id]) => writes.get(writeOf.get(`${id}:${op}`) ?? -1))
@@ -176,6 +186,61 @@ function windowText(events: readonly Event[], window: { label: string; from: num
     );
   }
   return lines;
+}
+
+/**
+ * The calls at or above the whole call's p99: where their time went (each segment's p50 over
+ * them), and whether they come together (a pause of the machine, the store or the collector
+ * holds every call in flight) or spread over the window (each slow on its own): how many 250 ms
+ * windows they fall in, and the most in one.
+ */
+function slowest(
+  calls: readonly (readonly [number, Map<string, number>])[],
+  from: number,
+  events: readonly Event[],
+): string[] {
+  const whole = (p: Map<string, number>) => p.get("finish")! - p.get("arrive")!;
+  const sorted = calls.map(([, p]) => whole(p)).sort((a, b) => a - b);
+  const p99 = percentile(sorted, 99);
+  const slow = calls.filter(([, p]) => whole(p) >= p99);
+  if (slow.length === 0) return [];
+  const buckets = new Map<number, number>();
+  for (const [, p] of slow) {
+    const bucket = Math.floor((p.get("arrive")! - (Number.isFinite(from) ? from : 0)) / 250);
+    buckets.set(bucket, (buckets.get(bucket) ?? 0) + 1);
+  }
+  const crowded = [...buckets.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5);
+  return [
+    "",
+    `the ${slow.length} calls at or above the p99 (${p99.toFixed(2)} ms): each segment's p50 over them`,
+    ...SEGMENTS.map(([f, t, label]) =>
+      line(
+        label,
+        slow.map(([, p]) => p.get(t)! - p.get(f)!),
+      ),
+    ),
+    `  they arrived in ${buckets.size} windows of 250 ms; the most in one: ` +
+      crowded.map(([b, n]) => `${n} at +${((b * 250) / 1000).toFixed(2)} s`).join(", "),
+    ...crowded.flatMap(([b]) => {
+      // Each process's stalls and GC pauses from 100 ms before the window to its end.
+      const start = (Number.isFinite(from) ? from : 0) + b * 250;
+      const near = events.filter(
+        (e) =>
+          (e.ev === "stall" || e.ev === "gc" || e.ev === "fsync") && e.t >= start - 100 && e.t <= start + 250,
+      );
+      return near.length === 0
+        ? []
+        : [
+            `  near +${((b * 250) / 1000).toFixed(2)} s: ` +
+              near
+                .map(
+                  (e) =>
+                    `${e.proc} ${e.ev === "gc" ? `gc(${e.kind})` : e.ev === "fsync" ? "fsync" : "late"} ${e.ms!.toFixed(1)} ms at ${(e.t - start).toFixed(0)}`,
+                )
+                .join("; "),
+          ];
+    }),
+  ];
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(import.meta.filename)) {

@@ -1,3 +1,4 @@
+import { channel } from "node:diagnostics_channel";
 import { describe, expect, it } from "vitest";
 import { SYSTEM_REVENUE } from "../../src/core/ports/ledger.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
@@ -121,6 +122,41 @@ describe("holds and resolutions in batches on PostgreSQL", () => {
       expect(await auditPostgres(pool)).toEqual([]);
     } finally {
       locker.release();
+      await pool.end();
+    }
+  });
+
+  it("tells the timeline's channel when each hold and settlement is sent and answered, with its id", async () => {
+    const url = await server().freshDatabase();
+    const pool = await openPostgres(url, 4);
+    const ledger = new PgLedger(pool);
+    await fundAccounts(pool, ledger, ["acct_seen"], 10_000n);
+    const seen: { op: string; phase: string; id: number }[] = [];
+    const listen = (message: unknown) => seen.push(message as { op: string; phase: string; id: number });
+    const writes = channel("tollgate:ledger:write");
+    writes.subscribe(listen);
+    try {
+      const placed = ledger.placeHold(testHold("h_seen", 1_000n, { accountId: "acct_seen" }));
+      // "sent" is published before the statement's answer can be back.
+      expect(seen).toEqual([{ op: "placeHold", phase: "sent", id: expect.any(Number) }]);
+      expect((await placed).kind).toBe("placed");
+      expect((await ledger.settle("h_seen", 400n, USAGE, 10, "")).kind).toBe("resolved");
+      const [holdId, settleId] = [seen[0]!.id, seen[2]!.id];
+      expect(holdId).not.toBe(settleId);
+      expect(seen).toEqual([
+        { op: "placeHold", phase: "sent", id: holdId },
+        { op: "placeHold", phase: "done", id: holdId },
+        { op: "settle", phase: "sent", id: settleId },
+        { op: "settle", phase: "done", id: settleId },
+      ]);
+      // Conservation: the account paid what revenue took.
+      expect(await ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({ creditsPosted: 400n });
+      expect(await ledger.balance("acct_seen", CHAIN)).toMatchObject({
+        debitsPosted: 400n,
+        debitsPending: 0n,
+      });
+    } finally {
+      writes.unsubscribe(listen);
       await pool.end();
     }
   });

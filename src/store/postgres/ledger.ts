@@ -1,3 +1,4 @@
+import { channel } from "node:diagnostics_channel";
 import type pg from "pg";
 import {
   type CapRefusal,
@@ -55,6 +56,24 @@ import {
 } from "./queries.js";
 import { pgKeptRefusal } from "./unreachable.js";
 import { PgX402 } from "./x402.js";
+
+/**
+ * Each hold and settlement when it is sent and when its answer (committed) is back, in the
+ * asking call's async context, on the channel the SQLite writer publishes on
+ * (bench/timeline-hook.ts); silent while nobody subscribes.
+ */
+const writes = channel("tollgate:ledger:write");
+let nextWrite = 1;
+
+function published<T>(op: "placeHold" | "settle", answer: () => Promise<T>): Promise<T> {
+  if (!writes.hasSubscribers) return answer();
+  const id = nextWrite++;
+  writes.publish({ op, id, phase: "sent" });
+  const promise = answer();
+  const done = () => writes.publish({ op, id, phase: "done" });
+  promise.then(done, done);
+  return promise;
+}
 
 const INT64_MAX_SQL = "9223372036854775807";
 
@@ -531,7 +550,11 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
    * appeared between the two (a credit, a release) make it try again rather than answer
    * `insufficient` with an available amount that would cover the hold.
    */
-  async placeHold(hold: NewHold): Promise<PlaceHoldResult> {
+  placeHold(hold: NewHold): Promise<PlaceHoldResult> {
+    return published("placeHold", () => this.placeOnce(hold));
+  }
+
+  private async placeOnce(hold: NewHold): Promise<PlaceHoldResult> {
     const values = [
       hold.id,
       hold.accountId,
@@ -778,7 +801,7 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
     now: number,
     charges: string,
   ): Promise<ResolveResult> {
-    return this.#kept.run({ kind: "settle", holdId, charge, usage, now, charges });
+    return published("settle", () => this.#kept.run({ kind: "settle", holdId, charge, usage, now, charges }));
   }
 
   void(holdId: string, status: "released" | "expired", now: number): Promise<ResolveResult> {

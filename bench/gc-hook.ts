@@ -7,7 +7,10 @@
  * young generation's size. With $TOLLGATE_BENCH_HEAP_PROFILE set it also runs V8's sampling heap
  * profiler over the window, keeping samples of objects already collected (so it shows where
  * bytes were allocated, not what is still alive) and writes the profile (`.heapprofile`, Chrome
- * DevTools' format) there. One line of JSON per window is appended to $TOLLGATE_BENCH_GC.
+ * DevTools' format) there; with $TOLLGATE_BENCH_HEAP_SURVIVORS set as well, the samples of
+ * objects a young-generation collection freed are dropped, so the profile shows where the bytes
+ * that survived a scavenge (and were copied, then promoted) were allocated. One line of JSON per
+ * window is appended to $TOLLGATE_BENCH_GC.
  * Nothing in the gateway changes.
  */
 import { appendFileSync, writeFileSync } from "node:fs";
@@ -58,7 +61,7 @@ if (file !== undefined && isMainThread) {
         void post(session, "HeapProfiler.startSampling", {
           samplingInterval: 16_384,
           includeObjectsCollectedByMajorGC: true,
-          includeObjectsCollectedByMinorGC: true,
+          includeObjectsCollectedByMinorGC: process.env.TOLLGATE_BENCH_HEAP_SURVIVORS === undefined,
         });
       }
       const profiler = new GCProfiler();

@@ -22,7 +22,8 @@
  *                       and printed per 1,000 calls, e.g. --only rates --rates 500 --targets gateway
  *   --heap-profile FILE with --gc: also sample where the serving thread allocates over the rate
  *                       phase, written to FILE (.heapprofile); `node dist/bench/heap-top.js FILE`
- *                       lists its top allocation sites
+ *                       lists its top allocation sites (with TOLLGATE_BENCH_HEAP_SURVIVORS=1 in the
+ *                       environment: of the bytes that survived a scavenge, bench/gc-hook.ts)
  *   --serve-flags LIST  space-separated node flags for the gateway's process alone, e.g.
  *                       --serve-flags=--max-semi-space-size=32 (with the `=`: the
  *                       value starts with dashes; NODE_OPTIONS would reach every process)

@@ -126,6 +126,10 @@ if (file !== undefined) {
       if (id !== undefined) record({ req: id, ev: `ledger.${op}.${phase}`, write: base + write });
     });
   }
+  // PostgreSQL's batches (src/store/postgres/batches.ts): their size and their items that failed.
+  channel("tollgate:ledger:batch").subscribe((message) => {
+    record({ ev: "batch", ...(message as { items: number; failed: string[] }) });
+  });
   // Both sides of the writer thread: posted → received → (group) → replied → arrived.
   channel("tollgate:ledger:crossing").subscribe((message) => {
     const { phase, ids } = message as { phase: string; ids: number[] };

@@ -23,6 +23,8 @@ interface Event {
   readonly proc?: string;
   readonly ms?: number;
   readonly kind?: number;
+  readonly items?: number;
+  readonly failed?: readonly string[];
 }
 
 /** The points of a call's way, in order, and what the time up to each is spent on. */
@@ -135,6 +137,16 @@ function windowText(events: readonly Event[], window: { label: string; from: num
     ),
   );
   lines.push(...slowest(complete, window.from, events));
+  const batches = events.filter((e) => e.ev === "batch" && inside(e.t));
+  if (batches.length > 0) {
+    const failed = new Map<string, number>();
+    for (const state of batches.flatMap((b) => b.failed ?? []))
+      failed.set(state, (failed.get(state) ?? 0) + 1);
+    lines.push(
+      `  PostgreSQL batches of two or more: ${batches.length}, carrying ${batches.reduce((n, b) => n + (b.items ?? 0), 0)} ` +
+        `items; items failed and sent again alone: ${failed.size === 0 ? "none" : [...failed].map(([state, n]) => `${n} (${state})`).join(", ")}`,
+    );
+  }
   const fsyncs = events.filter((e) => e.ev === "fsync" && inside(e.t)).map((e) => e.ms!);
   if (fsyncs.length > 0 || events.some((e) => e.proc === "probe"))
     lines.push(

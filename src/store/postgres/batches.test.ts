@@ -1,3 +1,4 @@
+import { channel } from "node:diagnostics_channel";
 import { describe, expect, it } from "vitest";
 import { type BatchAnswer, Batches } from "./batches.js";
 
@@ -95,6 +96,28 @@ describe("Batches", () => {
     );
     s.together[1]!.done(new Error("connection terminated"));
     expect(await Promise.all(lost)).toEqual(["connection terminated", "connection terminated"]);
+  });
+
+  it("tells the timeline's channel each batch's size and the SQLSTATEs of its items sent again", async () => {
+    const seen: unknown[] = [];
+    const listen = (message: unknown) => seen.push(message);
+    const answered = channel("tollgate:ledger:batch");
+    answered.subscribe(listen);
+    try {
+      const s = new Statements();
+      const batches = s.batches({ inFlight: 1, size: 8, slowMs: 10_000 });
+      const items = await behind(s, batches, 0, () => [1, 2, 3].map((i) => batches.run(i)));
+      expect(seen).toEqual([]);
+      s.together[0]!.done([{ failed: "55P03" }, { value: "t2" }, { failed: "40P01" }]);
+      await tick();
+      expect(seen).toEqual([{ items: 3, failed: ["55P03", "40P01"] }]);
+      s.alone[1]!.done("a1 again");
+      s.alone[2]!.done("a3 again");
+      expect(await Promise.all(items)).toEqual(["a1 again", "t2", "a3 again"]);
+      expect(seen).toHaveLength(1);
+    } finally {
+      answered.unsubscribe(listen);
+    }
   });
 
   it("refuses a batch answer that does not answer each item", async () => {

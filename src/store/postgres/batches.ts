@@ -1,3 +1,11 @@
+import { channel } from "node:diagnostics_channel";
+
+/**
+ * Each batch of two or more when its answers are back: how many items, and the SQLSTATE of each
+ * item that failed and goes again alone (bench/timeline-hook.ts); silent while nobody subscribes.
+ */
+const answered = channel("tollgate:ledger:batch");
+
 /**
  * One item's answer from a batch: its value, or the SQLSTATE it failed with (it is then sent
  * again alone, which answers it as it always did).
@@ -99,6 +107,11 @@ export class Batches<T, R> {
       for (const w of batch) w.reject(error);
       return;
     }
+    if (answered.hasSubscribers)
+      answered.publish({
+        items: batch.length,
+        failed: answers.flatMap((answer) => ("failed" in answer ? [answer.failed] : [])),
+      });
     batch.forEach((w, i) => {
       const answer = answers[i]!;
       // Out of the slot: a failed item is rare (a race lost, an id taken) and must not hold the next batch.

@@ -51,4 +51,32 @@ describe("the store table (bench/report.ts)", () => {
     expect(row(page, "1 host, SQLite")[3]).toBe("1.00×");
     expect(page).toContain("spread over 64 accounts, a key each");
   });
+
+  it("shows the hosts' CPU and the disk's slow fsyncs beside each 300/s run that measured them, and no such table before", () => {
+    const before = renderMarkdown(kept(), "benchmarks.svg");
+    expect(before).not.toContain("fsyncs over 20 ms");
+    const run = structuredClone(kept());
+    const pg = run.stores!.find((r) => r.config === "postgres-1")! as {
+      -readonly [K in keyof StoreFigure]: StoreFigure[K];
+    };
+    const at300 = pg.rate300 ?? pg.rate;
+    pg.rate300 = {
+      ...at300,
+      gatewayCpuMsPerCall: 1.77,
+      gatewayMainCpuMsPerCall: 1.65,
+      disk: { fsyncs: 162, p50Ms: 0.1, p99Ms: 0.4, maxMs: 156.04, over20Ms: 2 },
+    };
+    pg.floor300 ??= pg.floor;
+    const page = renderMarkdown(run, "benchmarks.svg").split("\n");
+    const heading = page.findIndex((l) => l.includes("fsyncs over 20 ms (the longest)"));
+    expect(heading).toBeGreaterThan(0);
+    const cells = page
+      .slice(heading)
+      .find((l) => l.startsWith("| 1 host, PostgreSQL |"))!
+      .split("|")
+      .map((cell) => cell.trim());
+    expect(cells.slice(3)).toEqual(["1.77 ms", "1.65 ms", "2 of 162 (156 ms)", ""]);
+    // Only the rows that measured them.
+    expect(page.slice(heading).some((l) => l.startsWith("| 1 host, SQLite |"))).toBe(false);
+  });
 });

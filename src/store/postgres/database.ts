@@ -26,8 +26,8 @@ export async function openPostgres(url: string, poolSize = 10, directUrl = url):
     max: poolSize,
     // A connection once opened stays open (pg's default closes one idle for 10 s): the call that
     // waits for a new one pays a TCP and SCRAM handshake and a server process started, whose
-    // caches, functions and prepared statements are then warmed again (docs/store.md, "The p99 at
-    // 300/s"). The pool grows to `poolSize` under load and stays there: a fixed-size pool.
+    // caches, functions and prepared statements are then warmed again. The pool grows to
+    // `poolSize` under load and stays there: a fixed-size pool (docs/store.md, "The p99 at 300/s").
     idleTimeoutMillis: 0,
     types: {
       getTypeParser: (oid: number, format?: "text" | "binary") =>

@@ -9,7 +9,7 @@
  *   node dist/bench/disk-probe.js DIR  (stop it by closing stdin)
  */
 import { closeSync, fdatasyncSync, openSync, rmSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 
 /** What one probe measured (ms). */
@@ -25,24 +25,40 @@ export interface DiskProbe {
 const EVERY_MS = 50;
 const FILE_BYTES = 16 * 2 ** 20;
 
-if (process.argv[2] !== undefined) {
-  const file = join(process.argv[2], `disk-probe-${process.pid}.dat`);
+/**
+ * Every `everyMs`, an 8 KiB write and its `fdatasync` in a file of its own under `dir`, each
+ * fsync's start (performance.now()) and duration given to `each`; the returned function stops
+ * and removes the file. Also the timeline's probe (bench/timeline-hook.ts).
+ */
+export function timeFsyncs(
+  dir: string,
+  everyMs: number,
+  each: (startedMs: number, ms: number) => void,
+): () => void {
+  const file = join(dir, `disk-probe-${process.pid}.dat`);
   const fd = openSync(file, "w");
   const page = Buffer.alloc(8192, 1);
-  const times: number[] = [];
   let offset = 0;
   const timer = setInterval(() => {
     writeSync(fd, page, 0, page.length, offset);
     offset = (offset + page.length) % FILE_BYTES;
     const started = performance.now();
     fdatasyncSync(fd);
-    times.push(performance.now() - started);
-  }, EVERY_MS);
-  process.stdin.resume();
-  process.stdin.on("end", () => {
+    each(started, performance.now() - started);
+  }, everyMs).unref();
+  return () => {
     clearInterval(timer);
     closeSync(fd);
     rmSync(file, { force: true });
+  };
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(import.meta.filename)) {
+  const times: number[] = [];
+  const stop = timeFsyncs(process.argv[2]!, EVERY_MS, (_, ms) => times.push(ms));
+  process.stdin.resume();
+  process.stdin.on("end", () => {
+    stop();
     const sorted = [...times].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
     const probe: DiskProbe = {

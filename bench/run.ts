@@ -356,15 +356,10 @@ function runLoad<T>(job: LoadJob): Promise<T> {
   return firstLine(child).then((line) => JSON.parse(line) as T);
 }
 
-/** utime + stime of a process (every thread), in milliseconds. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
-
-/** utime + stime of a process's main thread (its event loop) alone, in milliseconds. */
-function mainThreadCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+/** utime + stime of a process (every thread), or with `mainThread` of its event loop alone, in ms. */
+function cpuMs(pid: number, mainThread = false): number {
+  const stat = mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`;
+  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
@@ -785,7 +780,7 @@ async function main(): Promise<void> {
             const window = timelineWindow(`${c.config} at ${perSecond}/s`, "gateway");
             const cpu = () => ({
               all: deployment.servers.reduce((sum, s) => sum + cpuMs(s.pid ?? s.child.pid!), 0),
-              main: deployment.servers.reduce((sum, s) => sum + mainThreadCpuMs(s.pid ?? s.child.pid!), 0),
+              main: deployment.servers.reduce((sum, s) => sum + cpuMs(s.pid ?? s.child.pid!, true), 0),
             });
             const before = cpu();
             const disk = startDiskProbe(deployment.dataDir);

@@ -11,10 +11,10 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { channel, subscribe } from "node:diagnostics_channel";
-import { appendFileSync, fdatasyncSync, openSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync } from "node:fs";
 import { PerformanceObserver, performance } from "node:perf_hooks";
 import { isMainThread, threadId } from "node:worker_threads";
+import { timeFsyncs } from "./disk-probe.js";
 
 const file = process.env.TOLLGATE_BENCH_TIMELINE;
 
@@ -68,19 +68,10 @@ if (file !== undefined) {
   // The probe also times the disk: an 8 KiB write and its fdatasync every 10 ms, in the folder
   // the stores keep their files in ($TOLLGATE_BENCH_TIMELINE_DISK), each over 5 ms recorded.
   const disk = process.env.TOLLGATE_BENCH_TIMELINE_DISK;
-  if (disk !== undefined && isMainThread) {
-    const fd = openSync(join(disk, `tollgate-bench-fsync-${process.pid}.dat`), "w");
-    const page = Buffer.alloc(8192, 1);
-    let offset = 0;
-    setInterval(() => {
-      writeSync(fd, page, 0, page.length, offset);
-      offset = (offset + page.length) % (16 * 2 ** 20);
-      const started = performance.now();
-      fdatasyncSync(fd);
-      const ms = performance.now() - started;
+  if (disk !== undefined && isMainThread)
+    timeFsyncs(disk, 10, (started, ms) => {
       if (ms > 5) lines.push(JSON.stringify({ t: performance.timeOrigin + started, ev: "fsync", proc, ms }));
-    }, 10).unref();
-  }
+    });
 
   if (isMainThread) {
     const call = new AsyncLocalStorage<number>();

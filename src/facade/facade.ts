@@ -1,4 +1,4 @@
-import { createClient, type Transport } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -15,6 +15,7 @@ import { anthropicErrorBody, anthropicErrorHandler } from "./anthropic/envelope.
 import { anthropicRoutes } from "./anthropic/routes.js";
 import { type ClientTimeouts, clientTimeoutOptions, DEFAULT_CLIENT_TIMEOUTS } from "./client-limits.js";
 import { remoteCoreTransport } from "./core-call.js";
+import { createCoreClient } from "./core-client.js";
 import { dashboardPlugin } from "./dashboard/dashboard.js";
 import { healthRoutes } from "./health.js";
 import type { FacadeError } from "./http-status.js";
@@ -151,9 +152,9 @@ export async function buildFacade({
 
   // A core over the network authenticates the caller's key itself (core-call.ts).
   const core = coreLocation === IN_PROCESS_CORE ? transport : remoteCoreTransport(transport);
-  const auth = createClient(AuthService, core);
-  const health = createClient(HealthService, core);
-  const inference = createClient(InferenceService, core);
+  const auth = createCoreClient(AuthService, core);
+  const health = createCoreClient(HealthService, core);
+  const inference = createCoreClient(InferenceService, core);
 
   // Anything outside the two format scopes answers in the Anthropic envelope, the primary format.
   app.setErrorHandler(anthropicErrorHandler);
@@ -194,7 +195,7 @@ export async function buildFacade({
   }
   await app.register(receiptRoutes, {
     auth,
-    billing: createClient(BillingService, core),
+    billing: createCoreClient(BillingService, core),
     keyless: x402,
   });
   await app.register(dashboardPlugin, { transport, publicUrl });

@@ -29,13 +29,19 @@ export function anthropicErrorJson(type: AnthropicErrorType, message: string): s
 
 /** A body that yields `chunks` (already in memory); destroying it is a no-op. */
 export function bodyOf(...chunks: (string | Uint8Array)[]): UpstreamResponse["body"] {
-  const encoder = new TextEncoder();
-  return {
-    async *[Symbol.asyncIterator]() {
-      for (const chunk of chunks) yield typeof chunk === "string" ? encoder.encode(chunk) : chunk;
-    },
-    destroy() {},
-  };
+  return new ChunksBody(chunks);
+}
+
+/** {@link bodyOf}'s body (a class: no generator function per body, docs/performance.md §28). */
+class ChunksBody {
+  constructor(private readonly chunks: readonly (string | Uint8Array)[]) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
+    const encoder = new TextEncoder();
+    for (const chunk of this.chunks) yield typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+  }
+
+  destroy(): void {}
 }
 
 /** An answer in Anthropic's error envelope, with this status and these headers kept. */
@@ -147,24 +153,30 @@ export function withModelNamed(
   sent: string,
 ): UpstreamResponse["body"] {
   if (platformId === sent) return body;
-  const quoted = JSON.stringify(platformId);
-  const needle = Buffer.from(quoted, "utf8");
-  const pattern = new RegExp(`"model"(\\s*):(\\s*)${quoted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "g");
-  const named = JSON.stringify(sent);
-  /** Whole lines: a newline byte is never inside a UTF-8 sequence, so the text decodes whole. */
-  const rename = (lines: Buffer): Uint8Array =>
-    lines.includes(needle)
-      ? Buffer.from(
-          lines
-            .toString("utf8")
-            .replace(pattern, (_all, before: string, after: string) => `"model"${before}:${after}${named}`),
-          "utf8",
-        )
-      : lines;
-  async function* renamed(): AsyncGenerator<Uint8Array> {
+  return new RenamedBody(body, platformId, sent);
+}
+
+/** {@link withModelNamed}'s body (a class: no generator function per body, docs/performance.md §28). */
+class RenamedBody {
+  readonly #needle: Buffer;
+  readonly #pattern: RegExp;
+  readonly #named: string;
+
+  constructor(
+    private readonly body: UpstreamResponse["body"],
+    platformId: string,
+    sent: string,
+  ) {
+    const quoted = JSON.stringify(platformId);
+    this.#needle = Buffer.from(quoted, "utf8");
+    this.#pattern = new RegExp(`"model"(\\s*):(\\s*)${quoted.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "g");
+    this.#named = JSON.stringify(sent);
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
     // The bytes after the last newline so far, kept as chunks (joined once a line ends).
     let pending: Buffer[] = [];
-    for await (const chunk of body) {
+    for await (const chunk of this.body) {
       const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       const cut = bytes.lastIndexOf(0x0a) + 1;
       if (cut === 0) {
@@ -174,11 +186,26 @@ export function withModelNamed(
       const lines =
         pending.length === 0 ? bytes.subarray(0, cut) : Buffer.concat([...pending, bytes.subarray(0, cut)]);
       pending = cut < bytes.length ? [bytes.subarray(cut)] : [];
-      yield rename(lines);
+      yield this.#rename(lines);
     }
-    if (pending.length > 0) yield rename(Buffer.concat(pending));
+    if (pending.length > 0) yield this.#rename(Buffer.concat(pending));
   }
-  return { [Symbol.asyncIterator]: renamed, destroy: (error?: Error) => body.destroy(error) };
+
+  destroy(error?: Error): void {
+    this.body.destroy(error);
+  }
+
+  /** Whole lines: a newline byte is never inside a UTF-8 sequence, so the text decodes whole. */
+  #rename(lines: Buffer): Uint8Array {
+    if (!lines.includes(this.#needle)) return lines;
+    const named = this.#named;
+    return Buffer.from(
+      lines
+        .toString("utf8")
+        .replace(this.#pattern, (_all, before: string, after: string) => `"model"${before}:${after}${named}`),
+      "utf8",
+    );
+  }
 }
 
 /**

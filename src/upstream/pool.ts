@@ -89,8 +89,7 @@ export class UpstreamPool {
     const first = ends.next("TOLLGATE_HEADERS_TIMEOUT", this.#headersTimeoutMs);
     const timer = setTimeout(() => deadline.abort(first.error()), first.inMs);
     // Stays attached for the body: the caller's abort also cuts a response mid-stream.
-    const signal =
-      call.signal === undefined ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]);
+    const unfollow = follow(call.signal, deadline);
     let response: Dispatcher.ResponseData;
     try {
       response = await this.#pool.request({
@@ -98,9 +97,10 @@ export class UpstreamPool {
         path: this.#prefix + call.path,
         headers: call.headers,
         body: call.body,
-        signal,
+        signal: deadline.signal,
       });
     } catch (error) {
+      unfollow();
       throw failure(error, "request", this.#origin, call.signal);
     } finally {
       clearTimeout(timer);
@@ -108,7 +108,7 @@ export class UpstreamPool {
     return {
       status: response.statusCode,
       headers: response.headers,
-      body: new UpstreamBody(response.body, this.#origin, call.signal, this.#idleTimeoutMs, ends),
+      body: new UpstreamBody(response.body, this.#origin, call.signal, this.#idleTimeoutMs, ends, unfollow),
     };
   }
 
@@ -133,6 +133,7 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
     private readonly signal: AbortSignal | undefined,
     private readonly idleTimeoutMs: number,
     private readonly ends: Deadlines,
+    private readonly unfollow: () => void,
   ) {}
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
@@ -160,6 +161,7 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
       }
       throw failure(error, "body", this.origin, this.signal);
     } finally {
+      this.unfollow();
       // Leaving early (break, throw, return) destroys the stream and frees its connection.
       await chunks.return?.();
     }
@@ -167,9 +169,30 @@ class UpstreamBody implements AsyncIterable<Uint8Array> {
 
   destroy(error?: Error): void {
     this.#destroyed = true;
+    this.unfollow();
     this.readable.destroy(error);
   }
 }
+
+/**
+ * Aborts `controller` with `source`'s reason when `source` aborts, until the returned function
+ * is called (at most once matters; later calls do nothing). Not `AbortSignal.any`: Node 20 keeps
+ * each signal it composes in WeakRefs and FinalizationRegistry cells, which V8's scavenger treats
+ * as strong, so every call's signals (and what their listeners hold) outlived the call until a
+ * full collection (docs/performance.md §28).
+ */
+function follow(source: AbortSignal | undefined, controller: AbortController): () => void {
+  if (source === undefined) return NOTHING;
+  if (source.aborted) {
+    controller.abort(source.reason);
+    return NOTHING;
+  }
+  const abort = () => controller.abort(source.reason);
+  source.addEventListener("abort", abort, { once: true });
+  return () => source.removeEventListener("abort", abort);
+}
+
+const NOTHING = () => {};
 
 type DeadlineCode = "TOLLGATE_HEADERS_TIMEOUT" | "TOLLGATE_IDLE_TIMEOUT" | "TOLLGATE_RESPONSE_TIMEOUT";
 

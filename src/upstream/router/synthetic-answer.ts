@@ -12,20 +12,26 @@ export function errorAnswer(
   message: string,
   headers: Record<string, string> = {},
 ): UpstreamResponse {
-  const bytes = Buffer.from(JSON.stringify({ type: "error", error: { type, message } }));
-  let done = false;
   return {
     status,
     headers: { "content-type": "application/json", ...headers },
-    body: {
-      async *[Symbol.asyncIterator]() {
-        if (done) return;
-        done = true;
-        yield bytes;
-      },
-      destroy() {
-        done = true;
-      },
-    },
+    body: new OnceBody(Buffer.from(JSON.stringify({ type: "error", error: { type, message } }))),
   };
+}
+
+/** A body read at most once (a class: no generator function per answer, docs/performance.md §28). */
+class OnceBody {
+  #done = false;
+
+  constructor(private readonly bytes: Uint8Array) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
+    if (this.#done) return;
+    this.#done = true;
+    yield this.bytes;
+  }
+
+  destroy(): void {
+    this.#done = true;
+  }
 }

@@ -52,6 +52,8 @@ class ServerStream<O extends DescMessage> implements AsyncIterable<MessageShape<
   constructor(response: Promise<StreamResponse<DescMessage, O>>, options: CallOptions | undefined) {
     this.#response = response;
     this.#options = options;
+    // A call nobody reads fails quietly; a reader still gets the failure from `next`.
+    response.catch(() => {});
   }
 
   [Symbol.asyncIterator](): AsyncIterator<MessageShape<O>> {

@@ -34,6 +34,9 @@
  *                       deployments (default 64)
  *   --stores LIST       the store phase's deployments, a subset of sqlite-1,postgres-1,postgres-2
  *                       and the same with -many (default all six)
+ *   --pg-socket         the store phase's PostgreSQL deployments connect over the server's Unix
+ *                       socket, as docs/deployment.md advises for a PostgreSQL on the same machine
+ *                       (default: loopback TCP, as a PostgreSQL on another machine is reached)
  *   --quick             3-second runs and 1,000 idle streams: checks the harness, not the gateway
  *
  * Only a full run with the defaults writes bench/results/latest.json and docs/benchmarks.md; any
@@ -90,6 +93,7 @@ const { values } = parseArgs({
     scenarios: { type: "string" },
     rates: { type: "string" },
     "store-accounts": { type: "string" },
+    "pg-socket": { type: "boolean" },
     stores: { type: "string" },
   },
 });
@@ -712,6 +716,10 @@ async function main(): Promise<void> {
         env: () => Promise<Record<string, string>>;
       }[] = [];
       const many = `${storeAccounts} accounts`;
+      const database = async () => {
+        const url = await postgres.freshDatabase();
+        return { TOLLGATE_DATABASE_URL: values["pg-socket"] === true ? postgres.socketUrl(url) : url };
+      };
       for (const accounts of [1, storeAccounts]) {
         const suffix = accounts === 1 ? "" : "-many";
         configs.push(
@@ -727,14 +735,14 @@ async function main(): Promise<void> {
             label: `1 host, PostgreSQL${accounts === 1 ? "" : `, ${many}`}`,
             hosts: 1,
             accounts,
-            env: async () => ({ TOLLGATE_DATABASE_URL: await postgres.freshDatabase() }),
+            env: database,
           },
           {
             config: `postgres-2${suffix}`,
             label: `2 hosts, PostgreSQL${accounts === 1 ? "" : `, ${many}`}`,
             hosts: 2,
             accounts,
-            env: async () => ({ TOLLGATE_DATABASE_URL: await postgres.freshDatabase() }),
+            env: database,
           },
         );
       }
@@ -854,6 +862,7 @@ async function main(): Promise<void> {
       values.rates,
       values["store-accounts"],
       values.stores,
+      values["pg-socket"],
     ].some((option) => option !== undefined) ||
     [values.seconds, values.streams].some((option) => option !== undefined);
   const lastKept = join(ROOT, "bench/results/latest.json");

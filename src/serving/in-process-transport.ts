@@ -15,7 +15,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import { invokeUnaryImplementation, transformInvokeImplementation } from "@connectrpc/connect/protocol";
+import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { provenFacadeKey } from "../core/auth/facade-proof.js";
 
 /** The protocol name the core's handlers see for calls made through this transport. */
@@ -122,30 +122,20 @@ export function createInProcessTransport(
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       const spec = lookup(method);
       const context = contextFor(method, signal, timeoutMs, header, contextValues);
-      let messages: AsyncIterable<unknown>;
-      let trailer: Headers;
+      // The core's services stream from the server only (inference.proto); as `unary` does for
+      // a method of another kind, anything else is refused.
+      if (spec.kind !== "server_streaming") {
+        throw new ConnectError(`${method.name} is not server-streaming`, Code.Internal);
+      }
+      let response: StreamResponse;
       try {
-        if (spec.kind === "server_streaming") {
-          const response = await serverStream(
-            spec,
-            context,
-            input as AsyncIterable<unknown>,
-            serverInterceptors,
-          );
-          copyHeaders(response.header, context.responseHeader);
-          messages = response.message;
-          trailer = response.trailer;
-        } else {
-          messages = transformInvokeImplementation(
-            spec,
-            context,
-            serverInterceptors,
-          )(input as AsyncIterable<MessageShape<typeof method.input>>);
-          trailer = context.responseTrailer;
-        }
+        response = await serverStream(spec, context, input as AsyncIterable<unknown>, serverInterceptors);
       } catch (error) {
         throw ConnectError.from(error);
       }
+      copyHeaders(response.header, context.responseHeader);
+      const { trailer } = response;
+      const messages: AsyncIterable<unknown> = response.message;
       const iterator = messages[Symbol.asyncIterator]();
       // An abandoned stream (client gone, deadline) ends the implementation's generator, so its
       // finally blocks (a stream's settlement) run even though nobody pulls any more.

@@ -67,7 +67,7 @@ import type { IdleResult, LoadJob, RateResult, RequestSpec, SaturateResult } fro
 import { PEER_PACKAGE, PEER_VERSION, type Peer, startPeer } from "./peer.js";
 import { writeReport } from "./report.js";
 import type { BenchResults, IdleFigure, Scenario, StoreFigure, TargetId } from "./results.js";
-import { timelineText } from "./timeline.js";
+import { PG_TIMELINE_SETTINGS, pgLogEvents, timelineText } from "./timeline.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const DIST = join(ROOT, "dist");
@@ -501,6 +501,7 @@ async function main(): Promise<void> {
             TOLLGATE_BENCH_TIMELINE: resolve(values.timeline),
             TOLLGATE_BENCH_TIMELINE_PROC: "probe",
             TOLLGATE_BENCH_TIMELINE_DISK: probeDir,
+            TOLLGATE_BENCH_TIMELINE_CPU: "1",
           },
           stdio: "ignore",
         },
@@ -706,7 +707,12 @@ async function main(): Promise<void> {
     // --store-accounts accounts, a key each, taken in turn: on PostgreSQL the calls of one
     // account queue on its balance row, so the first is one account's ceiling and the second
     // the deployment's (docs/store.md, "Several hosts against one").
-    const postgres = await startPostgres();
+    // With --timeline, the server also logs what can hold every call at once: checkpoints,
+    // autovacuum's runs, statements over 10 ms (their commit included) and lock waits; those
+    // lines join the timeline (bench/timeline.ts prints them beside the slowest calls).
+    const postgres = await startPostgres({
+      settings: values.timeline === undefined ? [] : PG_TIMELINE_SETTINGS,
+    });
     try {
       const configs: {
         config: StoreFigure["config"];
@@ -839,6 +845,8 @@ async function main(): Promise<void> {
         }
       }
     } finally {
+      if (values.timeline !== undefined && existsSync(postgres.log))
+        appendFileSync(values.timeline, pgLogEvents(readFileSync(postgres.log, "utf8")));
       await postgres.stop();
     }
   }

@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { channel, subscribe } from "node:diagnostics_channel";
-import { appendFileSync } from "node:fs";
+import { appendFileSync, readdirSync, readFileSync } from "node:fs";
 import { PerformanceObserver, performance } from "node:perf_hooks";
 import { isMainThread, threadId } from "node:worker_threads";
 import { timeFsyncs } from "./disk-probe.js";
@@ -72,6 +72,49 @@ if (file !== undefined) {
     timeFsyncs(disk, 10, (started, ms) => {
       if (ms > 5) lines.push(JSON.stringify({ t: performance.timeOrigin + started, ev: "fsync", proc, ms }));
     });
+
+  // The probe also samples who used the machine's cores: every 100 ms, each process's CPU time
+  // since the last sample (/proc/<pid>/stat's utime + stime, in clock ticks of 10 ms), recorded
+  // for the processes that used any, by pid and command.
+  if (process.env.TOLLGATE_BENCH_TIMELINE_CPU !== undefined && isMainThread) {
+    const TICK_MS = 10;
+    let previous = new Map<number, number>();
+    const named = new Set<number>();
+    setInterval(() => {
+      const t = now();
+      const current = new Map<number, number>();
+      const used: Record<string, number> = {};
+      for (const entry of readdirSync("/proc")) {
+        const pid = Number(entry);
+        if (!Number.isInteger(pid)) continue;
+        let stat: string;
+        try {
+          stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        } catch {
+          continue;
+        }
+        // "pid (comm) state ppid …": the fields after the command's closing parenthesis.
+        const close = stat.lastIndexOf(")");
+        const fields = stat.slice(close + 2).split(" ");
+        const ticks = Number(fields[11]) + Number(fields[12]);
+        current.set(pid, ticks);
+        const before = previous.get(pid);
+        if (before !== undefined && ticks > before) {
+          used[`${stat.slice(stat.indexOf("(") + 1, close)} ${pid}`] = (ticks - before) * TICK_MS;
+          if (!named.has(pid)) {
+            named.add(pid);
+            let cmd = "";
+            try {
+              cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").slice(0, 200);
+            } catch {}
+            lines.push(JSON.stringify({ t, ev: "proc", pid, cmd }));
+          }
+        }
+      }
+      previous = current;
+      if (Object.keys(used).length > 0) lines.push(JSON.stringify({ t, ev: "cpu", proc, used }));
+    }, 100).unref();
+  }
 
   if (isMainThread) {
     const call = new AsyncLocalStorage<number>();

@@ -25,6 +25,50 @@ interface Event {
   readonly kind?: number;
   readonly items?: number;
   readonly failed?: readonly string[];
+  readonly text?: string;
+  readonly used?: Readonly<Record<string, number>>;
+  readonly pid?: number;
+  readonly cmd?: string;
+}
+
+/**
+ * PostgreSQL's settings for a timed run: log what can hold every call at once, with each line
+ * stamped in Unix epoch milliseconds (`%n`) to line up with the hook's events. No spaces: pg_ctl
+ * passes its `-o` options through a shell.
+ */
+export const PG_TIMELINE_SETTINGS: readonly string[] = [
+  "log_line_prefix=%n:%p:%b:",
+  "log_checkpoints=on",
+  "log_autovacuum_min_duration=0",
+  "log_min_duration_statement=10",
+  "log_lock_waits=on",
+];
+
+/**
+ * PostgreSQL's log (with {@link PG_TIMELINE_SETTINGS}) as timeline events, one JSON line each:
+ * `{ t, ev: "pg", proc, ms, text }`, `t` the moment the logged work began where the line gives
+ * its length (a statement's `duration`, autovacuum's `elapsed`, a checkpoint's `total`).
+ */
+export function pgLogEvents(log: string): string {
+  const out: string[] = [];
+  for (const raw of log.split("\n")) {
+    const m = /^(\d+\.\d+):(\d+):([^:]*):\s*(?:LOG|WARNING|ERROR|FATAL):\s+(.*)$/.exec(raw);
+    if (m === null) continue;
+    const [, stamp, pid, backend, text] = m as unknown as [string, string, string, string, string];
+    const seconds = /(?:elapsed: |total=)([\d.]+) s/.exec(text);
+    const millis = /duration: ([\d.]+) ms/.exec(text);
+    const ms = millis !== null ? Number(millis[1]) : seconds !== null ? Number(seconds[1]) * 1000 : 0;
+    out.push(
+      JSON.stringify({
+        t: Number(stamp) * 1000 - ms,
+        ev: "pg",
+        proc: `postgres ${backend} ${pid}`,
+        ms,
+        text: text.slice(0, 140),
+      }),
+    );
+  }
+  return out.length === 0 ? "" : `${out.join("\n")}\n`;
 }
 
 /** The points of a call's way, in order, and what the time up to each is spent on. */
@@ -147,6 +191,7 @@ function windowText(events: readonly Event[], window: { label: string; from: num
         `items; items failed and sent again alone: ${failed.size === 0 ? "none" : [...failed].map(([state, n]) => `${n} (${state})`).join(", ")}`,
     );
   }
+  lines.push(...cores(events, window, complete.length));
   const fsyncs = events.filter((e) => e.ev === "fsync" && inside(e.t)).map((e) => e.ms!);
   if (fsyncs.length > 0 || events.some((e) => e.proc === "probe"))
     lines.push(
@@ -200,6 +245,53 @@ function windowText(events: readonly Event[], window: { label: string; from: num
   return lines;
 }
 
+/** What a process is, from its command line (the probe's `proc` events), for the cores' table. */
+function role(cmd: string): string {
+  if (/bench\/load\.js/.test(cmd)) return "the load generator";
+  if (/fake-upstream/.test(cmd)) return "the stand-in provider";
+  if (/passthrough-proxy/.test(cmd)) return "the pass-through";
+  if (/disk-probe/.test(cmd)) return "the disk probe";
+  if (/timeline-hook\.js -e/.test(cmd)) return "the timeline's probe";
+  if (/main\.js serve/.test(cmd)) return /semi-space/.test(cmd) ? "a gateway" : "a gateway (or its launcher)";
+  if (/main\.js worker/.test(cmd)) return "a chain worker";
+  if (/^postgres: (?!tollgate)/.test(cmd))
+    return `PostgreSQL's ${
+      cmd
+        .slice("postgres: ".length)
+        .trim()
+        .split(/\s{2,}/)[0]
+    }`;
+  if (/^postgres: /.test(cmd)) return "PostgreSQL's backends";
+  return cmd === "" ? "the kernel's threads" : "other";
+}
+
+/**
+ * Who used the machine's cores over the window (the probe's 100 ms samples of /proc): each role's
+ * CPU as a share of one core and per call, the busiest first, and the machine's total.
+ */
+function cores(events: readonly Event[], window: { from: number; to: number }, calls: number): string[] {
+  const samples = events.filter((e) => e.ev === "cpu" && e.t > window.from && e.t <= window.to);
+  if (samples.length < 2) return [];
+  const names = new Map<number, string>();
+  for (const e of events) if (e.ev === "proc" && e.pid !== undefined) names.set(e.pid, e.cmd ?? "");
+  const byRole = new Map<string, number>();
+  for (const e of samples)
+    for (const [key, ms] of Object.entries(e.used ?? {})) {
+      const pid = Number(key.slice(key.lastIndexOf(" ") + 1));
+      const r = role(names.get(pid) ?? "");
+      byRole.set(r, (byRole.get(r) ?? 0) + ms);
+    }
+  const seconds = (samples.at(-1)!.t - samples[0]!.t) / 1000 + 0.1;
+  const total = [...byRole.values()].reduce((a, b) => a + b, 0);
+  const row = (label: string, ms: number) =>
+    `    ${label.padEnd(40)} ${(ms / seconds / 1000).toFixed(2).padStart(5)} of a core, ${(ms / Math.max(1, calls)).toFixed(2).padStart(5)} ms per call`;
+  return [
+    `  who used the cores (/proc every 100 ms, ${seconds.toFixed(1)} s):`,
+    ...[...byRole].sort((a, b) => b[1] - a[1]).map(([r, ms]) => row(r, ms)),
+    row("the machine, all together", total),
+  ];
+}
+
 /**
  * The calls at or above the whole call's p99: where their time went (each segment's p50 over
  * them), and whether they come together (a pause of the machine, the store or the collector
@@ -240,17 +332,27 @@ function slowest(
         (e) =>
           (e.ev === "stall" || e.ev === "gc" || e.ev === "fsync") && e.t >= start - 100 && e.t <= start + 250,
       );
-      return near.length === 0
-        ? []
-        : [
-            `  near +${((b * 250) / 1000).toFixed(2)} s: ` +
-              near
-                .map(
-                  (e) =>
-                    `${e.proc} ${e.ev === "gc" ? `gc(${e.kind})` : e.ev === "fsync" ? "fsync" : "late"} ${e.ms!.toFixed(1)} ms at ${(e.t - start).toFixed(0)}`,
-                )
-                .join("; "),
-          ];
+      // PostgreSQL's logged work that overlaps those 350 ms.
+      const server = events.filter(
+        (e) => e.ev === "pg" && e.t <= start + 250 && e.t + (e.ms ?? 0) >= start - 100,
+      );
+      return [
+        ...(near.length === 0
+          ? []
+          : [
+              `  near +${((b * 250) / 1000).toFixed(2)} s: ` +
+                near
+                  .map(
+                    (e) =>
+                      `${e.proc} ${e.ev === "gc" ? `gc(${e.kind})` : e.ev === "fsync" ? "fsync" : "late"} ${e.ms!.toFixed(1)} ms at ${(e.t - start).toFixed(0)}`,
+                  )
+                  .join("; "),
+            ]),
+        ...server
+          .slice(0, 8)
+          .map((e) => `    ${e.proc} at ${(e.t - start).toFixed(0)} ms, ${e.ms!.toFixed(1)} ms: ${e.text}`),
+        ...(server.length > 8 ? [`    … and ${server.length - 8} more PostgreSQL lines`] : []),
+      ];
     }),
   ];
 }

@@ -15,6 +15,8 @@ export interface PostgresServer {
   readonly port: number;
   /** The postmaster's process id (its backends are its children). */
   readonly pid: number;
+  /** The server's log file (`pg_ctl -l`), there until {@link stop} removes its directory. */
+  readonly log: string;
   /** The same server with a wrong password, to see it refused. */
   readonly wrongPasswordUrl: string;
   /**
@@ -131,6 +133,7 @@ export async function startPostgres({
     wrongPasswordUrl: `postgres://tollgate:not-${password}@127.0.0.1:${port}/tollgate`,
     port,
     pid: Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]),
+    log: join(dir, "log"),
     stop,
     halt: (mode = "immediate") => {
       run("pg_ctl", ["-D", data, "-m", mode, "-w", "stop"]);

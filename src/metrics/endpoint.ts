@@ -1,6 +1,7 @@
 import type { BillingCounters } from "../core/billing/billing-counters.js";
 import type { ChainWorkStore } from "../core/ports/chain-work.js";
 import type { ChainAdapter } from "../core/ports/chains.js";
+import type { LedgerBatches } from "../core/ports/metrics.js";
 import { addChainGauges } from "./chain-gauges.js";
 import { PrometheusMetrics } from "./prometheus.js";
 import { listenMetrics, type MetricsServer } from "./server.js";
@@ -28,6 +29,8 @@ export interface CoreSources {
       }
     | undefined;
   readonly now: () => number;
+  /** The store's ledger batches (PostgreSQL), counted at each scrape. */
+  readonly batches?: (() => LedgerBatches) | undefined;
 }
 
 /** A metrics endpoint for the configured `port`; nothing listens until {@link MetricsEndpoint.listen}. */
@@ -51,6 +54,7 @@ export function openMetricsEndpoint(port: number): MetricsEndpoint {
 /** Adds the core's billing anomalies and, when chains run, the per-chain gauges. */
 export function watchCore(endpoint: MetricsEndpoint, sources: CoreSources): void {
   endpoint.registry.countAnomalies(sources.counters);
+  if (sources.batches !== undefined) endpoint.registry.countBatches(sources.batches);
   const { chains } = sources;
   if (chains !== undefined)
     addChainGauges(endpoint.registry, {

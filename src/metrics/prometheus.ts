@@ -1,6 +1,12 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { BillingAnomaly, BillingCounters } from "../core/billing/billing-counters.js";
-import type { CallKind, HoldOutcome, Metrics, X402CollectionOutcome } from "../core/ports/metrics.js";
+import type {
+  CallKind,
+  HoldOutcome,
+  LedgerBatches,
+  Metrics,
+  X402CollectionOutcome,
+} from "../core/ports/metrics.js";
 import type { FinishedRequest, RequestMetrics } from "../facade/metrics-hook.js";
 
 /** Latency buckets in seconds: a millisecond to two minutes (a long generation). */
@@ -163,6 +169,39 @@ export class PrometheusMetrics implements Metrics, RequestMetrics {
         },
       });
     }
+  }
+
+  /**
+   * Exposes the store's ledger batches (PostgreSQL: holds and resolutions sent together) at
+   * scrape time: the batches, the items they carried and the items sent again alone, by kind.
+   */
+  countBatches(read: () => LedgerBatches): void {
+    const series = [
+      [
+        "tollgate_ledger_batches_total",
+        "Batches of two or more holds (resolutions) sent as one statement.",
+        "batches",
+      ],
+      ["tollgate_ledger_batch_items_total", "Holds (resolutions) that went in a batch.", "items"],
+      [
+        "tollgate_ledger_batch_retries_total",
+        "Items a batch failed (a lock wait past its limit, a race lost, a deadlock) and sent again alone.",
+        "retried",
+      ],
+    ] as const;
+    for (const [name, help, field] of series)
+      new Counter({
+        name,
+        help,
+        labelNames: ["kind"],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          const { holds, resolutions } = read();
+          this.inc({ kind: "hold" }, holds[field]);
+          this.inc({ kind: "resolution" }, resolutions[field]);
+        },
+      });
   }
 
   /** Adds a gauge whose values are read at each scrape (chain backlog, balances, lag). */

@@ -85,6 +85,7 @@ async function watchCore(a: Assembly, core: Core, stores: Stores, chains: Chains
             store: stores.chainWork,
           },
     now: a.now ?? Date.now,
+    batches: stores.batches?.bind(stores),
   });
 }
 

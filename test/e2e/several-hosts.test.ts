@@ -122,6 +122,23 @@ describe("two gateway hosts on one PostgreSQL and one Redis", () => {
     const billing = createClient(BillingService, remoteCoreTransport(b.coreUrl, ADMIN_TOKEN));
     const { balances } = await billing.getBalances({ accountId: caller.id });
     expect(balances.find((x) => x.chain?.id === "base")?.available).toBe(funds - charged);
+
+    // Each host's metrics count the holds it sent together: 32 calls at once on a host with one
+    // hold statement in flight at a time go mostly in batches, each of two or more.
+    const totals = { batches: 0, items: 0, retried: 0 };
+    for (const host of [a, b]) {
+      const metricsUrl = /metrics (http\S+)/.exec(host.stdout())![1]!;
+      const text = await (await fetch(metricsUrl)).text();
+      const sample = (name: string) =>
+        Number(new RegExp(`^${name}\\{kind="hold"\\} (\\d+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+      totals.batches += sample("tollgate_ledger_batches_total");
+      totals.items += sample("tollgate_ledger_batch_items_total");
+      totals.retried += sample("tollgate_ledger_batch_retries_total");
+    }
+    expect(totals.batches).toBeGreaterThan(0);
+    expect(totals.items).toBeGreaterThanOrEqual(2 * totals.batches);
+    expect(totals.items).toBeLessThanOrEqual(64);
+    expect(totals.retried).toBeLessThanOrEqual(totals.items);
   }, 120_000);
 
   it("holds one key's rate limit across the two hosts", async () => {

@@ -46,3 +46,19 @@ export const NO_METRICS: Metrics = {
   providerAnswered: () => {},
   x402Collected: () => {},
 };
+
+/** Batches of two or more sent, the items they carried, and the items sent again alone. */
+export interface BatchTotals {
+  readonly batches: number;
+  readonly items: number;
+  readonly retried: number;
+}
+
+/**
+ * A host's ledger batches by kind since it started: PostgreSQL's holds and resolutions sent
+ * together (docs/store.md, "Batches"), read by the metrics at each scrape.
+ */
+export interface LedgerBatches {
+  readonly holds: BatchTotals;
+  readonly resolutions: BatchTotals;
+}

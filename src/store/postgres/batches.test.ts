@@ -56,7 +56,7 @@ describe("Batches", () => {
     s.alone[0]!.done("a1");
     s.alone[1]!.done("a2");
     expect([await one, await two]).toEqual(["a1", "a2"]);
-    expect(batches.sent).toEqual({ batches: 0, items: 0 });
+    expect(batches.sent).toEqual({ batches: 0, items: 0, retried: 0 });
   });
 
   it("sends the items that arrive while the limit is reached together, each answered as its own", async () => {
@@ -78,7 +78,7 @@ describe("Batches", () => {
     s.alone[1]!.done("a2");
     s.alone[2]!.done("a7");
     expect(await Promise.all([...first, ...waiting])).toEqual(["a1", "a2", "t3", "t4", "t5", "t6", "a7"]);
-    expect(batches.sent).toEqual({ batches: 1, items: 4 });
+    expect(batches.sent).toEqual({ batches: 1, items: 4, retried: 0 });
   });
 
   it("sends an item the batch names as failed again alone; a batch that fails fails each of its items", async () => {
@@ -90,12 +90,15 @@ describe("Batches", () => {
     expect(s.alone.map((a) => a.item)).toEqual([0, 2]);
     s.alone[1]!.done("a2 again");
     expect(await Promise.all(items)).toEqual(["t1", "a2 again", "t3"]);
+    expect(batches.sent).toEqual({ batches: 1, items: 3, retried: 1 });
 
     const lost = await behind(s, batches, 10, () =>
       [11, 12].map((i) => batches.run(i).catch((error: Error) => error.message)),
     );
     s.together[1]!.done(new Error("connection terminated"));
     expect(await Promise.all(lost)).toEqual(["connection terminated", "connection terminated"]);
+    // A batch that failed whole sent nothing again: its calls failed as each alone would have.
+    expect(batches.sent).toEqual({ batches: 2, items: 5, retried: 1 });
   });
 
   it("tells the timeline's channel each batch's size and the SQLSTATEs of its items sent again", async () => {

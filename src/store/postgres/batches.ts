@@ -32,10 +32,14 @@ export interface BatchLimits {
  */
 export const CALL_BATCHES: BatchLimits = { inFlight: 1, size: 32, slowMs: 50 };
 
-/** Batches of two or more sent, and the items they carried. */
+/**
+ * Batches of two or more sent, the items they carried, and the items a batch failed and sent
+ * again alone (exported as metrics: docs/operations.md, "Ledger batches").
+ */
 export interface BatchCount {
   batches: number;
   items: number;
+  retried: number;
 }
 
 interface Waiting<T, R> {
@@ -57,7 +61,7 @@ export class Batches<T, R> {
   readonly #waiting: Waiting<T, R>[] = [];
   #inFlight = 0;
   /** Batches of two or more sent, and the items they carried (for tests and benchmarks). */
-  readonly sent: BatchCount = { batches: 0, items: 0 };
+  readonly sent: BatchCount = { batches: 0, items: 0, retried: 0 };
 
   constructor(
     private readonly alone: (item: T) => Promise<R>,
@@ -116,7 +120,10 @@ export class Batches<T, R> {
       const answer = answers[i]!;
       // Out of the slot: a failed item is rare (a race lost, an id taken) and must not hold the next batch.
       if ("value" in answer) w.resolve(answer.value);
-      else w.resolve(this.alone(w.item));
+      else {
+        this.sent.retried++;
+        w.resolve(this.alone(w.item));
+      }
     });
   }
 }

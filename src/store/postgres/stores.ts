@@ -67,6 +67,7 @@ export async function openPgStores(
       },
     },
     audit: () => auditPostgres(pool),
+    batches: () => ledger.batchesSent,
     close: async () => {
       await stamp?.close();
       // Its kept resolutions get a last try while the pool is still open.

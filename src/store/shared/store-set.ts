@@ -4,6 +4,7 @@ import type { ChainRoles, ChainWorkStore } from "../../core/ports/chain-work.js"
 import type { IdempotencyStore } from "../../core/ports/idempotency.js";
 import type { ImageStore } from "../../core/ports/image-store.js";
 import type { LedgerStore, OnchainStore } from "../../core/ports/ledger.js";
+import type { LedgerBatches } from "../../core/ports/metrics.js";
 import type { X402Store } from "../../core/ports/x402.js";
 
 /** Where the money and the accounts are kept, as the configuration chose. */
@@ -43,6 +44,11 @@ export interface Stores {
   readonly images?: ImageStore;
   /** The store's health check (required: without it nothing can be billed). */
   readonly probe: HealthProbe;
+  /**
+   * PostgreSQL's holds and resolutions sent together since start (src/store/postgres/batches.ts),
+   * for the metrics; absent on SQLite, whose writer thread commits in groups of its own.
+   */
+  batches?(): LedgerBatches;
   /** The ledger audit (see ledger-audit.ts) on this store, in one consistent snapshot. */
   audit(): Promise<string[]>;
   /** Finishes the writes in flight and closes every connection. */

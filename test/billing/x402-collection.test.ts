@@ -6,6 +6,7 @@ import {
   defaultWithdrawalTerms,
 } from "../../src/core/billing/chain-registry.js";
 import { type X402Authorisation, X402Payments } from "../../src/core/billing/x402.js";
+import { ZERO_USAGE } from "../../src/core/ports/ledger.js";
 import type { Log } from "../../src/core/ports/log.js";
 import type {
   X402Gateway,
@@ -208,7 +209,7 @@ describe("an x402 collection that may have reached the chain", () => {
       /cannot begin \(not-authorised\)/,
     );
     expect(r.settle).toHaveBeenCalledTimes(1);
-    expect((await r.store.settle("hold_1", 39_000n, ZERO, 2, "")).kind).toBe("resolved");
+    expect((await r.store.settle("hold_1", 39_000n, ZERO_USAGE, 2, "")).kind).toBe("resolved");
     await r.payments.close(image, 39_000n, r.script.settle);
     expect(r.audit()).toEqual([]);
   });
@@ -270,7 +271,7 @@ describe("an x402 collection that may have reached the chain", () => {
   it("a stream's collection retried after a crash, its permit spent by the first: settled with the first's transaction, not failed", async () => {
     const r = await rig();
     const stream = await r.paid("upto", 500_000n, 400_000n);
-    expect((await r.store.settle("hold_1", 77_000n, ZERO, 2, "")).kind).toBe("resolved");
+    expect((await r.store.settle("hold_1", 77_000n, ZERO_USAGE, 2, "")).kind).toBe("resolved");
     await crashedWhileCollecting(r, stream);
     r.later(MAX_CALL_MS + 1);
     // The chain still could take it, so the pass collects the charge again; the chain refuses
@@ -298,7 +299,7 @@ describe("an x402 collection that may have reached the chain", () => {
   it("a stream whose collection the chain refuses, its authorisation unused, is failed and its payer owes (as before)", async () => {
     const r = await rig();
     const stream = await r.paid("upto", 500_000n, 400_000n);
-    expect((await r.store.settle("hold_1", 77_000n, ZERO, 2, "")).kind).toBe("resolved");
+    expect((await r.store.settle("hold_1", 77_000n, ZERO_USAGE, 2, "")).kind).toBe("resolved");
     r.script.settle = {
       success: false,
       transaction: "",
@@ -367,19 +368,10 @@ describe("an x402 collection that may have reached the chain", () => {
     // The pending one lands: the recovery pass records it, once the call could be over.
     r.later(MAX_CALL_MS + 1);
     r.script.onchain = { kind: "used", transaction: "0xpending", collected: 39_000n };
-    expect((await r.store.settle("hold_1", 39_000n, ZERO, 2, "")).kind).toBe("resolved");
+    expect((await r.store.settle("hold_1", 39_000n, ZERO_USAGE, 2, "")).kind).toBe("resolved");
     await r.payments.close(found, 39_000n, { success: true, transaction: "0xtaken", network: CHAIN.network });
     expect(await r.payments.recover()).toBe(1);
     expect(await r.store.x402Payment(pending.id)).toMatchObject({ status: "settled", txHash: "0xpending" });
     expect(r.audit()).toEqual([]);
   });
 });
-
-const ZERO = {
-  inputTokens: 0n,
-  outputTokens: 0n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};

@@ -4,23 +4,14 @@
  */
 import type pg from "pg";
 import { afterAll, beforeAll, expect } from "vitest";
-import { type NewHold, SYSTEM_MANUAL_CREDIT, type UsageCounts } from "../../src/core/ports/ledger.js";
+import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
 import type { PgLedger } from "../../src/store/postgres/ledger.js";
+import { CHAIN } from "./ledger-shapes.js";
 import { type PostgresServer, startPostgres } from "./postgres.js";
 
-/** The chain every hold and credit here is on. */
-export const CHAIN = "base";
-
-/** A settlement's usage: one input and one output token. */
-export const USAGE: UsageCounts = {
-  inputTokens: 1n,
-  outputTokens: 1n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
+/** The chain every hold and credit here is on; a settlement's usage: one token each way. */
+export { CHAIN, ONE_TOKEN_EACH as USAGE, testHold } from "./ledger-shapes.js";
 
 /** Starts a PostgreSQL server before the suite and stops it after; the getter is for its tests. */
 export function suitePostgres(): () => PostgresServer {
@@ -32,29 +23,6 @@ export function suitePostgres(): () => PostgresServer {
     await server?.stop();
   });
   return () => server!;
-}
-
-/** A text call's hold of `amount` on {@link CHAIN}, by key_1 of `accountId` (acct_a unless told). */
-export function testHold(
-  id: string,
-  amount: bigint,
-  { accountId = "acct_a", createdAt = 10 }: { accountId?: string; createdAt?: number } = {},
-): NewHold {
-  return {
-    id,
-    accountId,
-    requestId: `req_${id}`,
-    keyId: "key_1",
-    chain: CHAIN,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 12n,
-    maxTokens: 1024n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt,
-  };
 }
 
 /** Creates `accounts` and credits each `amount` on {@link CHAIN} (entry `funds_<account>`). */

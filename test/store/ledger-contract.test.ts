@@ -13,7 +13,6 @@ import {
   type LedgerStore,
   type NewCredit,
   type NewHold,
-  type NewRaise,
   type OnchainStore,
   SYSTEM_DEPOSITS,
   SYSTEM_MANUAL_CREDIT,
@@ -21,7 +20,6 @@ import {
   SYSTEM_WITHDRAWAL_FEES,
   SYSTEM_WITHDRAWALS,
   type TransferRow,
-  type UsageCounts,
 } from "../../src/core/ports/ledger.js";
 import { type NewX402Payment, SYSTEM_X402, type X402Store } from "../../src/core/ports/x402.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
@@ -34,6 +32,7 @@ import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { SqliteChainWork } from "../../src/store/sqlite/chain-work.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { openSqliteLedger } from "../../src/store/sqlite/ledger-store.js";
+import { CHAIN, EVERY_COUNT, testHold, testRaise } from "../helpers/ledger-shapes.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
 
@@ -94,40 +93,15 @@ const stores: Record<string, () => Promise<Stores>> = {
   postgres: openPgStores,
 };
 
-const CHAIN = "base";
 const TREASURY = "0xtreasury";
 const FIRST_PAGE = INT64_MAX;
 
-const USAGE: UsageCounts = {
-  inputTokens: 1200n,
-  outputTokens: 345n,
-  cacheWrite5mTokens: 6n,
-  cacheWrite1hTokens: 7n,
-  cacheReadTokens: 89n,
-  images: 0,
-};
+const USAGE = EVERY_COUNT;
 
-function newHold(id: string, accountId: string, amount: bigint, createdAt = 1, chain = CHAIN): NewHold {
-  return {
-    id,
-    accountId,
-    requestId: `req_${id}`,
-    keyId: "key_1",
-    chain,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 12n,
-    maxTokens: 1024n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt,
-  };
-}
+const newHold = (id: string, accountId: string, amount: bigint, createdAt = 1, chain = CHAIN): NewHold =>
+  testHold(id, amount, { accountId, createdAt, chain });
 
-function newRaise(holdId: string, pass: number, amount: bigint, createdAt: number): NewRaise {
-  return { holdId, pass, amount, createdAt };
-}
+const newRaise = testRaise;
 
 /**
  * Every row of the ledger's money tables, read through the port: equal before and after means a

@@ -3,12 +3,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isStorageFull } from "../../src/core/errors.js";
-import {
-  type NewCredit,
-  type NewHold,
-  SYSTEM_MANUAL_CREDIT,
-  type UsageCounts,
-} from "../../src/core/ports/ledger.js";
+import { type NewCredit, type NewHold, SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { openPostgres } from "../../src/store/postgres/database.js";
@@ -23,6 +18,7 @@ import { AuthRepository } from "../../src/store/sqlite/accounts.js";
 import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { openSqliteLedger } from "../../src/store/sqlite/ledger-store.js";
+import { EVERY_COUNT } from "../helpers/ledger-shapes.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
 
@@ -30,14 +26,7 @@ import { tempDir } from "../helpers/process.js";
 // torn last record is ignored, a damaged one stops the start, one process holds it; replayed
 // into a real ledger (SQLite, PostgreSQL) a record lands once however often it is replayed.
 
-const USAGE: UsageCounts = {
-  inputTokens: 1200n,
-  outputTokens: 345n,
-  cacheWrite5mTokens: 6n,
-  cacheWrite1hTokens: 7n,
-  cacheReadTokens: 89n,
-  images: 0,
-};
+const USAGE = EVERY_COUNT;
 
 const settle = (
   holdId: string,

@@ -1,13 +1,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SpendCap } from "../../src/core/billing/spend-caps.js";
-import type {
-  LedgerStore,
-  NewHold,
-  NewRaise,
-  PlaceHoldResult,
-  UsageCounts,
-} from "../../src/core/ports/ledger.js";
+import type { LedgerStore, NewHold, PlaceHoldResult } from "../../src/core/ports/ledger.js";
 import { SYSTEM_MANUAL_CREDIT } from "../../src/core/ports/ledger.js";
 import { PgAccountStore } from "../../src/store/postgres/accounts.js";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
@@ -17,6 +11,7 @@ import { AuthRepository } from "../../src/store/sqlite/accounts.js";
 import { auditLedger } from "../../src/store/sqlite/audit.js";
 import { openDatabase } from "../../src/store/sqlite/database.js";
 import { openSqliteLedger } from "../../src/store/sqlite/ledger-store.js";
+import { CHAIN, ONE_TOKEN_EACH, testHold, testRaise } from "../helpers/ledger-shapes.js";
 import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 import { tempDir } from "../helpers/process.js";
 
@@ -73,41 +68,16 @@ const stores: Record<string, () => Promise<Stores>> = {
   },
 };
 
-const CHAIN = "base";
 const DAY = 86_400_000;
 /** 2026-03-31 12:00 UTC: a day and a month end at the same instant 12 h later. */
 const NOON = Date.UTC(2026, 2, 31, 12);
 const MIDNIGHT = Date.UTC(2026, 3, 1);
-const USAGE: UsageCounts = {
-  inputTokens: 1n,
-  outputTokens: 1n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
+const USAGE = ONE_TOKEN_EACH;
 
-function newHold(id: string, amount: bigint, createdAt: number, keyId = "key_1"): NewHold {
-  return {
-    id,
-    accountId: "acct_a",
-    requestId: `req_${id}`,
-    keyId,
-    chain: CHAIN,
-    amount,
-    callKind: "text",
-    model: "claude-test",
-    inputTokens: 1n,
-    maxTokens: 16n,
-    imageSize: "",
-    imageCount: 0,
-    createdAt,
-  };
-}
+const newHold = (id: string, amount: bigint, createdAt: number, keyId = "key_1"): NewHold =>
+  testHold(id, amount, { createdAt, keyId, inputTokens: 1n, maxTokens: 16n });
 
-function raise(holdId: string, pass: number, amount: bigint, createdAt: number): NewRaise {
-  return { holdId, pass, amount, createdAt };
-}
+const raise = testRaise;
 
 function cap(period: SpendCap["period"], amount: bigint, keyId = "key_1"): SpendCap {
   return { accountId: "acct_a", keyId, chain: CHAIN, period, amount };

@@ -1,5 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { invalidField, reasonError } from "../errors.js";
+import { ZERO_USAGE } from "../ports/ledger.js";
 import { PICO_PER_MICRO } from "./money.js";
 import {
   BP_ONE,
@@ -151,14 +152,7 @@ export type PricedCall =
   | { readonly kind: "image"; readonly price: ImagePrice; readonly size: ImageSize; readonly count: number };
 
 /** Usage with every count zero: what a call that delivered nothing reports. */
-export const NO_USAGE: DeliveredUsage = {
-  inputTokens: 0n,
-  outputTokens: 0n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
+export const NO_USAGE: DeliveredUsage = ZERO_USAGE;
 
 /** More tokens than any context window: anything above is a caller bug, not a call. */
 const MAX_TOKENS_PER_CALL = 1_000_000_000n;

@@ -1,7 +1,7 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { accountSuspended, invalidField, reasonError } from "../errors.js";
 import type { AccountStore } from "../ports/accounts.js";
-import type { HoldState, LedgerStore, UsageCounts } from "../ports/ledger.js";
+import { type HoldState, type LedgerStore, ZERO_USAGE } from "../ports/ledger.js";
 import type { Log } from "../ports/log.js";
 import { type Metrics, NO_METRICS } from "../ports/metrics.js";
 import type {
@@ -125,16 +125,6 @@ export interface X402PayInput {
   /** The call's worst case on a chain, in its ledger units (what the hold will be). */
   readonly quote: (chain: ChainConfig) => bigint;
 }
-
-/** A recovered settle's counts: its usage died with the process that collected it. */
-const NO_COUNTS: UsageCounts = {
-  inputTokens: 0n,
-  outputTokens: 0n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
 
 /** The members of an x402 v2 payment payload; any other is refused. */
 const PAYLOAD_KEYS: ReadonlySet<string> = new Set([
@@ -675,7 +665,8 @@ export class X402Payments {
       const result = await this.deps.ledger.settle(
         hold.id,
         row.settled,
-        { ...NO_COUNTS, images: hold.callKind === "image" ? hold.imageCount : 0 },
+        // Its usage died with the process that collected it: no counts, the images it held.
+        { ...ZERO_USAGE, images: hold.callKind === "image" ? hold.imageCount : 0 },
         this.deps.now(),
         "",
       );

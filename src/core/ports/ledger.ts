@@ -48,6 +48,16 @@ export interface UsageCounts {
   readonly endpoint?: string;
 }
 
+/** Usage with every count zero: a hold voided or expired, a settle whose counts are gone. */
+export const ZERO_USAGE: UsageCounts = {
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cacheWrite5mTokens: 0n,
+  cacheWrite1hTokens: 0n,
+  cacheReadTokens: 0n,
+  images: 0,
+};
+
 /**
  * A hold: what was reserved, and the call it was reserved for. What it holds is `amount` (as
  * placed) plus `raised` (the sum of its raises): see {@link heldOf}.

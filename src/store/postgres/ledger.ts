@@ -26,6 +26,7 @@ import {
   type SettlementView,
   SYSTEM_REVENUE,
   type UsageCounts,
+  ZERO_USAGE,
 } from "../../core/ports/ledger.js";
 import type { X402Store } from "../../core/ports/x402.js";
 import { KeptResolutions } from "../shared/kept-resolutions.js";
@@ -385,15 +386,6 @@ const CREDIT = `
     ON CONFLICT (account, chain, shard) DO UPDATE SET debits_posted = b.debits_posted + EXCLUDED.debits_posted
   )
   SELECT * FROM credited`;
-
-const ZERO_USAGE: UsageCounts = {
-  inputTokens: 0n,
-  outputTokens: 0n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
 
 /**
  * The ledger and onchain ports over PostgreSQL, for several gateway hosts on one database. Every

@@ -18,6 +18,7 @@ import {
   type ResolveResult,
   SYSTEM_REVENUE,
   type UsageCounts,
+  ZERO_USAGE,
 } from "../../core/ports/ledger.js";
 import {
   isSystem,
@@ -59,15 +60,6 @@ function holdStatements(db: Db) {
     addRaised: db.prepare<[bigint, string]>("UPDATE open_holds SET raised = raised + ? WHERE hold_id = ?"),
   };
 }
-
-const ZERO_USAGE: UsageCounts = {
-  inputTokens: 0n,
-  outputTokens: 0n,
-  cacheWrite5mTokens: 0n,
-  cacheWrite1hTokens: 0n,
-  cacheReadTokens: 0n,
-  images: 0,
-};
 
 /**
  * The ledger in SQLite. Statements are prepared once; statements that read money return

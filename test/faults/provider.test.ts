@@ -251,6 +251,19 @@ describe("a misbehaving text provider", () => {
       expectErrorEnd(events, "api_error");
     });
 
+    it.each([
+      ["closed", "close"],
+      ["reset", "reset"],
+      ["ended", "end"],
+    ] as const)(
+      "a 200 stream %s after its headers, before any event, ends in an api_error event, nothing charged",
+      async (_name, ending) => {
+        const { result: events } = await expectCharged(0n, () => streamed(streamReply([], ending)));
+        expect(events.map((e) => e.event)).toEqual(["error"]);
+        expectErrorEnd(events, "api_error");
+      },
+    );
+
     it("the SDK sees garbage as an api_error, not as a stream that ended well", async () => {
       provider(streamReply([start(), BLOCK, ...words(2), "data: {garbage\n\n", ...ending()]));
       const client = new Anthropic({ baseURL: t.baseUrl, apiKey: t.secret, maxRetries: 0 });

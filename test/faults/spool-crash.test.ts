@@ -44,17 +44,20 @@ const CREDITED = 10_000_000n;
 const MODEL = "model-haiku-4-5";
 
 let upstream: DevUpstream;
-/** Runs when the stand-in provider receives a message request (the hold is durable by then). */
-let onProviderRequest: (() => void) | undefined;
+/**
+ * Runs when the stand-in provider receives a message request (the hold is durable by then); the
+ * provider answers once it is done, its event loop free meanwhile.
+ */
+let onProviderRequest: (() => void | Promise<void>) | undefined;
 const cleanups: (() => unknown)[] = [];
 
 beforeAll(async () => {
   upstream = await startDevUpstream({
-    script: (request) => {
+    script: async (request) => {
       if (request.path.startsWith("/v1/messages") && !request.path.includes("count_tokens")) {
         const run = onProviderRequest;
         onProviderRequest = undefined;
-        run?.();
+        await run?.();
       }
       return undefined;
     },
@@ -117,7 +120,7 @@ async function fundedAccount({ auth, billing }: Clients): Promise<{ accountId: s
 }
 
 /** Streams one call to its end with the official SDK, `refuse` running once its hold is durable. */
-async function deliveredStream(gateway: GatewayProcess, secret: string, refuse: () => void) {
+async function deliveredStream(gateway: GatewayProcess, secret: string, refuse: () => void | Promise<void>) {
   const anthropic = new Anthropic({ baseURL: gateway.facadeUrl, apiKey: secret, maxRetries: 0 });
   onProviderRequest = refuse;
   const message = await anthropic.messages
@@ -225,7 +228,8 @@ describe("PostgreSQL: the server is down when the stream's settlement is written
     const first = await gatewayOn(dir.path, env);
     const { accountId, secret } = await fundedAccount(first);
     // The server crashes while the provider answers: the hold is durable, the settle is refused.
-    const charge = await deliveredStream(first.gateway, secret, () => postgres.halt("immediate"));
+    // pg_ctl runs off the provider's event loop: a slow stop under load must not stall its stream.
+    const charge = await deliveredStream(first.gateway, secret, () => postgres.haltAsync("immediate"));
     await until("the refused settle to be spooled", async () => (spooled(dir.path) ? true : undefined));
     await first.gateway.stop("SIGKILL");
 

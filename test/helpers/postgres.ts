@@ -1,8 +1,9 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { freePort } from "./ports.js";
 
 /** Debian's PostgreSQL 15 (`make test` installs it when missing). */
@@ -34,6 +35,8 @@ export interface PostgresServer {
    * checkpoint; the next start recovers from the WAL), `fast` a clean shutdown.
    */
   halt(mode?: "fast" | "immediate"): void;
+  /** {@link halt} without blocking this process's event loop (servers in it keep answering). */
+  haltAsync(mode?: "fast" | "immediate"): Promise<void>;
   /** Starts the server {@link halt} stopped, on the same port, once it accepts connections. */
   start(): void;
 }
@@ -70,6 +73,12 @@ export async function startPostgres({
         stdio: ["ignore", "pipe", "pipe"],
         encoding: "utf8",
       },
+    );
+  const runAsync = (cmd: string, args: string[]) =>
+    promisify(execFile)(
+      asRoot ? "runuser" : join(BIN, cmd),
+      asRoot ? ["-u", "postgres", "--", join(BIN, cmd), ...args] : args,
+      { encoding: "utf8" },
     );
   run("initdb", [
     "-D",
@@ -137,6 +146,9 @@ export async function startPostgres({
     stop,
     halt: (mode = "immediate") => {
       run("pg_ctl", ["-D", data, "-m", mode, "-w", "stop"]);
+    },
+    haltAsync: async (mode = "immediate") => {
+      await runAsync("pg_ctl", ["-D", data, "-m", mode, "-w", "stop"]);
     },
     start,
   };

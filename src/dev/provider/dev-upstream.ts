@@ -69,8 +69,14 @@ export interface DevUpstreamOptions {
   readonly apiKey?: string;
   /** Pause between streamed events (default 0). */
   readonly eventDelayMs?: number;
-  /** Tests: answer a request yourself. Return undefined to get the default behaviour. */
-  readonly script?: (request: RecordedRequest) => ScriptedReply | undefined;
+  /**
+   * Tests: answer a request yourself. Return undefined to get the default behaviour. A promise
+   * is awaited first, so a test can do slow work (stop a database) before the answer without
+   * blocking the server's event loop.
+   */
+  readonly script?: (
+    request: RecordedRequest,
+  ) => ScriptedReply | undefined | Promise<ScriptedReply | undefined>;
 }
 
 /** One request as the dev upstream received it. */
@@ -266,7 +272,7 @@ export async function startDevUpstream(options: DevUpstreamOptions = {}): Promis
     };
     requests.push(recorded);
 
-    const scripted = options.script?.(recorded);
+    const scripted = await options.script?.(recorded);
     if (scripted !== undefined) return replyScripted(req, res, requestId, scripted);
 
     // The official SDK (1.x) sends its API key as a bearer token; Anthropic's gateway takes both.

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { ConfigError } from "../config/config.js";
+import { ConfigError } from "../config/read.js";
 
 /**
  * V8's young-generation semi-space `tollgate serve` runs with, in MiB, unless the operator chose
@@ -31,6 +31,22 @@ export function semiSpaceFlags(env: NodeJS.ProcessEnv, execArgv: readonly string
       `expected a whole number of MiB (1–9999) or off; got ${JSON.stringify(setting)}`,
     );
   return [`--max-semi-space-size=${setting}`];
+}
+
+/**
+ * `serve`'s launcher, run before the CLI loads anything: re-runs this command with its semi-space
+ * and resolves to the child's exit code, or to undefined when this process should serve itself
+ * (see {@link semiSpaceFlags}) or when TOLLGATE_SEMI_SPACE_MB is invalid (the CLI then reports it).
+ */
+export async function serveRelaunch(): Promise<number | undefined> {
+  let flags: string[] | undefined;
+  try {
+    flags = semiSpaceFlags(process.env, process.execArgv);
+  } catch (error) {
+    if (error instanceof ConfigError) return undefined;
+    throw error;
+  }
+  return flags === undefined ? undefined : relaunch(flags);
 }
 
 /**

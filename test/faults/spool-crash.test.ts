@@ -229,7 +229,17 @@ describe("PostgreSQL: the server is down when the stream's settlement is written
     const { accountId, secret } = await fundedAccount(first);
     // The server crashes while the provider answers: the hold is durable, the settle is refused.
     // pg_ctl runs off the provider's event loop: a slow stop under load must not stall its stream.
-    const charge = await deliveredStream(first.gateway, secret, () => postgres.haltAsync("immediate"));
+    const charge = await deliveredStream(first.gateway, secret, () => postgres.haltAsync("immediate")).catch(
+      (error: unknown) => {
+        // A gateway that died says why on its stderr: shown beside the client's error.
+        throw new Error(
+          `the stream failed (${String(error)}); the gateway's stderr:\n${first.gateway.stderr()}`,
+          {
+            cause: error,
+          },
+        );
+      },
+    );
     await until("the refused settle to be spooled", async () => (spooled(dir.path) ? true : undefined));
     await first.gateway.stop("SIGKILL");
 

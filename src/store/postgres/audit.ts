@@ -1,6 +1,7 @@
 import pg from "pg";
 import { SYSTEM_X402 } from "../../core/ports/x402.js";
 import { AUDIT_QUERIES, type AuditResults, type AuditRows, checkLedger } from "../shared/ledger-audit.js";
+import { withClient } from "./database.js";
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -75,33 +76,32 @@ const X402_ROWS = `
  * system:x402's (X402_ROWS).
  */
 export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    const rows: Record<string, AuditRows> = {};
-    for (const [name, sql] of Object.entries({ ...AUDIT_QUERIES, balances: PG_BALANCES })) {
-      rows[name] = (await client.query({ text: sql, types: EXACT_INTEGERS })).rows as AuditRows;
+  return withClient(pool, async (client) => {
+    try {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      const rows: Record<string, AuditRows> = {};
+      for (const [name, sql] of Object.entries({ ...AUDIT_QUERIES, balances: PG_BALANCES })) {
+        rows[name] = (await client.query({ text: sql, types: EXACT_INTEGERS })).rows as AuditRows;
+      }
+      const revenue = (await client.query({ text: REVENUE_ROWS, types: EXACT_INTEGERS })).rows;
+      const x402 = (await client.query({ text: X402_ROWS, types: EXACT_INTEGERS })).rows;
+      await client.query("COMMIT");
+      return [
+        ...checkLedger(rows as AuditResults),
+        ...revenue.map(
+          (r) =>
+            `${r.account} on ${r.chain}: its row holds revenue pending ${r.stored_pending}, posted ${r.stored_posted};` +
+            ` its entries give ${r.pending}, ${r.posted}`,
+        ),
+        ...x402.map(
+          (r) =>
+            `${r.account} on ${r.chain}: its row holds x402 in ${r.stored_in}, out ${r.stored_out};` +
+            ` its entries give ${r.x402_in}, ${r.x402_out}`,
+        ),
+      ];
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
     }
-    const revenue = (await client.query({ text: REVENUE_ROWS, types: EXACT_INTEGERS })).rows;
-    const x402 = (await client.query({ text: X402_ROWS, types: EXACT_INTEGERS })).rows;
-    await client.query("COMMIT");
-    return [
-      ...checkLedger(rows as AuditResults),
-      ...revenue.map(
-        (r) =>
-          `${r.account} on ${r.chain}: its row holds revenue pending ${r.stored_pending}, posted ${r.stored_posted};` +
-          ` its entries give ${r.pending}, ${r.posted}`,
-      ),
-      ...x402.map(
-        (r) =>
-          `${r.account} on ${r.chain}: its row holds x402 in ${r.stored_in}, out ${r.stored_out};` +
-          ` its entries give ${r.x402_in}, ${r.x402_out}`,
-      ),
-    ];
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -58,55 +58,68 @@ export async function openPostgres(url: string, poolSize = 10, directUrl = url):
  * transaction pooler), else on one of the pool's.
  */
 export async function migratePostgres(pool: pg.Pool, directUrl?: string): Promise<void> {
-  let client: pg.ClientBase;
-  let done: () => Promise<void>;
-  if (directUrl === undefined) {
-    const pooled = await pool.connect();
-    client = pooled;
-    done = async () => pooled.release();
-  } else {
-    const own = new pg.Client({ connectionString: directUrl, application_name: "tollgate migrations" });
-    own.on("error", () => {});
-    client = own;
-    done = () => own.end().catch(() => {});
-    try {
-      await own.connect();
-    } catch (error) {
-      await done();
-      throw error;
-    }
-  }
+  if (directUrl === undefined) return withClient(pool, migrateOn);
+  const own = new pg.Client({ connectionString: directUrl, application_name: "tollgate migrations" });
+  own.on("error", () => {});
   try {
-    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
-    try {
-      await client.query(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-      );
-      const applied = new Set(
-        (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map(
-          (r) => r.version,
-        ),
-      );
-      for (const migration of PG_MIGRATIONS) {
-        if (applied.has(migration.version)) continue;
-        await client.query("BEGIN");
-        try {
-          await client.query(migration.sql);
-          await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
-            migration.version,
-            migration.name,
-          ]);
-          await client.query("COMMIT");
-        } catch (error) {
-          await client.query("ROLLBACK");
-          throw error;
-        }
+    await own.connect();
+    await migrateOn(own);
+  } finally {
+    await own.end().catch(() => {});
+  }
+}
+
+/** The migrations not yet applied, in order, each in its transaction, under the migration lock. */
+async function migrateOn(client: pg.ClientBase): Promise<void> {
+  await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+  try {
+    await client.query(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    );
+    const applied = new Set(
+      (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map(
+        (r) => r.version,
+      ),
+    );
+    for (const migration of PG_MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      await client.query("BEGIN");
+      try {
+        await client.query(migration.sql);
+        await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
+        await client.query("COMMIT");
+      } catch (error) {
+        await client.query("ROLLBACK");
+        throw error;
       }
-    } finally {
-      await client.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
     }
   } finally {
-    await done();
+    await client.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
+  }
+}
+
+/**
+ * Runs `work` on one pooled connection held across its statements. pg tells of a connection lost
+ * while no statement is in flight (PostgreSQL restarted, a failover) with an 'error' event on the
+ * client, and the pool listens for it only while the client is idle: unheard, it would end the
+ * process. Here it is heard: the next statement fails instead, and the connection is destroyed,
+ * not returned to the pool (docs/store.md, "When the store refuses a settlement").
+ */
+export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (error: Error) => {
+    lost = error;
+  };
+  client.on("error", onError);
+  try {
+    return await work(client);
+  } finally {
+    client.off("error", onError);
+    client.release(lost);
   }
 }
 
@@ -116,16 +129,15 @@ export async function inTransaction<T>(
   work: (client: pg.PoolClient) => Promise<T>,
   isolation: "READ COMMITTED" | "SERIALIZABLE" = "READ COMMITTED",
 ): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query(`BEGIN ISOLATION LEVEL ${isolation}`);
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  return withClient(pool, async (client) => {
+    try {
+      await client.query(`BEGIN ISOLATION LEVEL ${isolation}`);
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    }
+  });
 }

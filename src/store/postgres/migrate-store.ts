@@ -10,6 +10,7 @@ import { auditLedger } from "../sqlite/audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";
+import { withClient } from "./database.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both
@@ -196,37 +197,37 @@ export async function migrateStore(
   const schemaVersion = checkSourceVersion(db);
   const plans = await planCopies(db, pool);
 
-  const client = await pool.connect();
   const tables: TableCount[] = [];
   const sequences: SequenceMove[] = [];
   let revenueRows = 0;
   let x402Rows = 0;
-  // One read transaction on SQLite: every table is copied from the same snapshot.
-  db.exec("BEGIN");
-  try {
-    await client.query("BEGIN");
-    await client.query(
-      `SET LOCAL lock_timeout = ${Math.max(1, Math.trunc(options.lockTimeoutMs ?? 10_000))}`,
-    );
-    // Nobody else writes the target while it is filled (and a host left running is noticed: the
-    // lock times out instead of the copy racing it).
-    await client.query(`LOCK TABLE ${plans.map((p) => quote(p.table)).join(", ")} IN EXCLUSIVE MODE`);
-    await refuseNonEmpty(client, plans);
-    for (const plan of plans)
-      tables.push({ table: plan.table, rows: await copyTable(db, client, plan, batchSize) });
-    revenueRows = await revenueOntoAccounts(client);
-    x402Rows = await x402OntoAccounts(client);
-    for (const plan of plans) {
-      for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
+  await withClient(pool, async (client) => {
+    // One read transaction on SQLite: every table is copied from the same snapshot.
+    db.exec("BEGIN");
+    try {
+      await client.query("BEGIN");
+      await client.query(
+        `SET LOCAL lock_timeout = ${Math.max(1, Math.trunc(options.lockTimeoutMs ?? 10_000))}`,
+      );
+      // Nobody else writes the target while it is filled (and a host left running is noticed: the
+      // lock times out instead of the copy racing it).
+      await client.query(`LOCK TABLE ${plans.map((p) => quote(p.table)).join(", ")} IN EXCLUSIVE MODE`);
+      await refuseNonEmpty(client, plans);
+      for (const plan of plans)
+        tables.push({ table: plan.table, rows: await copyTable(db, client, plan, batchSize) });
+      revenueRows = await revenueOntoAccounts(client);
+      x402Rows = await x402OntoAccounts(client);
+      for (const plan of plans) {
+        for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
+      }
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      db.exec("ROLLBACK");
     }
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-    db.exec("ROLLBACK");
-  }
+  });
 
   return {
     schemaVersion,

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { auditPostgres } from "../../src/store/postgres/audit.js";
 import { inTransaction, migratePostgres, openPostgres } from "../../src/store/postgres/database.js";
-import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
+import { suitePostgres } from "../helpers/pg-ledger.js";
 
 // A pooled connection held across several statements (a transaction, the audit's snapshot)
 // whose server goes away between two of them: PostgreSQL restarted, a failover. pg emits the
@@ -11,16 +11,11 @@ import { type PostgresServer, startPostgres } from "../helpers/postgres.js";
 // crashed this way when its sweeper's transaction was open as the server stopped). The loss must
 // fail the work instead, and the pool must hand out a live connection once the server is back.
 
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-}, 60_000);
-afterAll(async () => {
-  await server?.stop();
-});
+const postgres = suitePostgres();
 
 describe("a connection lost between two statements", () => {
   it("fails the transaction, does not end the process, and the pool serves again once the server is back", async () => {
+    const server = postgres();
     const url = await server.freshDatabase();
     const pool = await openPostgres(url, 2);
     try {

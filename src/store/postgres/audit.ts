@@ -1,7 +1,7 @@
 import pg from "pg";
 import { SYSTEM_X402 } from "../../core/ports/x402.js";
 import { AUDIT_QUERIES, type AuditResults, type AuditRows, checkLedger } from "../shared/ledger-audit.js";
-import { withClient } from "./database.js";
+import { inTransaction } from "./database.js";
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
@@ -76,16 +76,15 @@ const X402_ROWS = `
  * system:x402's (X402_ROWS).
  */
 export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
-  return withClient(pool, async (client) => {
-    try {
-      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  return inTransaction(
+    pool,
+    async (client) => {
       const rows: Record<string, AuditRows> = {};
       for (const [name, sql] of Object.entries({ ...AUDIT_QUERIES, balances: PG_BALANCES })) {
         rows[name] = (await client.query({ text: sql, types: EXACT_INTEGERS })).rows as AuditRows;
       }
       const revenue = (await client.query({ text: REVENUE_ROWS, types: EXACT_INTEGERS })).rows;
       const x402 = (await client.query({ text: X402_ROWS, types: EXACT_INTEGERS })).rows;
-      await client.query("COMMIT");
       return [
         ...checkLedger(rows as AuditResults),
         ...revenue.map(
@@ -99,9 +98,7 @@ export async function auditPostgres(pool: pg.Pool): Promise<string[]> {
             ` its entries give ${r.x402_in}, ${r.x402_out}`,
         ),
       ];
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    }
-  });
+    },
+    "REPEATABLE READ READ ONLY",
+  );
 }

@@ -127,7 +127,7 @@ export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient)
 export async function inTransaction<T>(
   pool: pg.Pool,
   work: (client: pg.PoolClient) => Promise<T>,
-  isolation: "READ COMMITTED" | "SERIALIZABLE" = "READ COMMITTED",
+  isolation: "READ COMMITTED" | "SERIALIZABLE" | "REPEATABLE READ READ ONLY" = "READ COMMITTED",
 ): Promise<T> {
   return withClient(pool, async (client) => {
     try {

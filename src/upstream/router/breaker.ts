@@ -5,7 +5,7 @@
  * it (half-open): a probe that succeeds closes it, one that fails opens it again. A `retry-after`
  * from the endpoint is a cooldown of its own, whatever the breaker's state.
  */
-import type { BreakerView } from "./router-events.js";
+import type { BreakerState, BreakerView } from "./router-events.js";
 
 /** When a breaker opens, and for how long. */
 export interface BreakerSettings {
@@ -15,9 +15,6 @@ export interface BreakerSettings {
   /** How long an open breaker skips the endpoint before one call may probe it. */
   readonly cooldownMs: number;
 }
-
-/** A breaker's state as health and metrics show it. */
-export type BreakerState = "closed" | "open" | "half-open";
 
 /** What {@link CircuitBreaker.acquire} grants: a normal attempt, the one probe, or nothing. */
 export type BreakerGrant = "closed" | "probe" | undefined;

@@ -2,8 +2,6 @@
  * What a router tells the outside about its endpoints (metrics: src/metrics/; health:
  * src/core/health-service.ts), and what it shows of its breakers.
  */
-import type { BreakerState } from "./breaker.js";
-
 /** Told of every attempt and its fate; the gateway counts them in metrics. */
 export interface RouterEvents {
   /** A call was sent to `endpoint` for `model`. */
@@ -13,6 +11,9 @@ export interface RouterEvents {
   /** The call left `endpoint` for the next one. */
   failedOver(endpoint: string, model: string): void;
 }
+
+/** A breaker's state as health and metrics show it (breaker.ts). */
+export type BreakerState = "closed" | "open" | "half-open";
 
 /** One breaker as health and metrics show it. */
 export interface BreakerView {

@@ -10,7 +10,7 @@ import { auditLedger } from "../sqlite/audit.js";
 import { DATABASE_FILE, type Db } from "../sqlite/database.js";
 import { migrations } from "../sqlite/migrations.js";
 import { auditPostgres } from "./audit.js";
-import { withClient } from "./database.js";
+import { inTransaction } from "./database.js";
 
 /**
  * How one SQLite table becomes rows of its PostgreSQL twin. Columns are matched by name (both
@@ -201,11 +201,10 @@ export async function migrateStore(
   const sequences: SequenceMove[] = [];
   let revenueRows = 0;
   let x402Rows = 0;
-  await withClient(pool, async (client) => {
-    // One read transaction on SQLite: every table is copied from the same snapshot.
-    db.exec("BEGIN");
-    try {
-      await client.query("BEGIN");
+  // One read transaction on SQLite: every table is copied from the same snapshot.
+  db.exec("BEGIN");
+  try {
+    await inTransaction(pool, async (client) => {
       await client.query(
         `SET LOCAL lock_timeout = ${Math.max(1, Math.trunc(options.lockTimeoutMs ?? 10_000))}`,
       );
@@ -220,14 +219,10 @@ export async function migrateStore(
       for (const plan of plans) {
         for (const column of plan.serials) sequences.push(await moveSequence(client, plan.table, column));
       }
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      db.exec("ROLLBACK");
-    }
-  });
+    });
+  } finally {
+    db.exec("ROLLBACK");
+  }
 
   return {
     schemaVersion,

@@ -9,11 +9,17 @@
  *   npx tsc -p tsconfig.bench.json && node dist/bench/pg-pgbench.js --accounts 1 --clients 16
  *
  * Options: --accounts N (1), --clients N (16), --seconds N (6), --mode extended|prepared
- * (pgbench's query mode: a statement parsed and planned each time, or once per connection). Compare two builds by running it
- * in each checkout, alternately.
+ * (pgbench's query mode: a statement parsed and planned each time, or once per connection).
+ * Compare two builds by running it in each checkout, alternately.
+ *
+ * `--variant FILE` compares this build's schema with a change to it, on one server: two
+ * databases, both migrated and funded, the second with FILE's SQL run over it (a function
+ * replaced, a constraint dropped); `pgbench` then runs on each in turn, `--rounds N` (4) times,
+ * the order alternating, and the line gives both databases' pairs/s per round. For measuring what
+ * a schema change would save before writing its migration (docs/store.md, "The p99 at 300/s").
  */
 import { execFileSync } from "node:child_process";
-import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,6 +36,8 @@ const { values } = parseArgs({
     // pgbench's query mode: extended (as `pg` sends a query: parsed and planned each time) or
     // prepared (named statements, parsed and planned once per connection).
     mode: { type: "string", default: "extended" },
+    variant: { type: "string" },
+    rounds: { type: "string", default: "4" },
   },
 });
 const accounts = Number(values.accounts);
@@ -40,17 +48,21 @@ const pgbench = execFileSync("sh", ["-c", "ls /usr/lib/postgresql/*/bin/pgbench 
   encoding: "utf8",
 }).trim();
 
-const server = await startPostgres();
-// pgbench may run as the postgres user (as root, the helpers do): give it a copy it can read.
-const dir = mkdtempSync(join(tmpdir(), "tollgate-pgbench-"));
-chmodSync(dir, 0o755);
-try {
+/** A database migrated by this build and funded, with `sql` run over it when given. */
+async function database(sql?: string): Promise<string> {
   const url = await server.freshDatabase();
   const pool = await openPostgres(url, 2);
-  await fundAccounts(pool, accounts);
-  await pool.end();
-  const copy = join(dir, "pg-pair.sql");
-  copyFileSync(script, copy);
+  try {
+    await fundAccounts(pool, accounts);
+    if (sql !== undefined) await pool.query(sql);
+  } finally {
+    await pool.end();
+  }
+  return url;
+}
+
+/** One pgbench run on `url`: its pairs/s and mean latency. */
+function run(url: string, copy: string): { pairsPerSecond: number; latencyMsAverage: number } {
   const out = execFileSync(
     pgbench,
     [
@@ -71,9 +83,31 @@ try {
   const tps = /^tps = ([\d.]+)/m.exec(out);
   const latency = /^latency average = ([\d.]+) ms/m.exec(out);
   if (tps === null) throw new Error(`pgbench printed no tps:\n${out}`);
-  process.stdout.write(
-    `${JSON.stringify({ accounts, clients, pairsPerSecond: Math.round(Number(tps[1])), latencyMsAverage: Number(latency?.[1]) })}\n`,
-  );
+  return { pairsPerSecond: Math.round(Number(tps[1])), latencyMsAverage: Number(latency?.[1]) };
+}
+
+const server = await startPostgres();
+// pgbench may run as the postgres user (as root, the helpers do): give it a copy it can read.
+const dir = mkdtempSync(join(tmpdir(), "tollgate-pgbench-"));
+chmodSync(dir, 0o755);
+try {
+  const copy = join(dir, "pg-pair.sql");
+  copyFileSync(script, copy);
+  if (values.variant === undefined) {
+    process.stdout.write(`${JSON.stringify({ accounts, clients, ...run(await database(), copy) })}\n`);
+  } else {
+    const built = await database();
+    const changed = await database(readFileSync(values.variant, "utf8"));
+    const figures = { built: [] as number[], variant: [] as number[] };
+    for (let round = 0; round < Number(values.rounds); round++) {
+      const order = round % 2 === 0 ? (["built", "variant"] as const) : (["variant", "built"] as const);
+      for (const which of order)
+        figures[which].push(run(which === "built" ? built : changed, copy).pairsPerSecond);
+    }
+    process.stdout.write(
+      `${JSON.stringify({ accounts, clients, variant: values.variant, pairsPerSecond: figures })}\n`,
+    );
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
   await server.stop();

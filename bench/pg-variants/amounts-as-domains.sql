@@ -1,5 +1,6 @@
 -- A measurement, not a migration (bench/pg-pgbench.ts --variant): the single-column CHECKs (x >= 0,
--- x > 0) of the tables a call writes as domains, whose checks the type cache keeps parsed.
+-- x > 0) of the tables a call writes as domains, whose checks the type cache keeps parsed; holds and
+-- hold_resolutions keep theirs, as tollgate_resolve returns their columns as BIGINT.
 DROP VIEW IF EXISTS ledger_totals CASCADE;
 CREATE DOMAIN tg_nonneg AS BIGINT CHECK (VALUE >= 0);
 CREATE DOMAIN tg_positive AS BIGINT CHECK (VALUE > 0);

@@ -536,6 +536,25 @@ describe.each(Object.keys(stores))("the ledger, onchain and chain-work ports on 
       expect((await s.ledger.settlements(["s2"])).get("s2")).toMatchObject({ status: "offchain" });
     }));
 
+  it("withdraw: what a settled call's hold gave back is withdrawable at once", () =>
+    withStores(async (s) => {
+      await accounts(s, "acct_a");
+      await scan(s, [deposit("0xd1", "acct_a", 300n)]);
+      // On PostgreSQL the settlement's release sits beside the balance row (migration 22), which
+      // alone still shows the whole deposit held; the withdrawal folds it in first.
+      await call(s, "c1", "acct_a", 100n, 5, 300n);
+      const w = { id: "w1", accountId: "acct_a", chain: CHAIN, to: "0xdest", amount: 200n, fee: 0n, now: 10 };
+      expect((await s.ledger.withdraw(w)).kind).toBe("written");
+      expect(await s.ledger.withdraw({ ...w, id: "w2", amount: 1n })).toEqual({
+        kind: "insufficient",
+        available: 0n,
+      });
+      expect(await s.ledger.balance("acct_a", CHAIN)).toMatchObject({
+        debitsPending: 0n,
+        debitsPosted: 300n,
+      });
+    }));
+
   it("withdraw: written against backed funds, existing or conflict by id, insufficient when not backed", () =>
     withStores(async (s) => {
       await accounts(s, "acct_a");
@@ -1902,10 +1921,11 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
       await s.ledger.placeHold(newHold("m3", "acct_a", 90n, day + 1)); // released, day 1
       await s.ledger.void("m3", "released", day + 2);
       await call(s, "m4", "acct_a", 30n, day + 3, 30n); // day 1
+      // What caps read: spend_days less what settlements gave back beside it (migration 23).
       const read = async () =>
         (
           await s.pool.query<{ key_id: string; day: string; spent: string }>(
-            "SELECT key_id, day::text, spent::text FROM spend_days ORDER BY day, key_id",
+            "SELECT key_id, day::text, spent::text FROM spend_totals ORDER BY day, key_id",
           )
         ).rows;
       const written = await read();
@@ -1914,10 +1934,11 @@ describe("the PostgreSQL ledger under concurrency, and its chain roles", () => {
         { key_id: "key_2", day: "0", spent: "70" },
         { key_id: "key_1", day: `${day}`, spent: "30" },
       ]);
-      // The ledger as version 8 left it, then migrated again.
-      await s.pool.query(`DROP TABLE spend_days;
+      // The ledger as version 8 left it (without migration 23's returns beside spend_days), then
+      // migrated again: 9 fills spend_days, 23 puts its returns and spend_totals back, empty.
+      await s.pool.query(`DROP VIEW spend_totals; DROP TABLE spend_returns; DROP TABLE spend_days;
                           CREATE INDEX holds_by_chain_time ON holds (account_id, chain, created_at);
-                          DELETE FROM schema_migrations WHERE version = 9`);
+                          DELETE FROM schema_migrations WHERE version IN (9, 23)`);
       await migratePostgres(s.pool);
       expect(await read()).toEqual(written);
     }));

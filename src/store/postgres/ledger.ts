@@ -48,6 +48,7 @@ import {
   BALANCE,
   CHECK_VIOLATION,
   exactRows,
+  foldReleases,
   type Queryable,
   type Raw,
   REFUSAL_RETRIES,
@@ -149,9 +150,12 @@ const PLACE_CAPPED_HOLD = `
                                     $8::text, $9::bigint, $10::bigint, $11::text, $12::integer, $13::bigint,
                                     $14::bigint[], $15::text[], $16::bigint[])`;
 
-/** What a cap's period has spent: its days' rows, of every key for an account's cap. */
+/**
+ * What a cap's period has spent: its days' rows, of every key for an account's cap, less what
+ * settlements gave back beside them (spend_totals, migration 22).
+ */
 const SPENT_SINCE = `
-  SELECT COALESCE(SUM(spent), 0) AS spent FROM spend_days
+  SELECT COALESCE(SUM(spent), 0) AS spent FROM spend_totals
    WHERE account_id = $1::text AND chain = $2::text AND day >= $3::bigint AND ($4::text = '' OR key_id = $4::text)`;
 
 /** What the cap's holds placed at or after `since` have spent (SPENT_SINCE). */
@@ -204,27 +208,32 @@ interface Raising {
   readonly refusal?: CapRefusal;
 }
 
-/** Why a hold was not placed: the hold already there, and what the account has available now. */
+/**
+ * Why a hold was not placed: the hold already there, and what the account has available now (its
+ * totals: the balance row with the releases beside it, migration 22).
+ */
 const PLACE_HOLD_REFUSED = `
   SELECT ${HOLD_COLUMNS},
-         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
-           WHERE account = $2::text AND chain = $3::text AND shard = 0) AS available
+         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_totals
+           WHERE account = $2::text AND chain = $3::text) AS available
     FROM (SELECT 1) AS one
     LEFT JOIN holds h ON h.id = $1::text
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id`;
 
 /**
- * Settles or voids a hold in one statement, `tollgate_resolve` (migration 20). The hold's
+ * Settles or voids a hold in one statement, `tollgate_resolve` (migrations 20 and 23). The hold's
  * open-list row is its lock: whoever deletes it resolves the hold (a sweeper holding it makes
  * this wait, then find nothing; a raise holding it makes this wait, then see the raised total on
  * the row it deletes: `held` comes from that row), and the resolution's primary key still refuses
  * a second outcome. The rows only this hold has (its resolution, its charge) come first; then
- * the rows shared with the account's other calls, in the order every writer takes them: the
- * account's balance row (which also holds the hold's pending revenue, its raises' too, and takes
- * its charge as revenue: migration 18), (settled with a charge) the account's onchain backing,
- * read FOR UPDATE so that the intent's onchain part is computed from its newest version, as
- * SettlementOutbox.record does, and the key's day. Taken last, the balance row's lock is held
- * only for those and the commit. Each statement of the function reads the newest committed rows,
+ * the rows shared with the account's other settlements, in the order every writer takes them:
+ * the account's releases beside its balance row (what the hold held, pending revenue and raises
+ * included, released, and the charge taken: migrations 18 and 22), (settled with a charge) the
+ * account's onchain backing, read FOR UPDATE so that the intent's onchain part is computed from
+ * its newest version, as SettlementOutbox.record does, and what it gives back of the key's day
+ * beside spend_days (migration 23). None is a row the account's holds lock, so a settlement
+ * never waits for them; a hold waits for one only when it folds the releases onto its row (when
+ * the row alone falls short). Each statement of the function reads the newest committed rows,
  * so the CHECK refusal of migrations 15-18's single statement (a raise it waited for made its
  * CHECKs refuse the snapshot's versions) no longer comes; the CHECK_VIOLATION retry below stays
  * as a guard, costing nothing while nothing is refused.
@@ -309,8 +318,8 @@ const RAISE_HOLD = `
  */
 const RAISE_REFUSED = `
   SELECT ${HOLD_COLUMNS}, x.amount AS raise_amount,
-         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
-           WHERE account = h.account_id AND chain = h.chain AND shard = 0) AS available
+         (SELECT credits_posted - debits_posted - debits_pending FROM ledger_totals
+           WHERE account = h.account_id AND chain = h.chain) AS available
     FROM holds h
     LEFT JOIN hold_resolutions r ON r.hold_id = h.id
     LEFT JOIN hold_raises x ON x.hold_id = h.id AND x.pass = $2::integer
@@ -666,6 +675,8 @@ export class PgLedger extends PgX402 implements LedgerStore, OnchainStore, X402S
       if (state.resolution !== undefined) return { kind: "not-open", state };
       const available = (row.available as bigint | null) ?? 0n;
       if (raise.amount > available || attempt >= REFUSAL_RETRIES) return { kind: "insufficient", available };
+      // The account's totals cover it and its row alone did not: settlements' releases onto the row first.
+      await foldReleases(this.pool, state.hold.accountId, state.hold.chain);
     }
   }
 

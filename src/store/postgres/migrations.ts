@@ -1343,4 +1343,279 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         END $$;
     `,
   },
+  {
+    version: 22,
+    name: "settlements beside the account's balance row, folded in when a hold needs them",
+    sql: `
+      -- One account's holds and settlements took turns on its balance row: each held the row's
+      -- lock until its commit was flushed (docs/store.md, "Settlements beside the balance row").
+      -- A settlement only ever gives funds back (it charges at most what its hold held), so
+      -- from migration 23 on it writes what it releases and charges beside the row, on a row of
+      -- its own that no hold locks, and a hold reads that row without a lock:
+      --   balance_releases: per account and chain, the pending its settled holds released
+      --     (released) and what they charged (charged), not yet taken onto the balance row. The
+      --     account's totals are its row with these applied (debits_pending - released,
+      --     debits_posted + charged, and alike for the revenue it holds): ledger_totals reads so.
+      -- The balance row alone still never goes below zero (its CHECKs are unchanged): it only
+      -- ever shows less than the account has. When it falls short of a hold, a raise, a return
+      -- or a withdrawal that the account's totals cover, tollgate_fold_releases takes the
+      -- releases onto the row under its lock, and the write is tried again.
+      CREATE TABLE balance_releases (
+        account  TEXT NOT NULL,
+        chain    TEXT NOT NULL,
+        shard    SMALLINT NOT NULL DEFAULT 0 CHECK (shard = 0),
+        released BIGINT NOT NULL DEFAULT 0 CHECK (released >= 0),
+        charged  BIGINT NOT NULL DEFAULT 0 CHECK (charged >= 0),
+        PRIMARY KEY (account, chain),
+        FOREIGN KEY (account, chain, shard) REFERENCES ledger_balances (account, chain, shard),
+        CONSTRAINT charged_within_released CHECK (charged <= released)
+      );
+      -- Migration 19's view with the releases applied: to the account's debits, and to the
+      -- revenue its row holds for system:revenue. Same columns, so every reader is unchanged.
+      CREATE OR REPLACE VIEW ledger_totals AS
+        SELECT account, chain, bool_and(may_overdraw) AS may_overdraw,
+               SUM(debits_pending) AS debits_pending, SUM(debits_posted) AS debits_posted,
+               SUM(credits_pending) AS credits_pending, SUM(credits_posted) AS credits_posted
+          FROM (SELECT account, chain, may_overdraw, debits_pending, debits_posted, credits_pending, credits_posted
+                  FROM ledger_balances
+                UNION ALL
+                SELECT account, chain, false, -released, charged, 0, 0
+                  FROM balance_releases WHERE released <> 0
+                UNION ALL
+                SELECT 'system:revenue', chain, true, 0, 0, revenue_pending, revenue_posted
+                  FROM ledger_balances WHERE revenue_pending <> 0 OR revenue_posted <> 0
+                UNION ALL
+                SELECT 'system:revenue', chain, true, 0, 0, -released, charged
+                  FROM balance_releases WHERE released <> 0
+                UNION ALL
+                SELECT 'system:x402', chain, true, 0, x402_in, 0, x402_out
+                  FROM ledger_balances WHERE x402_in <> 0 OR x402_out <> 0) AS rows
+         GROUP BY account, chain;
+
+      -- Takes an account's releases on a chain onto its balance row: the row locked first (the
+      -- order every writer takes them in; a hold that holds it already waits on nothing), then
+      -- the releases (waiting only for a settlement of the account in flight). Answers the
+      -- pending released onto the row, 0 when there was none.
+      CREATE FUNCTION tollgate_fold_releases(p_account TEXT, p_chain TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+        DECLARE
+          v_released BIGINT;
+          v_charged BIGINT;
+        BEGIN
+          PERFORM 1 FROM ledger_balances b
+            WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0 FOR NO KEY UPDATE;
+          SELECT r.released, r.charged INTO v_released, v_charged FROM balance_releases r
+           WHERE r.account = p_account AND r.chain = p_chain FOR NO KEY UPDATE;
+          IF NOT FOUND OR v_released = 0 THEN
+            RETURN 0;
+          END IF;
+          UPDATE balance_releases r SET released = 0, charged = 0 WHERE r.account = p_account AND r.chain = p_chain;
+          UPDATE ledger_balances b
+             SET debits_pending = b.debits_pending - v_released, debits_posted = b.debits_posted + v_charged,
+                 revenue_pending = b.revenue_pending - v_released, revenue_posted = b.revenue_posted + v_charged
+           WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0;
+          RETURN v_released;
+        END $$;
+
+      -- Migration 20's hold, reading the releases when the row alone falls short, and folding
+      -- them in when they are what covers it.
+      CREATE OR REPLACE FUNCTION tollgate_place_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT
+      ) RETURNS TABLE (seq BIGINT) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          v_seq BIGINT;
+          v_taken BOOLEAN;
+        BEGIN
+          -- The funds as last committed, read without a lock: the balance row's, and only when
+          -- those fall short, with what settlements released beside it (balance_releases). Too
+          -- few, and nothing is written (the caller reads why). Enough, and the funds are taken
+          -- below, under the row's lock.
+          IF p_amount > 0 AND NOT EXISTS (
+            SELECT 1 FROM ledger_balances b
+             WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0
+               AND (b.credits_posted - b.debits_posted - b.debits_pending >= p_amount
+                    OR b.credits_posted - b.debits_posted - b.debits_pending
+                       + COALESCE((SELECT r.released - r.charged FROM balance_releases r
+                                    WHERE r.account = p_account AND r.chain = p_chain), 0) >= p_amount)
+          ) THEN
+            RETURN;
+          END IF;
+          INSERT INTO holds (id, account_id, request_id, key_id, chain, amount, call_kind, model, input_tokens,
+                             max_tokens, image_size, image_count, created_at)
+          VALUES (p_id, p_account, p_request, p_key, p_chain, p_amount, p_kind, p_model, p_input, p_max, p_image_size, p_image_count, p_at)
+          RETURNING holds.seq INTO v_seq;
+          INSERT INTO open_holds (hold_id, created_at) VALUES (p_id, p_at);
+          IF p_amount > 0 THEN
+            INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+            VALUES (p_id || '/hold', p_chain, p_account, 'system:revenue', p_amount, true, 'hold', p_id, '', p_at);
+            UPDATE ledger_balances
+               SET debits_pending = debits_pending + p_amount, revenue_pending = revenue_pending + p_amount
+             WHERE account = p_account AND chain = p_chain AND shard = 0
+               AND credits_posted - debits_posted - debits_pending >= p_amount;
+            v_taken := FOUND;
+            -- The row alone falls short: what settlements released beside it is folded into it,
+            -- under its lock, and the funds are taken again.
+            IF NOT v_taken AND tollgate_fold_releases(p_account, p_chain) > 0 THEN
+              UPDATE ledger_balances
+                 SET debits_pending = debits_pending + p_amount, revenue_pending = revenue_pending + p_amount
+               WHERE account = p_account AND chain = p_chain AND shard = 0
+                 AND credits_posted - debits_posted - debits_pending >= p_amount;
+              v_taken := FOUND;
+            END IF;
+            IF NOT v_taken THEN
+              -- Another hold took the funds since the read above: undo the whole statement.
+              RAISE EXCEPTION 'hold %: the funds moved since they were read', p_id USING ERRCODE = 'TG402';
+            END IF;
+            INSERT INTO spend_days AS d (account_id, key_id, chain, day, spent)
+            VALUES (p_account, p_key, p_chain, p_at - p_at % 86400000, p_amount)
+            ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET spent = d.spent + EXCLUDED.spent;
+          END IF;
+          RETURN QUERY SELECT v_seq;
+        END $$;
+    `,
+  },
+  {
+    version: 23,
+    name: "settlements beside the balance row and the key's day",
+    sql: `
+      -- A settlement's writes to the rows its account's holds lock move beside them: what it
+      -- releases and charges to balance_releases (migration 22), and what it gives back of its
+      -- key's day to spend_returns, since the hold keeps the key's day in spend_days locked too.
+      --   spend_returns: per key and day, what settlements gave back of what the day's holds
+      --     counted (held - charged). The day's spend is spent - returned: spend_totals, which
+      --     spend caps and the audit read. Nothing folds it: a day's rows are few.
+      CREATE TABLE spend_returns (
+        account_id TEXT NOT NULL,
+        chain      TEXT NOT NULL,
+        key_id     TEXT NOT NULL,
+        day        BIGINT NOT NULL,
+        returned   BIGINT NOT NULL CHECK (returned >= 0),
+        PRIMARY KEY (account_id, chain, key_id, day),
+        FOREIGN KEY (account_id, chain, key_id, day) REFERENCES spend_days (account_id, chain, key_id, day)
+      );
+
+      -- Each key's spend per day as spend caps and the audit read it.
+      CREATE VIEW spend_totals AS
+        SELECT d.account_id, d.chain, d.key_id, d.day, d.spent - COALESCE(s.returned, 0) AS spent
+          FROM spend_days d
+          LEFT JOIN spend_returns s
+            ON s.account_id = d.account_id AND s.chain = d.chain AND s.key_id = d.key_id AND s.day = d.day;
+
+      -- Migration 15's capped hold, each cap's period summed from spend_totals.
+      CREATE OR REPLACE FUNCTION tollgate_place_capped_hold(
+        p_id TEXT, p_account TEXT, p_request TEXT, p_key TEXT, p_chain TEXT, p_amount BIGINT, p_kind TEXT,
+        p_model TEXT, p_input BIGINT, p_max BIGINT, p_image_size TEXT, p_image_count INTEGER, p_at BIGINT,
+        p_since BIGINT[], p_keys TEXT[], p_caps BIGINT[]
+      ) RETURNS TABLE (seq BIGINT, taken BOOLEAN, refused BOOLEAN, spent TEXT[]) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          v_spent TEXT[] := '{}';
+          v_used NUMERIC;
+          v_refused BOOLEAN := false;
+          v_seq BIGINT;
+        BEGIN
+          PERFORM 1 FROM ledger_balances b
+            WHERE b.account = p_account AND b.chain = p_chain AND b.shard = 0 FOR NO KEY UPDATE;
+          IF EXISTS (SELECT 1 FROM holds h WHERE h.id = p_id) THEN
+            RETURN QUERY SELECT NULL::bigint, true, false, NULL::text[];
+            RETURN;
+          END IF;
+          FOR i IN 1 .. COALESCE(array_length(p_since, 1), 0) LOOP
+            SELECT COALESCE(SUM(d.spent), 0) INTO v_used FROM spend_totals d
+             WHERE d.account_id = p_account AND d.chain = p_chain AND d.day >= p_since[i]
+               AND (p_keys[i] = '' OR d.key_id = p_keys[i]);
+            v_spent := v_spent || v_used::text;
+            IF v_used + p_amount > p_caps[i] THEN
+              v_refused := true;
+            END IF;
+          END LOOP;
+          IF v_refused THEN
+            RETURN QUERY SELECT NULL::bigint, false, true, v_spent;
+            RETURN;
+          END IF;
+          SELECT p.seq INTO v_seq
+            FROM tollgate_place_hold(p_id, p_account, p_request, p_key, p_chain, p_amount, p_kind, p_model, p_input,
+                                     p_max, p_image_size, p_image_count, p_at) AS p;
+          RETURN QUERY SELECT v_seq, false, false, v_spent;
+        END $$;
+
+      -- Migration 20's resolution, writing the release, the charge and the key's day's return
+      -- beside the rows the account's holds lock.
+      CREATE OR REPLACE FUNCTION tollgate_resolve(
+        p_hold TEXT, p_status TEXT, p_amount BIGINT, p_input BIGINT, p_output BIGINT, p_cw5m BIGINT, p_cw1h BIGINT,
+        p_read BIGINT, p_images INTEGER, p_charges TEXT, p_at BIGINT, p_endpoint TEXT
+      ) RETURNS TABLE (
+        seq BIGINT, id TEXT, account_id TEXT, request_id TEXT, key_id TEXT, chain TEXT, amount BIGINT, call_kind TEXT,
+        model TEXT, input_tokens BIGINT, max_tokens BIGINT, image_size TEXT, image_count INTEGER, created_at BIGINT,
+        raised NUMERIC, status TEXT, settled_amount BIGINT, u_input BIGINT, u_output BIGINT, u_cw5m BIGINT,
+        u_cw1h BIGINT, u_read BIGINT, u_images INTEGER, u_charges TEXT, u_endpoint TEXT, resolved_at BIGINT, resolved_now BOOLEAN,
+        raised_now BIGINT
+      ) LANGUAGE plpgsql AS $$
+        #variable_conflict use_column
+        DECLARE
+          h RECORD;
+          v_raised BIGINT;
+          v_held BIGINT;
+          v_released BOOLEAN := false;
+          v_onchain BIGINT;
+        BEGIN
+          SELECT hh.seq, hh.id, hh.account_id, hh.request_id, hh.key_id, hh.chain, hh.amount, hh.call_kind, hh.model,
+                 hh.input_tokens, hh.max_tokens, hh.image_size, hh.image_count, hh.created_at,
+                 COALESCE((SELECT SUM(x.amount) FROM hold_raises x WHERE x.hold_id = hh.id), 0) AS raised,
+                 r.status, r.amount AS settled_amount, r.input_tokens AS u_input, r.output_tokens AS u_output,
+                 r.cache_write_5m_tokens AS u_cw5m, r.cache_write_1h_tokens AS u_cw1h, r.cache_read_tokens AS u_read,
+                 r.images AS u_images, r.charges AS u_charges, r.endpoint AS u_endpoint, r.resolved_at
+            INTO h
+            FROM holds hh LEFT JOIN hold_resolutions r ON r.hold_id = hh.id WHERE hh.id = p_hold;
+          IF NOT FOUND THEN
+            RETURN;
+          END IF;
+          IF h.status IS NULL THEN
+            DELETE FROM open_holds o WHERE o.hold_id = p_hold AND p_amount BETWEEN 0 AND h.amount + o.raised
+            RETURNING o.raised, h.amount + o.raised INTO v_raised, v_held;
+            IF FOUND THEN
+              INSERT INTO hold_resolutions (hold_id, status, amount, input_tokens, output_tokens, cache_write_5m_tokens,
+                                            cache_write_1h_tokens, cache_read_tokens, images, charges, resolved_at, endpoint)
+              VALUES (p_hold, p_status, p_amount, p_input, p_output, p_cw5m, p_cw1h, p_read, p_images, p_charges, p_at, p_endpoint);
+              IF v_held > 0 THEN
+                IF p_amount > 0 THEN
+                  INSERT INTO ledger_entries (id, chain, debit_account, credit_account, amount, pending, kind, hold_id, memo, created_at)
+                  VALUES (p_hold || '/charge', h.chain, h.account_id, 'system:revenue', p_amount, false, 'charge', p_hold, '', p_at);
+                END IF;
+                -- Beside the account's balance row, not on it: its holds keep that row locked
+                -- until they commit. The foreign key refuses an account with no balance row.
+                INSERT INTO balance_releases AS r (account, chain, released, charged)
+                VALUES (h.account_id, h.chain, v_held, p_amount)
+                ON CONFLICT (account, chain)
+                  DO UPDATE SET released = r.released + EXCLUDED.released, charged = r.charged + EXCLUDED.charged;
+                v_released := true;
+              END IF;
+              IF p_status = 'settled' AND p_amount > 0 THEN
+                IF v_released THEN
+                  SELECT LEAST(p_amount, b.deposited - b.committed) INTO v_onchain
+                    FROM onchain_backing b WHERE b.account_id = h.account_id AND b.chain = h.chain FOR UPDATE OF b;
+                  IF v_onchain > 0 THEN
+                    UPDATE onchain_backing b SET committed = b.committed + v_onchain
+                     WHERE b.account_id = h.account_id AND b.chain = h.chain;
+                  END IF;
+                END IF;
+                INSERT INTO settlement_intents (hold_id, account_id, chain, amount, onchain_amount, offchain_amount, created_at)
+                VALUES (p_hold, h.account_id, h.chain, p_amount, COALESCE(v_onchain, 0), p_amount - COALESCE(v_onchain, 0), p_at);
+              END IF;
+              IF v_released AND p_amount <> v_held THEN
+                -- Beside the key's day in spend_days, which its holds keep locked: spend_totals reads both.
+                INSERT INTO spend_returns AS s (account_id, chain, key_id, day, returned)
+                VALUES (h.account_id, h.chain, h.key_id, h.created_at - h.created_at % 86400000, v_held - p_amount)
+                ON CONFLICT (account_id, chain, key_id, day) DO UPDATE SET returned = s.returned + EXCLUDED.returned;
+              END IF;
+            END IF;
+          END IF;
+          RETURN QUERY SELECT h.seq, h.id, h.account_id, h.request_id, h.key_id, h.chain, h.amount, h.call_kind, h.model,
+                 h.input_tokens, h.max_tokens, h.image_size, h.image_count, h.created_at, h.raised, h.status, h.settled_amount,
+                 h.u_input, h.u_output, h.u_cw5m, h.u_cw1h, h.u_read, h.u_images, h.u_charges, h.u_endpoint, h.resolved_at,
+                 v_held IS NOT NULL, v_raised;
+        END $$;
+    `,
+  },
 ];

@@ -13,7 +13,15 @@ import {
 import { toTransfer } from "../shared/ledger-rows.js";
 import { inTransaction } from "./database.js";
 
-import { exactRows, type Queryable, REFUSAL_RETRIES, retrying, shardFor, sqlState } from "./queries.js";
+import {
+  exactRows,
+  foldReleases,
+  type Queryable,
+  REFUSAL_RETRIES,
+  retrying,
+  shardFor,
+  sqlState,
+} from "./queries.js";
 
 /**
  * A withdrawal's writes, run in a transaction that rolls back unless all of them happened: the
@@ -65,8 +73,8 @@ const WITHDRAW = `
 /** Why a withdrawal was not written: the transfer already there, and what may be withdrawn now. */
 const WITHDRAW_REFUSED = `
   SELECT t.*, (SELECT COUNT(*) FROM settlement_intents i WHERE i.transfer_id = t.id) AS calls,
-         LEAST(COALESCE((SELECT credits_posted - debits_posted - debits_pending FROM ledger_balances
-                          WHERE account = $2::text AND chain = $3::text AND shard = 0), 0),
+         LEAST(COALESCE((SELECT credits_posted - debits_posted - debits_pending FROM ledger_totals
+                          WHERE account = $2::text AND chain = $3::text), 0),
                COALESCE((SELECT deposited - committed FROM onchain_backing
                           WHERE account_id = $2::text AND chain = $3::text), 0)) AS withdrawable
     FROM (SELECT 1) AS one LEFT JOIN chain_transfers t ON t.id = $1::text`;
@@ -130,6 +138,8 @@ export class PgOnchain implements OnchainStore {
       try {
         const written = await retrying(() =>
           inTransaction(this.pool, async (client) => {
+            // The balance row with every release on it, locked: WITHDRAW debits the row alone.
+            await foldReleases(client, w.accountId, w.chain);
             const [row] = await exactRows(client, WITHDRAW, [
               w.id,
               w.accountId,

@@ -113,5 +113,14 @@ export const BALANCE = `
          COALESCE(SUM(credits_pending), 0) AS credits_pending, COALESCE(SUM(credits_posted), 0) AS credits_posted
     FROM ledger_totals WHERE account = $1::text AND chain = $2::text`;
 
+/**
+ * Takes an account's settlements' releases on a chain onto its balance row (migration 22's
+ * tollgate_fold_releases), for a write that debits the row alone (a raise, an x402 return, a
+ * withdrawal) where the account's totals cover it. In `client`'s transaction, or on its own.
+ */
+export async function foldReleases(db: Queryable, account: string, chain: string): Promise<void> {
+  await db.query("SELECT tollgate_fold_releases($1::text, $2::text)", [account, chain]);
+}
+
 /** How often a refused hold or withdrawal is tried again when the funds it lacked appeared meanwhile. */
 export const REFUSAL_RETRIES = 3;

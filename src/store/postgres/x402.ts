@@ -112,6 +112,10 @@ const CLOSE_X402 = `
          EXISTS (SELECT 1 FROM closed) AS closed, EXISTS (SELECT 1 FROM debited) AS debited
     FROM payment`;
 
+/** The payer's releases on the payment's chain taken onto its balance row (migration 22). */
+const FOLD_PAYERS_RELEASES = `
+  SELECT tollgate_fold_releases(account_id, chain) FROM x402_payments WHERE id = $1::text`;
+
 /**
  * The x402 port over PostgreSQL: payments authorised, collected and closed, each write one
  * statement or one transaction idempotent by its payment id. Stacked on {@link PgOnchain} so
@@ -151,9 +155,12 @@ export class PgX402 extends PgOnchain implements X402Store {
   /**
    * One transaction of one statement (CLOSE_X402), rolled back with an error when the return it
    * owes could not be debited; then, when it closed nothing, a read to tell `already-closed`
-   * from `not-found`.
+   * from `not-found`. A return is debited from the account's balance row alone, so the
+   * releases of its settlements (its own hold's among them) are taken onto that row first, in a
+   * statement of their own (migration 22).
    */
   async closeX402(closing: X402Closing): Promise<"closed" | "already-closed" | "not-found"> {
+    if (closing.returned > 0n) await this.pool.query(FOLD_PAYERS_RELEASES, [closing.id]);
     const closed = await retrying(() =>
       inTransaction(this.pool, async (client) => {
         const [row] = await exactRows(client, CLOSE_X402, [

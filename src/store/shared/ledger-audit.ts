@@ -16,6 +16,31 @@ interface Totals {
 const zero = (): Totals => ({ debitsPending: 0n, debitsPosted: 0n, creditsPending: 0n, creditsPosted: 0n });
 
 /**
+ * Every key's spend per day that disagrees with its holds (what spend caps read), from `table`:
+ * SQLite's spend_days, or PostgreSQL's spend_totals (spend_days less what settlements gave back
+ * beside it, migration 22).
+ */
+export function spendDaysQuery(table: "spend_days" | "spend_totals"): string {
+  return `SELECT x.account_id, x.key_id, x.chain, x.day, x.expected, d.spent
+                 FROM (SELECT h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000 AS day,
+                              SUM(CASE WHEN r.status IS NULL
+                                       THEN h.amount + COALESCE((SELECT SUM(x.amount) FROM hold_raises x
+                                                                  WHERE x.hold_id = h.id), 0)
+                                       ELSE r.amount END) AS expected
+                         FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
+                        GROUP BY h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000) x
+                 LEFT JOIN ${table} d
+                   ON d.account_id = x.account_id AND d.key_id = x.key_id AND d.chain = x.chain AND d.day = x.day
+                WHERE COALESCE(d.spent, 0) <> x.expected
+               UNION ALL
+               SELECT d.account_id, d.key_id, d.chain, d.day, 0, d.spent FROM ${table} d
+                WHERE d.spent <> 0 AND NOT EXISTS (
+                      SELECT 1 FROM holds h
+                       WHERE h.account_id = d.account_id AND h.key_id = d.key_id AND h.chain = d.chain
+                         AND h.created_at >= d.day AND h.created_at < d.day + 86400000)`;
+}
+
+/**
  * What the audit reads, in SQL both stores speak (SQLite and PostgreSQL): integers come back as
  * bigints (a PostgreSQL reader parses int8 and numeric so), booleans as 0/1 via CASE.
  */
@@ -45,23 +70,7 @@ export const AUDIT_QUERIES = {
              FROM hold_raises x JOIN holds h ON h.id = x.hold_id
              LEFT JOIN ledger_entries e ON e.id = x.hold_id || '/raise/' || CAST(x.pass AS TEXT)`,
   // Every key's spend per day that disagrees with its holds (what spend caps read).
-  spendDays: `SELECT x.account_id, x.key_id, x.chain, x.day, x.expected, d.spent
-                 FROM (SELECT h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000 AS day,
-                              SUM(CASE WHEN r.status IS NULL
-                                       THEN h.amount + COALESCE((SELECT SUM(x.amount) FROM hold_raises x
-                                                                  WHERE x.hold_id = h.id), 0)
-                                       ELSE r.amount END) AS expected
-                         FROM holds h LEFT JOIN hold_resolutions r ON r.hold_id = h.id
-                        GROUP BY h.account_id, h.key_id, h.chain, h.created_at - h.created_at % 86400000) x
-                 LEFT JOIN spend_days d
-                   ON d.account_id = x.account_id AND d.key_id = x.key_id AND d.chain = x.chain AND d.day = x.day
-                WHERE COALESCE(d.spent, 0) <> x.expected
-               UNION ALL
-               SELECT d.account_id, d.key_id, d.chain, d.day, 0, d.spent FROM spend_days d
-                WHERE d.spent <> 0 AND NOT EXISTS (
-                      SELECT 1 FROM holds h
-                       WHERE h.account_id = d.account_id AND h.key_id = d.key_id AND h.chain = d.chain
-                         AND h.created_at >= d.day AND h.created_at < d.day + 86400000)`,
+  spendDays: spendDaysQuery("spend_days"),
   ...ONCHAIN_AUDIT_QUERIES,
   ...X402_AUDIT_QUERIES,
 } as const;

@@ -30,6 +30,26 @@ async function rows(pool: import("pg").Pool, account = "acct_a") {
   return rows[0];
 }
 
+/**
+ * Runs `body` on a fresh database whose acct_a has `funds` on {@link CHAIN}, over a pool of
+ * `poolSize`, and ends with the audit: the ledger must replay clean.
+ */
+async function withFunded(
+  funds: bigint,
+  body: (pool: import("pg").Pool, ledger: PgLedger) => Promise<void>,
+  poolSize = 4,
+): Promise<void> {
+  const pool = await openPostgres(await server().freshDatabase(), poolSize);
+  try {
+    const ledger = new PgLedger(pool);
+    await fundAccounts(pool, ledger, ["acct_a"], funds);
+    await body(pool, ledger);
+    expect(await auditPostgres(pool)).toEqual([]);
+  } finally {
+    await pool.end();
+  }
+}
+
 describe("settlements beside the balance row on PostgreSQL", () => {
   it("a settlement waits on none of the rows its account's holds keep locked", async () => {
     const url = await server().freshDatabase();
@@ -75,12 +95,8 @@ describe("settlements beside the balance row on PostgreSQL", () => {
     }
   });
 
-  it("a hold the row alone cannot cover folds the releases onto it; one the totals cannot cover is refused", async () => {
-    const url = await server().freshDatabase();
-    const pool = await openPostgres(url, 4);
-    const ledger = new PgLedger(pool);
-    await fundAccounts(pool, ledger, ["acct_a"], 1_000n);
-    try {
+  it("a hold the row alone cannot cover folds the releases onto it; one the totals cannot cover is refused", () =>
+    withFunded(1_000n, async (pool, ledger) => {
       for (let i = 0; i < 10; i++)
         expect((await ledger.placeHold(testHold(`h${i}`, 100n))).kind).toBe("placed");
       for (let i = 0; i < 10; i++)
@@ -106,18 +122,10 @@ describe("settlements beside the balance row on PostgreSQL", () => {
         debitsPosted: 1_000n,
         creditsPosted: 1_000n,
       });
-      expect(await auditPostgres(pool)).toEqual([]);
-    } finally {
-      await pool.end();
-    }
-  });
+    }));
 
-  it("a raise the row alone cannot cover is made from the releases", async () => {
-    const url = await server().freshDatabase();
-    const pool = await openPostgres(url, 4);
-    const ledger = new PgLedger(pool);
-    await fundAccounts(pool, ledger, ["acct_a"], 200n);
-    try {
+  it("a raise the row alone cannot cover is made from the releases", () =>
+    withFunded(200n, async (pool, ledger) => {
       expect((await ledger.placeHold(testHold("a", 100n))).kind).toBe("placed");
       expect((await ledger.placeHold(testHold("b", 100n))).kind).toBe("placed");
       expect((await ledger.settle("a", 20n, USAGE, 20, "")).kind).toBe("resolved");
@@ -128,18 +136,10 @@ describe("settlements beside the balance row on PostgreSQL", () => {
       expect(refused).toEqual({ kind: "insufficient", available: 0n });
       expect((await ledger.settle("b", 150n, USAGE, 40, "")).kind).toBe("resolved");
       expect(await ledger.balance("acct_a", CHAIN)).toMatchObject({ debitsPending: 0n, debitsPosted: 170n });
-      expect(await auditPostgres(pool)).toEqual([]);
-    } finally {
-      await pool.end();
-    }
-  });
+    }));
 
-  it("a key's daily cap counts what its settlements gave back", async () => {
-    const url = await server().freshDatabase();
-    const pool = await openPostgres(url, 4);
-    const ledger = new PgLedger(pool);
-    await fundAccounts(pool, ledger, ["acct_a"]);
-    try {
+  it("a key's daily cap counts what its settlements gave back", () =>
+    withFunded(10_000n, async (pool, ledger) => {
       await ledger.setSpendCap(
         { accountId: "acct_a", keyId: "key_1", chain: CHAIN, period: "day", amount: 100n },
         1,
@@ -153,57 +153,49 @@ describe("settlements beside the balance row on PostgreSQL", () => {
       // 20 spent: 80 more fits the cap of 100, 81 does not.
       expect((await ledger.placeHold(testHold("b", 81n))).kind).toBe("capped");
       expect((await ledger.placeHold(testHold("c", 80n))).kind).toBe("placed");
-      expect(await auditPostgres(pool)).toEqual([]);
-    } finally {
-      await pool.end();
-    }
-  });
+    }));
 
-  it("one account's holds and settlements racing at the edge of its funds: every charge taken once, never overdrawn", async () => {
-    const url = await server().freshDatabase();
-    const pool = await openPostgres(url, 12);
-    const ledger = new PgLedger(pool);
-    await fundAccounts(pool, ledger, ["acct_a"], 1_000n);
-    try {
-      let charged = 0n;
-      let placed = 0;
-      let refused = 0;
-      // 16 callers at once, each holding 100 (1,600 asked of 1,000) and settling for 0-10, until
-      // the charges use the funds up: the holds that find the row short fold what the
-      // settlements released, and the last ones are refused.
-      await Promise.all(
-        Array.from({ length: 16 }, async (_, w) => {
-          for (let i = 0; i < 15; i++) {
-            const id = `w${w}_${i}`;
-            const result = await ledger.placeHold(testHold(id, 100n));
-            if (result.kind !== "placed") {
-              expect(result.kind).toBe("insufficient");
-              refused++;
-              continue;
+  it("one account's holds and settlements racing at the edge of its funds: every charge taken once, never overdrawn", () =>
+    withFunded(
+      1_000n,
+      async (pool, ledger) => {
+        let charged = 0n;
+        let placed = 0;
+        let refused = 0;
+        // 16 callers at once, each holding 100 (1,600 asked of 1,000) and settling for 0-10, until
+        // the charges use the funds up: the holds that find the row short fold what the
+        // settlements released, and the last ones are refused.
+        await Promise.all(
+          Array.from({ length: 16 }, async (_, w) => {
+            for (let i = 0; i < 15; i++) {
+              const id = `w${w}_${i}`;
+              const result = await ledger.placeHold(testHold(id, 100n));
+              if (result.kind !== "placed") {
+                expect(result.kind).toBe("insufficient");
+                refused++;
+                continue;
+              }
+              placed++;
+              const charge = BigInt((w * 7 + i * 13) % 11);
+              expect((await ledger.settle(id, charge, USAGE, 20, "")).kind).toBe("resolved");
+              charged += charge;
             }
-            placed++;
-            const charge = BigInt((w * 7 + i * 13) % 11);
-            expect((await ledger.settle(id, charge, USAGE, 20, "")).kind).toBe("resolved");
-            charged += charge;
-          }
-        }),
-      );
-      expect(placed + refused).toBe(240);
-      expect(refused).toBeGreaterThan(0);
-      expect(charged).toBeLessThanOrEqual(1_000n);
-      const balance = await ledger.balance("acct_a", CHAIN);
-      expect(balance).toMatchObject({ debitsPending: 0n, debitsPosted: charged, creditsPosted: 1_000n });
-      expect(await ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({
-        creditsPending: 0n,
-        creditsPosted: charged,
-      });
-      const { rows: negative } = await pool.query(
-        "SELECT 1 FROM ledger_balances WHERE NOT may_overdraw AND credits_posted - debits_posted - debits_pending < 0",
-      );
-      expect(negative).toEqual([]);
-      expect(await auditPostgres(pool)).toEqual([]);
-    } finally {
-      await pool.end();
-    }
-  });
+          }),
+        );
+        expect(placed + refused).toBe(240);
+        expect(refused).toBeGreaterThan(0);
+        expect(charged).toBeLessThanOrEqual(1_000n);
+        const balance = await ledger.balance("acct_a", CHAIN);
+        expect(balance).toMatchObject({ debitsPending: 0n, debitsPosted: charged, creditsPosted: 1_000n });
+        expect(await ledger.balance(SYSTEM_REVENUE, CHAIN)).toMatchObject({
+          creditsPending: 0n,
+          creditsPosted: charged,
+        });
+        const { rows: negative } = await pool.query(
+          "SELECT 1 FROM ledger_balances WHERE NOT may_overdraw AND credits_posted - debits_posted - debits_pending < 0",
+        );
+        expect(negative).toEqual([]);
+      },
+      12,
+    ));
 });

@@ -92,6 +92,11 @@ export interface BenchResults {
     readonly upstreamLatencyMs: number;
     readonly saturationConnections: number;
     readonly quick: boolean;
+    /**
+     * The store phase ran with the gateway target and the peer stopped (bench/run.ts); absent
+     * in runs from before 2026-11-29 20:45, where both sat idle beside it.
+     */
+    storesAlone?: boolean;
   };
   readonly saturation: SaturationFigure[];
   readonly rates: RateFigure[];

@@ -12,10 +12,27 @@ let server: Server;
 const byPath = new Map<string, Map<string, number>>();
 const seen = (path: string) => byPath.get(path) ?? new Map<string, number>();
 let url = "";
+let slowStartFrom: number | undefined;
 
 beforeAll(async () => {
   server = createServer((request, response) => {
     request.resume();
+    if (request.url === "/refused") {
+      response.statusCode = 503;
+      response.end("{}");
+      return;
+    }
+    if (request.url === "/dropped") {
+      request.socket.destroy();
+      return;
+    }
+    if (request.url === "/slow-start") {
+      // The first 600 ms of the run (60 of its first 100 requests) answered 80 ms late.
+      slowStartFrom ??= Date.now();
+      const late = Date.now() - slowStartFrom < 600;
+      setTimeout(() => response.end("{}"), late ? 80 : 0);
+      return;
+    }
     request.on("end", () => {
       const who = `${request.headers["x-api-key"]} | ${request.headers.authorization} | ${request.headers["content-type"]}`;
       const counts = seen(request.url!);
@@ -80,5 +97,52 @@ describe("the load generator's header sets (bench/load.ts)", () => {
     await openLoop({ kind: "rate", request: spec("/one"), rate: 50, seconds: 1, connections: 4 });
     await saturate({ kind: "saturate", request: spec("/one"), connections: 2, seconds: 1 });
     expect([...seen("/one").keys()]).toEqual(["one | Bearer one | application/json"]);
+  });
+});
+
+describe("the load generator's open loop (bench/load.ts)", () => {
+  it("counts answers outside 2xx and requests that fail, one each", async () => {
+    const refused = await openLoop({
+      kind: "rate",
+      request: spec("/refused"),
+      rate: 40,
+      seconds: 0.5,
+      connections: 4,
+    });
+    expect(refused).toMatchObject({ requests: 20, non2xx: 20, errors: 0 });
+    const dropped = await openLoop({
+      kind: "rate",
+      request: spec("/dropped"),
+      rate: 40,
+      seconds: 0.5,
+      connections: 4,
+    });
+    expect(dropped).toMatchObject({ requests: 20, non2xx: 0, errors: 20 });
+  });
+
+  it("reports the run's first seconds alone when asked", async () => {
+    const result = await openLoop({
+      kind: "rate",
+      request: spec("/slow-start"),
+      rate: 100,
+      seconds: 2,
+      headSeconds: 1,
+      connections: 16,
+    });
+    expect(result.requests).toBe(200);
+    expect(result.head?.seconds).toBe(1);
+    expect(result.head?.requests).toBe(100);
+    // 60 of the first 100 were late, 60 of all 200: late at the head's median, not the run's.
+    expect(result.head!.latencyMs.p50).toBeGreaterThanOrEqual(80);
+    expect(result.latencyMs.p50).toBeLessThan(80);
+    expect(result.latencyMs.max).toBeGreaterThanOrEqual(80);
+    const plain = await openLoop({
+      kind: "rate",
+      request: spec("/one"),
+      rate: 50,
+      seconds: 0.2,
+      connections: 4,
+    });
+    expect(plain.head).toBeUndefined();
   });
 });

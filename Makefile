@@ -60,7 +60,7 @@ test-only: build browser services ## Only the tests (skips generation and lint c
 run: build ## Run the gateway on its embedded defaults and local stand-ins (tollgate dev: facade :8787, core :8788, ./data)
 	node dist/src/cli/main.js dev
 
-bench: build ## Benchmarks: gateway vs pass-through vs direct vs Portkey (installed from npm into a temp folder), writes bench/results/ and docs/benchmarks.md (~12 min; BENCH_ARGS=--quick)
+bench: build ## Benchmarks: gateway vs pass-through vs direct vs Portkey (installed from npm into a temp folder), writes bench/results/ and docs/benchmarks.md (~15 min; BENCH_ARGS=--quick)
 	tsc -p tsconfig.bench.json
 	ulimit -n "$$(ulimit -Hn)"; node dist/bench/run.js $(BENCH_ARGS)
 

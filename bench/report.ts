@@ -302,11 +302,6 @@ function chart(results: BenchResults): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img">\n<title>Tollgate benchmarks: throughput at saturation and added latency at fixed rates, against direct, pass-through and Portkey</title>\n<rect width="100%" height="100%" fill="white"/>\n${parts.join("\n")}\n</svg>\n`;
 }
 
-/** Calls in the store phase's runs at 300/s (2,400 in the 8 s runs before 2026-11-29). */
-function r300calls(rows: readonly StoreFigure[]): number {
-  return rows.find((r) => r.rate300 !== undefined)?.rate300?.requests ?? 2400;
-}
-
 /** The store phase: billed calls per second and added latency at 300 and 500/s, per store configuration. */
 function storesSection(results: BenchResults): string {
   const rows = results.stores ?? [];
@@ -329,6 +324,8 @@ function storesSection(results: BenchResults): string {
       : `+${ms(r.rate300.head.latencyMs[q] - r.floor300.head.latencyMs[q])}`;
   const runSeconds =
     long === undefined ? results.settings.seconds : Math.round(long.requests / long.targetRate);
+  // Calls in each run at 300/s (2,400 in the 8 s runs before 2026-11-29).
+  const calls300 = rows.find((r) => r.rate300 !== undefined)?.rate300?.requests ?? 2400;
   return [
     "The same billed `/v1/messages` call (a durable hold and settle each) on each store, every deployment",
     "started fresh with `tollgate serve` and `tollgate worker` and stopped after its turn. PostgreSQL is",
@@ -363,7 +360,7 @@ function storesSection(results: BenchResults): string {
       ? []
       : [
           `The runs at 300/s (the pass-through's and each deployment's) last ${runSeconds} s, the others ${results.settings.seconds} s: their`,
-          `p99 is the ${Math.round(long.requests / 100)} slowest of ${count(long.requests)} calls. The same runs' first ${long.head!.seconds} s alone, as the`,
+          `p99 is the ${Math.round(calls300 / 100)} slowest of ${count(calls300)} calls. The same runs' first ${long.head!.seconds} s alone, as the`,
           `${results.settings.seconds} s runs before 2026-11-29 measured them, are in the column after ([store.md](store.md), "Longer runs at 300/s").`,
           "",
         ]),
@@ -384,7 +381,7 @@ function storesSection(results: BenchResults): string {
           "Beside each run at 300/s, the hosts' CPU per call (every thread's, and their event loops' alone) and the",
           "disk: a probe in a process of its own wrote 8 KiB and called `fdatasync` every 50 ms in the store's",
           "folder (`bench/disk-probe.ts`). Every durable commit on this disk waits for such an fsync, on either",
-          `store, so a slow one holds every call then in flight; the p99 of ${count(r300calls(rows))} calls is their ${Math.round(r300calls(rows) / 100)} slowest`,
+          `store, so a slow one holds every call then in flight; the p99 of ${count(calls300)} calls is their ${Math.round(calls300 / 100)} slowest`,
           '([store.md](store.md), "The p99 at 300/s").',
           "",
           "| store | added p99 at 300/s | the hosts' CPU per call | their event loops' | fsyncs over 20 ms (the longest) |",
@@ -526,10 +523,10 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     "  here. So `bench/load.ts` paces requests the wrk2 way on an undici pool: request *i* is due at",
     "  start + i/rate regardless of answers, latency counts from the due time, the pool has 512",
     "  connections (far above rate × latency, so sending never waits for a free connection), and the",
-    "  run records how late sends were and the achieved rate. Each request goes through undici's",
-    "  `dispatch` with a handler of its own (no body stream, no promise per request), and autocannon is",
-    "  loaded only by a saturating run: the load generator shares the cores with what it measures, and",
-    "  since 2026-11-29 costs about a quarter less CPU per run at 300/s.",
+    "  run records how late sends were and the achieved rate. In runs from 2026-11-29 21:00 on, each",
+    "  request goes through undici's `dispatch` with a handler of its own (no body stream, no promise per",
+    "  request) and autocannon is loaded only by a saturating run: the load generator shares the cores",
+    "  with what it measures, and so costs about a quarter less CPU per run at 300/s than before.",
     "- **Idle streams** are raw sockets from one load process, opened in waves of 200, each waiting for",
     "  `message_start` before it counts as open.",
     "- **Many accounts** (the store phase's `… accounts` rows): the harness creates the accounts, a key and",
